@@ -1,0 +1,27 @@
+"""Global construction of a static ring: for drivers, simulators and tests only.
+
+The protocol never calls this; it is how a simulator (or a daemon started with a full
+member list) hands every node its initial local view.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from overlay.labels import NodeRef, process_nodes, ring_order
+from overlay.view import View
+
+
+def ring_nodes(process_ids: Iterable[str]) -> list[NodeRef]:
+    """All virtual nodes of the given processes in cycle order."""
+    return ring_order([n for pid in process_ids for n in process_nodes(pid)])
+
+
+def build_views(process_ids: Iterable[str]) -> dict[NodeRef, View]:
+    """The correct local view of every virtual node of a static ring."""
+    nodes = ring_nodes(process_ids)
+    count = len(nodes)
+    return {
+        node: View(me=node, pred=nodes[i - 1], succ=nodes[(i + 1) % count])
+        for i, node in enumerate(nodes)
+    }
