@@ -1,0 +1,1 @@
+"""Skueue: a scalable, linearizable peer-to-peer distributed queue and stack."""

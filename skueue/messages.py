@@ -1,0 +1,96 @@
+"""One frozen attrs class per message kind (never subclassed), and the registry the wire uses.
+
+Messages are addressed by the driver (``Send.to``); a message carries its sender only
+where the receiver needs it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import attrs
+
+from overlay.labels import NodeRef
+from overlay.routing import Route
+from skueue.batch import Batch, RunGrant
+from skueue.ops import Element
+
+
+@attrs.frozen
+class BatchUp:
+    """Stage 1: a child's batch, sent to its parent in the aggregation tree."""
+
+    sender: NodeRef  # the child; the parent files the batch under it
+    batch: Batch
+
+    def describe(self) -> str:
+        return f"BatchUp from {self.sender.describe()} {self.batch.describe()}"
+
+
+@attrs.frozen
+class Grants:
+    """Stage 3: the position grants for the batch a child sent up, one per run."""
+
+    grants: tuple[RunGrant, ...]
+
+    def describe(self) -> str:
+        return "Grants " + " ".join(g.describe() for g in self.grants)
+
+
+@attrs.frozen
+class Put:
+    """Stage 4: store ``element`` at ``position`` (routed hop by hop to pred(key))."""
+
+    route: Route
+    position: int
+    element: Element
+    ticket: int  # stack ticket; 0 for the queue
+    requester: NodeRef  # where a PutAck goes when ``ack`` is set
+    op_id: int
+    ack: bool  # the stack's stage 4 waits for its Puts to land
+
+    def describe(self) -> str:
+        return f"Put pos={self.position} t={self.ticket} op=#{self.op_id}"
+
+
+@attrs.frozen
+class Get:
+    """Stage 4: remove and return the element at ``position`` (waits for its Put)."""
+
+    route: Route
+    position: int
+    ticket: int  # stack: take the largest ticket <= this; queue: 0
+    requester: NodeRef
+    op_id: int
+
+    def describe(self) -> str:
+        return f"Get pos={self.position} t={self.ticket} op=#{self.op_id}"
+
+
+@attrs.frozen
+class GetReply:
+    """The element a Get removed, sent straight back to the requesting node."""
+
+    op_id: int
+    position: int
+    element: Element
+
+    def describe(self) -> str:
+        return f"GetReply op=#{self.op_id} pos={self.position}"
+
+
+@attrs.frozen
+class PutAck:
+    """A Put landed (stack only)."""
+
+    op_id: int
+
+    def describe(self) -> str:
+        return f"PutAck op=#{self.op_id}"
+
+
+MESSAGE_KINDS: dict[str, type[Any]] = {
+    cls.__name__: cls for cls in (BatchUp, Grants, Put, Get, GetReply, PutAck)
+}
+
+Message = BatchUp | Grants | Put | Get | GetReply | PutAck

@@ -1,0 +1,103 @@
+"""One process: its left, middle and right virtual nodes, behind the core contract.
+
+    submit(op) -> effects     a client request enters
+    handle(to, message)       a message for one of this process's nodes arrives
+    tick() -> effects         the paper's Timeout, once per round
+
+Messages between the process's own virtual nodes never leave it: they are handled in
+the same step until nothing local is left, and only messages for other processes come
+out as ``Send`` effects.  (A driver that wants to count virtual hops as rounds can turn
+this off with ``local_delivery=False``.)
+
+Client intake: every operation of a process enters the buffer of one node, the left
+node, because one buffer per process is what keeps program order (SPEC §6), and the left
+node is the highest of the three in the tree.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Mapping
+
+import attrs
+
+from overlay.labels import Kind, NodeRef
+from overlay.view import View
+from skueue.effects import Effect, Send
+from skueue.messages import Message
+from skueue.node import VirtualNode
+from skueue.ops import Element, Op, OpKind, Structure
+
+INTAKE_KIND = Kind.LEFT
+# Right first, so that a batch climbs the process's own nodes within one tick.
+TICK_ORDER = (Kind.RIGHT, Kind.MIDDLE, Kind.LEFT)
+
+
+@attrs.define
+class Process:
+    process_id: str
+    nodes: dict[Kind, VirtualNode]
+    structure: Structure
+    local_delivery: bool = True
+    next_op_id: int = 0
+    # Did the last tick start a batch anywhere?  Drivers use it to skip idle processes.
+    last_tick_fired: bool = True
+
+    @classmethod
+    def create(
+        cls,
+        process_id: str,
+        views: Mapping[Kind, View],
+        structure: Structure = Structure.QUEUE,
+        *,
+        local_delivery: bool = True,
+    ) -> Process:
+        nodes = {kind: VirtualNode(views[kind], structure) for kind in Kind}
+        return cls(process_id, nodes, structure, local_delivery)
+
+    def new_op(self, kind: OpKind, value: Element | None = None) -> Op:
+        """Build the next operation of this process (op ids follow issue order)."""
+        op = Op(self.next_op_id, kind, value)
+        self.next_op_id += 1
+        return op
+
+    def submit(self, op: Op) -> list[Effect]:
+        return self._settle(self.nodes[INTAKE_KIND].submit(op))
+
+    def tick(self) -> list[Effect]:
+        effects: list[Effect] = []
+        before = self.batches_sent()
+        for kind in TICK_ORDER:
+            effects.extend(self._settle(self.nodes[kind].tick()))
+        self.last_tick_fired = self.batches_sent() != before
+        return effects
+
+    def batches_sent(self) -> int:
+        return sum(n.batches_sent for n in self.nodes.values())
+
+    def handle(self, to: NodeRef, message: Message) -> list[Effect]:
+        if to.process != self.process_id:
+            raise ValueError(f"message for {to.describe()} delivered to process {self.process_id}")
+        return self._settle(self.nodes[to.kind].handle(message))
+
+    def _settle(self, effects: list[Effect]) -> list[Effect]:
+        """Deliver messages between own nodes at once; return the rest in order."""
+        if not self.local_delivery:
+            return effects
+        out: list[Effect] = []
+        pending: deque[Effect] = deque(effects)
+        while pending:
+            effect = pending.popleft()
+            if isinstance(effect, Send) and effect.to.process == self.process_id:
+                pending.extend(self.nodes[effect.to.kind].handle(effect.message))
+            else:
+                out.append(effect)
+        return out
+
+    def entries(self) -> int:
+        """DHT entries stored by this process's three nodes."""
+        return sum(len(n.table) for n in self.nodes.values())
+
+    def describe(self) -> str:
+        return " | ".join(self.nodes[k].describe() for k in Kind)
+

@@ -1,0 +1,54 @@
+"""Building a static cluster of processes for a simulator, and global measurements.
+
+Only drivers use this module: it sees the whole ring, which the protocol never does.
+"""
+
+from __future__ import annotations
+
+from overlay.labels import Kind, NodeRef
+from overlay.ring import build_views
+from overlay.tree import parent
+from overlay.view import View
+from skueue.ops import Structure
+from skueue.process import Process
+
+
+def process_ids(count: int) -> list[str]:
+    return [f"p{i}" for i in range(count)]
+
+
+def build_cluster(
+    ids: list[str], structure: Structure, *, local_delivery: bool = True
+) -> dict[str, Process]:
+    if not ids:
+        raise ValueError("a cluster needs at least one process")
+    views = build_views(ids)
+    per_process: dict[str, dict[Kind, View]] = {pid: {} for pid in ids}
+    for node, view in views.items():
+        per_process[node.process][node.kind] = view
+    return {
+        pid: Process.create(pid, per_process[pid], structure, local_delivery=local_delivery)
+        for pid in ids
+    }
+
+
+def tree_height(processes: dict[str, Process]) -> int:
+    """Longest path from any node up to the anchor, in tree edges."""
+    views: dict[NodeRef, View] = {
+        node.view.me: node.view for p in processes.values() for node in p.nodes.values()
+    }
+    depth: dict[NodeRef, int] = {}
+
+    def depth_of(start: NodeRef) -> int:
+        path = []
+        node: NodeRef | None = start
+        while node is not None and node not in depth:
+            path.append(node)
+            node = parent(views[node])
+        base = -1 if node is None else depth[node]
+        for n in reversed(path):
+            base += 1
+            depth[n] = base
+        return depth[start]
+
+    return max(depth_of(n) for n in views)

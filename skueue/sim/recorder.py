@@ -1,0 +1,46 @@
+"""Turning submissions and completions into history records (SPEC history format)."""
+
+from __future__ import annotations
+
+import attrs
+
+from skueue.effects import Complete
+from skueue.history import Record
+from skueue.ops import Element, Op
+
+
+def as_text(value: Element | None) -> str | None:
+    if value is None or isinstance(value, str):
+        return value
+    return value.decode("utf-8", errors="backslashreplace")
+
+
+@attrs.define
+class Recorder:
+    """Collects one record per completed operation; times are whatever the driver uses."""
+
+    open_ops: dict[tuple[str, int], tuple[Op, float]] = attrs.field(factory=dict)
+    records: list[Record] = attrs.field(factory=list)
+
+    def invoked(self, process: str, op: Op, now: float) -> None:
+        self.open_ops[(process, op.op_id)] = (op, now)
+
+    def completed(self, process: str, done: Complete, now: float) -> Record:
+        op, invoke = self.open_ops.pop((process, done.op_id))
+        value = done.value if not op.kind.inserts else op.value
+        record = Record(
+            process=process,
+            seq=op.op_id,
+            op=op.kind.value,
+            value=as_text(value),
+            invoke=invoke,
+            response=now,
+            position=done.position,
+            ord=done.ord,
+        )
+        self.records.append(record)
+        return record
+
+    @property
+    def pending(self) -> int:
+        return len(self.open_ops)

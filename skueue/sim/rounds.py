@@ -1,0 +1,176 @@
+"""The synchronous-rounds simulator: the paper's evaluation model (SPEC §9, paper §VII).
+
+Every message sent in round ``r`` is handled in round ``r + 1``; every process runs its
+Timeout once a round.  A round is: deliver last round's messages, create this round's
+requests, tick.  The metric is rounds from a request's creation to its completion.
+
+Speed: a tick changes nothing unless a message or a request reached the process since
+its last tick that did nothing (the stage-1 condition depends only on node state), so
+only those processes are ticked.  ``tick_all=True`` ticks every process every round, and
+a test holds both modes to the same history.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable
+
+import attrs
+
+from skueue.effects import Complete, Effect, Send
+from skueue.history import Record
+from skueue.messages import Message
+from skueue.ops import OpKind, Structure, insert_kind, remove_kind
+from skueue.process import Process
+from skueue.sim.cluster import build_cluster, process_ids, tree_height
+from skueue.sim.recorder import Recorder
+
+
+class SimStuck(RuntimeError):
+    """A run did not become quiescent within its bound; the message says who waits for what."""
+
+
+@attrs.frozen
+class SyncConfig:
+    processes: int = 16
+    structure: Structure = Structure.QUEUE
+    rounds: int = 1000  # rounds that create requests; then the run drains
+    rate: int = 10  # requests per round, each to a random process (paper §VII-A)
+    per_node_probability: float | None = None  # Figure 4: each process, each round
+    insert_ratio: float = 0.5
+    seed: int = 0
+    drain_rounds_max: int = 100_000
+    local_delivery: bool = True
+    tick_all: bool = False
+
+    def __attrs_post_init__(self) -> None:
+        if self.processes < 1:
+            raise ValueError("processes must be at least 1")
+        if not 0.0 <= self.insert_ratio <= 1.0:
+            raise ValueError("the enqueue/push ratio must be in [0, 1]")
+        if self.rounds < 0 or self.rate < 0:
+            raise ValueError("rounds and rate must not be negative")
+        p = self.per_node_probability
+        if p is not None and not 0.0 <= p <= 1.0:
+            raise ValueError("the per-node request probability must be in [0, 1]")
+
+
+@attrs.define
+class SyncResult:
+    config: SyncConfig
+    records: list[Record]
+    rounds_run: int
+    network_messages: int
+    tree_height: int
+    largest_batch: int
+    entries_per_process: list[int]  # at the end of the request phase
+
+
+class SyncSim:
+    def __init__(self, config: SyncConfig) -> None:
+        self.config = config
+        self.rng = random.Random(config.seed)
+        self.ids = process_ids(config.processes)
+        self.processes = build_cluster(
+            self.ids, config.structure, local_delivery=config.local_delivery
+        )
+        self.order = [self.processes[pid] for pid in self.ids]
+        self.index = {pid: i for i, pid in enumerate(self.ids)}
+        self.recorder = Recorder()
+        self.inbox: list[Send] = []
+        self.round = 0
+        self.network_messages = 0
+        self.dirty: set[int] = set(range(len(self.order)))
+        self.insert = insert_kind(config.structure)
+        self.remove = remove_kind(config.structure)
+        self.on_round: Callable[[int], None] | None = None
+
+    # -- one round --------------------------------------------------------------------
+
+    def _apply(self, process: Process, effects: list[Effect], outbox: list[Send]) -> None:
+        for effect in effects:
+            if isinstance(effect, Send):
+                outbox.append(effect)
+            else:
+                assert isinstance(effect, Complete)
+                self.recorder.completed(process.process_id, effect, self.round)
+
+    def submit(self, process: Process, kind: OpKind, outbox: list[Send]) -> None:
+        value = f"{process.process_id}-{process.next_op_id}" if kind.inserts else None
+        op = process.new_op(kind, value)
+        self.recorder.invoked(process.process_id, op, self.round)
+        self._apply(process, process.submit(op), outbox)
+        self.dirty.add(self.index[process.process_id])
+
+    def _generate(self, outbox: list[Send]) -> None:
+        cfg = self.config
+        rng = self.rng
+        if cfg.per_node_probability is not None:
+            targets = [p for p in self.order if rng.random() < cfg.per_node_probability]
+        else:
+            targets = [self.order[rng.randrange(len(self.order))] for _ in range(cfg.rate)]
+        for p in targets:
+            kind = self.insert if rng.random() < cfg.insert_ratio else self.remove
+            self.submit(p, kind, outbox)
+
+    def step(self, generate: bool) -> None:
+        """Run one round."""
+        self.round += 1
+        outbox: list[Send] = []
+        delivering, self.inbox = self.inbox, []
+        for send in delivering:
+            i = self.index[send.to.process]
+            process = self.order[i]
+            self._apply(process, process.handle(send.to, _message(send)), outbox)
+            self.dirty.add(i)
+        if generate:
+            self._generate(outbox)
+        to_tick = range(len(self.order)) if self.config.tick_all else sorted(self.dirty)
+        still = set()
+        for i in to_tick:
+            process = self.order[i]
+            effects = process.tick()
+            if process.last_tick_fired:
+                still.add(i)
+            self._apply(process, effects, outbox)
+        self.dirty = still
+        self.network_messages += len(outbox)
+        self.inbox = outbox
+        if self.on_round is not None:
+            self.on_round(self.round)
+
+    # -- a whole run ------------------------------------------------------------------
+
+    def run(self) -> SyncResult:
+        cfg = self.config
+        height = tree_height(self.processes)
+        for _ in range(cfg.rounds):
+            self.step(generate=True)
+        entries = [p.entries() for p in self.order]
+        self.drain()
+        largest = max(n.largest_batch for p in self.order for n in p.nodes.values())
+        return SyncResult(
+            cfg, self.recorder.records, self.round, self.network_messages, height, largest, entries
+        )
+
+    def drain(self) -> None:
+        """Run rounds without new requests until every request has completed."""
+        limit = self.round + self.config.drain_rounds_max
+        while self.recorder.pending:
+            if self.round >= limit:
+                raise SimStuck(diagnose(self.order, self.recorder.pending, self.round))
+            self.step(generate=False)
+
+
+def _message(send: Send) -> Message:
+    return send.message  # type: ignore[no-any-return]
+
+
+def diagnose(processes: list[Process], pending: int, when: int) -> str:
+    lines = [f"not quiescent at step {when}: {pending} operations incomplete"]
+    for p in processes:
+        for node in p.nodes.values():
+            why = node.waiting_for()
+            if why:
+                lines.append(f"  {node.me.describe()} waits for {why}")
+    return "\n".join(lines[:60])
