@@ -97,5 +97,5 @@ def process_nodes(process_id: str) -> tuple[NodeRef, NodeRef, NodeRef]:
 
 
 def ring_order(nodes: list[NodeRef]) -> list[NodeRef]:
-    """Sort nodes into cycle order.  For drivers and tests only: the protocol never holds the ring."""
+    """Sort nodes into cycle order (drivers and tests only: the protocol never holds the ring)."""
     return sorted(nodes, key=lambda n: n.key)

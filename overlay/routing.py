@@ -21,10 +21,10 @@ the last bit a short linear walk reaches ``pred(t)``.
 
 Decisions this module makes, each for a reason:
 
-* ``k`` comes from the label gap around the start node (``3n`` nodes share the cycle, so
-  ``2**64 / gap`` estimates ``3n``); a node never knows ``n``.  An underestimate costs a
-  final walk that doubles per missing bit, an overestimate one virtual hop plus a short
-  walk per extra bit, so the estimate errs high.
+* ``k`` comes from the label gaps around the start node (``3n`` nodes share the cycle, so
+  ``2**64 / gap`` estimates ``3n``); a node never knows ``n``.  A bit costs a virtual hop
+  plus a walk of about two hops; a missing bit doubles the final walk (about ``3n / 2**k``
+  nodes).  The balance lies near ``k = log2(n) - 1``; see :data:`BITS_OVER_LOG_3N`.
 * The start process's middle label is the start point, and the first bit hops straight
   from whichever sibling holds the message (the three virtual nodes of a process are
   pairwise connected), which saves the hop to the middle.
@@ -36,12 +36,13 @@ Decisions this module makes, each for a reason:
   node, so the walk ends.
 * A node that sees that it or its predecessor owns ``t`` short-cuts the rest: delivering
   early can only save hops.
-* The final walk is the only place that crosses the cycle edge, and only when ``t`` lies
+* Only the final step towards ``pred(t)`` crosses the cycle edge, and only when ``t`` lies
   below the minimum label (then the maximum node owns it).
 
 Every call either delivers or returns a neighbour (``pred``, ``succ`` or a sibling) that is
-not the node itself; a route takes at most ``k`` virtual hops and ``k + 1`` terminating
-walks, so it ends on every correct static ring.  The routing state is a handful of
+not the node itself.  A route takes at most ``k`` virtual hops, ``k - 1`` walks to a middle
+node (each visits a node at most twice) and one monotone final walk, so it ends on every
+correct static ring.  The routing state is a handful of
 integers so that it travels inside messages unchanged.
 """
 
@@ -55,9 +56,12 @@ import attrs
 from overlay.labels import LABEL_BITS, LABEL_SPACE, Kind, NodeRef
 from overlay.view import View
 
-# Bits beyond the estimate of log2(3n) from the start node's gaps; see _estimate_bits.
-# Tuned with bench/routing_hops.py: it trades virtual hops against the final walk.
-EXTRA_BITS = 0
+# k = (estimate of log2(3n)) + BITS_OVER_LOG_3N: about log2(n) - 0.5 on average.  The
+# estimate scatters by about a bit either way; bench/routing_hops.py --over-log-3n measured
+# -3 and -2 best in mean and p99 for n = 16 .. 16384, while 0 (k about log2(n) + 1.5, the
+# SPEC's calibration setting) costs about 15% more hops.  -2 rather than -3 keeps one bit in
+# hand against the scatter: an underestimate costs more than an overestimate.
+BITS_OVER_LOG_3N = -2
 
 
 class Phase(enum.IntEnum):
@@ -140,17 +144,17 @@ def _pred_is_responsible(view: View, point: int) -> bool:
 
 
 def _estimate_bits(view: View) -> int:
-    """``k`` from local knowledge: about log2(n) + 2, read off the gaps around me.
+    """``k`` from local knowledge, read off the two gaps around me.
 
-    The two gaps around a node sum to about ``2 * 2**64 / (3n)``, so
-    ``floor(log2(2**65 / gap))`` is log2(3n) give or take a bit; log2(3n) itself is
-    log2(n) + 1.6.  Small gaps make the estimate high, which is the cheap direction.
+    The two gaps sum to about ``2 * 2**64 / (3n)`` (a Gamma(2) variable), so
+    ``floor(log2(2**65 / gaps))`` is log2(3n) = log2(n) + 1.6 give or take a bit
+    (standard deviation about 1.1 bits, mean about log2(3n)).
     """
-    gap = (view.succ.label - view.pred.label) % LABEL_SPACE
-    if gap == 0:
+    gaps = (view.succ.label - view.pred.label) % LABEL_SPACE
+    if gaps == 0:
         return LABEL_BITS
-    estimate = (2 * LABEL_SPACE // gap).bit_length() - 1 + EXTRA_BITS
-    return max(1, min(LABEL_BITS, estimate))
+    log_3n = (2 * LABEL_SPACE // gaps).bit_length() - 1
+    return max(1, min(LABEL_BITS, log_3n + BITS_OVER_LOG_3N))
 
 
 def start_route(view: View, target: int) -> Route:
@@ -171,11 +175,9 @@ def _step_towards_middle(view: View, route: Route) -> tuple[NodeRef, int]:
     z = route.point
     heading = route.heading
     if heading == 0:
-        near = [
-            n
-            for n, across in ((view.pred, view.pred_across_cycle), (view.succ, view.succ_across_cycle))
-            if n.kind is Kind.MIDDLE and not across
-        ]
+        # The neighbours across the cycle edge are the extremes, a right and a left node,
+        # so the kind test alone never snaps across it.
+        near = [n for n in (view.pred, view.succ) if n.kind is Kind.MIDDLE]
         if near:
             # min() keeps the first on ties, so pred wins a tie: deterministic.
             return min(near, key=lambda n: abs(n.label - z)), 0
