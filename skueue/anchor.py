@@ -65,7 +65,9 @@ class StackAnchor:
         for i, (count, slots) in enumerate(zip(batch.counts, batch.slots, strict=True)):
             if is_insert_run(i):
                 grants.append(
-                    RunGrant(self.last + 1, count, self.ord_next, ticket=self.ticket + 1, ticket_step=1)
+                    RunGrant(
+                        self.last + 1, count, self.ord_next, ticket=self.ticket + 1, ticket_step=1
+                    )
                 )
                 self.last += count
                 self.ticket += count
@@ -73,7 +75,9 @@ class StackAnchor:
                 # Pops take the top first: positions last, last-1, ..., all paired with
                 # the current ticket so that they skip entries pushed later.
                 available = min(count, self.last)
-                grants.append(RunGrant(self.last, available, self.ord_next, ticket=self.ticket, step=-1))
+                grants.append(
+                    RunGrant(self.last, available, self.ord_next, ticket=self.ticket, step=-1)
+                )
                 self.last -= available
             self.ord_next += slots
         return tuple(grants)

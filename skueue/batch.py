@@ -119,9 +119,7 @@ class RunGrant:
         return f"[{self.first}..{last} ord {self.ord_first} t{self.ticket}]"
 
 
-def split_grants(
-    grants: Sequence[RunGrant], subs: Sequence[Batch]
-) -> list[tuple[RunGrant, ...]]:
+def split_grants(grants: Sequence[RunGrant], subs: Sequence[Batch]) -> list[tuple[RunGrant, ...]]:
     """Stage 3: split the grants of a combined batch over its sub-batches, in order.
 
     Sub-batch ``j`` takes the next ``counts[j][i]`` positions of run ``i`` while they

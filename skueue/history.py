@@ -193,8 +193,9 @@ def validate_history(records: Iterable[Record]) -> None:
     """Whole-history sanity checks that single records cannot make.
 
     Checks that ``(process, seq)`` is unique, that ``response >= invoke``,
-    that ops are known and that every insert carries a value.  Gaps in ``seq`` are allowed: an operation that
-    never completed is not part of the history.
+    that ops are known and that every insert carries a value.  Gaps in
+    ``seq`` are allowed: an operation that never completed is not part of
+    the history.
     """
     seen: dict[tuple[str, int], Record] = {}
     for r in records:

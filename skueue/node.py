@@ -104,9 +104,9 @@ class VirtualNode:
         """The paper's Timeout: stage 1 when B is empty and every child has reported."""
         if self.inflight is not None:
             return []
-        kids = self.kids
-        if len(self.child_batches) < len(kids) or any(k not in self.child_batches for k in kids):
+        if not self.can_fire():
             return []
+        kids = self.kids
         own_batch = self.own.batch()
         layout = ((None, own_batch), *((k, self.child_batches.pop(k)) for k in kids))
         self.inflight = InFlight(self.own, layout)
@@ -125,7 +125,9 @@ class VirtualNode:
         match message:
             case BatchUp(sender=sender, batch=batch):
                 if sender in self.child_batches:
-                    raise ProtocolError(f"{self.me.describe()}: second batch from {sender.describe()}")
+                    raise ProtocolError(
+                        f"{self.me.describe()}: second batch from {sender.describe()}"
+                    )
                 self.child_batches[sender] = batch
                 return []
             case Grants(grants=grants):
@@ -217,6 +219,16 @@ class VirtualNode:
 
     # -- introspection ----------------------------------------------------------------
 
+    def can_fire(self) -> bool:
+        """Stage 1's condition: a tick now would send (or assign) a batch."""
+        if self.inflight is not None or len(self.child_batches) < len(self.kids):
+            return False
+        return all(k in self.child_batches for k in self.kids)
+
+    def has_operations(self) -> bool:
+        """Own operations or a child's non-empty batch wait for the next batch."""
+        return len(self.own) > 0 or any(not b.is_empty for b in self.child_batches.values())
+
     def waiting_for(self) -> str | None:
         """Why this node is not idle, for a driver's diagnosis; None if it is idle."""
         reasons = []
@@ -232,7 +244,11 @@ class VirtualNode:
         return ", ".join(reasons) or None
 
     def describe(self) -> str:
-        state = "idle" if self.inflight is None else ("serving" if self.inflight.served else "aggregating")
+        state = (
+            "idle"
+            if self.inflight is None
+            else ("serving" if self.inflight.served else "aggregating")
+        )
         anchor = f" anchor {self.anchor.describe()}" if self.anchor else ""
         return (
             f"{self.me.describe()} {state} own={len(self.own)} kids={len(self.child_batches)}"

@@ -16,6 +16,7 @@ node is the highest of the three in the tree.
 
 from __future__ import annotations
 
+import enum
 from collections import deque
 from collections.abc import Mapping
 
@@ -29,6 +30,13 @@ from skueue.node import VirtualNode
 from skueue.ops import Element, Op, OpKind, Structure
 
 INTAKE_KIND = Kind.LEFT
+
+
+class TickDue(enum.Enum):
+    NOW = "now"  # a batch with operations can go up
+    IDLE = "idle"  # only an empty batch can go up
+    NOTHING = "nothing"  # every node waits for a message
+
 # Right first, so that a batch climbs the process's own nodes within one tick.
 TICK_ORDER = (Kind.RIGHT, Kind.MIDDLE, Kind.LEFT)
 
@@ -94,10 +102,24 @@ class Process:
                 out.append(effect)
         return out
 
+    def tick_due(self) -> TickDue:
+        """How soon a tick is worth running.
+
+        A daemon ticks at once when a batch with operations can go, paces its ticks when
+        only empty batches can (so an idle cluster does not spin empty batches around the
+        tree as fast as the network allows), and waits for input otherwise.
+        """
+        due = TickDue.NOTHING
+        for node in self.nodes.values():
+            if node.can_fire():
+                if node.has_operations():
+                    return TickDue.NOW
+                due = TickDue.IDLE
+        return due
+
     def entries(self) -> int:
         """DHT entries stored by this process's three nodes."""
         return sum(len(n.table) for n in self.nodes.values())
 
     def describe(self) -> str:
         return " | ".join(self.nodes[k].describe() for k in Kind)
-

@@ -173,4 +173,3 @@ class AsyncSim:
         return AsyncResult(
             self.config, self.recorder.records, self.steps, self.messages, self.drained
         )
-

@@ -163,7 +163,7 @@ class SyncSim:
 
 
 def _message(send: Send) -> Message:
-    return send.message  # type: ignore[no-any-return]
+    return send.message
 
 
 def diagnose(processes: list[Process], pending: int, when: int) -> str:

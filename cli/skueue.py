@@ -1,0 +1,27 @@
+"""``skueue``: the command-line tool."""
+
+from __future__ import annotations
+
+import sys
+
+from cli import sim_cmd
+from cli.args import Parser
+
+
+def build_parser() -> Parser:
+    parser = Parser(prog="skueue", description="Skueue: a peer-to-peer distributed queue.")
+    sub = parser.add_subparsers(
+        dest="command", required=True, metavar="COMMAND", parser_class=Parser
+    )
+    sim_cmd.add_parser(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    code: int = args.run(args)
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main())

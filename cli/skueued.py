@@ -1,0 +1,89 @@
+"""``skueued``: run one Skueue process (its three virtual nodes) as a daemon.
+
+    skueued --listen HOST:PORT [--peers ADDR,...] [--id ID] [--structure queue|stack]
+            [--log-format json|console]
+
+Alone it is a one-process cluster; with ``--peers`` it forms a cluster with every
+listed daemon (each must be started with the others as its peers).  It prints one line
+on stdout when ready and shuts down cleanly on SIGTERM or SIGINT.
+"""
+
+from __future__ import annotations
+
+import signal
+import sys
+
+import trio
+
+from cli.args import Parser, fail
+from skueue.ops import Structure
+from skueue.runtime.address import AddressError, parse_address, parse_addresses
+from skueue.runtime.daemon import Daemon, DaemonConfig
+from skueue.runtime.errors import DaemonError
+from skueue.runtime.logging import configure
+
+
+def build_parser() -> Parser:
+    p = Parser(prog="skueued", description="Run one Skueue process as a daemon.")
+    p.add_argument(
+        "--listen",
+        required=True,
+        metavar="HOST:PORT",
+        help="address to listen on for peers and clients (port 0: any free port)",
+    )
+    p.add_argument(
+        "--peers", default="", metavar="ADDR,...", help="the other members of a static cluster"
+    )
+    p.add_argument("--id", dest="process_id", help="process id (default: the listen address)")
+    p.add_argument("--structure", choices=["queue", "stack"], default="queue")
+    p.add_argument("--log-format", choices=["json", "console"], default="console")
+    p.add_argument("--log-level", choices=["debug", "info", "warning", "error"], default="info")
+    return p
+
+
+async def serve(config: DaemonConfig) -> None:
+    daemon = Daemon(config)
+    with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+        async with trio.open_nursery() as nursery:
+            address = await nursery.start(daemon.run)
+            print(f"skueued ready: {daemon.process_id} listening on {address}", flush=True)
+            async for signum in signals:
+                print(
+                    f"skueued: {signal.Signals(signum).name}, shutting down",
+                    file=sys.stderr,
+                    flush=True,
+                )
+                nursery.cancel_scope.cancel()
+                break
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        listen = parse_address(args.listen)
+        peers = tuple(parse_addresses(args.peers))
+    except AddressError as e:
+        fail("skueued", str(e))
+    configure(args.log_format, args.log_level)
+    config = DaemonConfig(listen, peers, args.process_id, Structure(args.structure))
+    try:
+        trio.run(serve, config)
+    except BaseException as e:  # noqa: BLE001 - unwrap a start-up error from task groups
+        error = startup_error(e)
+        if error is None:
+            raise
+        fail("skueued", str(error), code=1)
+    return 0
+
+
+def startup_error(e: BaseException) -> DaemonError | None:
+    """The DaemonError inside ``e``, however deep in exception groups, if that is all it is."""
+    if isinstance(e, DaemonError):
+        return e
+    if isinstance(e, BaseExceptionGroup) and len(e.exceptions) == 1:
+        return startup_error(e.exceptions[0])
+    return None
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,1 @@
+"""The trio runtime: framing, the wire codec, the task that owns a process, client protocol."""

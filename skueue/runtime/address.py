@@ -1,0 +1,39 @@
+"""``HOST:PORT`` addresses, parsed once with a clear error."""
+
+from __future__ import annotations
+
+import attrs
+
+
+class AddressError(ValueError):
+    pass
+
+
+@attrs.frozen
+class Address:
+    host: str
+    port: int
+
+    def __str__(self) -> str:
+        return f"[{self.host}]:{self.port}" if ":" in self.host else f"{self.host}:{self.port}"
+
+
+def parse_address(text: str) -> Address:
+    """Parse ``host:port`` (``[v6]:port`` for IPv6); the port must be 0-65535."""
+    raw = text.strip()
+    host, sep, port_text = raw.rpartition(":")
+    if not sep or not host:
+        raise AddressError(f"bad address {text!r}: expected HOST:PORT, e.g. 127.0.0.1:7400")
+    if host.startswith("[") and host.endswith("]"):
+        host = host[1:-1]
+    try:
+        port = int(port_text)
+    except ValueError:
+        raise AddressError(f"bad address {text!r}: port {port_text!r} is not a number") from None
+    if not 0 <= port <= 65535:
+        raise AddressError(f"bad address {text!r}: port {port} is out of range")
+    return Address(host, port)
+
+
+def parse_addresses(text: str) -> list[Address]:
+    return [parse_address(part) for part in text.split(",") if part.strip()]

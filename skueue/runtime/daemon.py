@@ -1,0 +1,355 @@
+"""The daemon: one process of the cluster on trio, driving the unchanged pure core.
+
+Theory of operation
+-------------------
+One task, the *owner*, is the only one that touches the :class:`Host` (and through it
+the :class:`~skueue.process.Process`).  Everything else feeds it through one bounded
+channel, the inbox: a reader task per incoming connection (peers and clients) and the
+owner's own pacing timer.  Each step the owner takes every input waiting (up to a bound),
+handles them, ticks when a tick is due, and hands the frames it produced to one writer
+task per connection, one coalesced blob per connection per step.
+
+Pacing: a tick runs at once when a batch with operations in it can go up, every
+``idle_tick_ms`` when only an empty batch can (an idle cluster keeps its tree turning
+slowly instead of spinning), and otherwise only when input arrives.
+
+Backpressure: a client may have ``requests_per_client_max`` requests outstanding; its
+reader stops reading until replies go out, so a fast client slows down instead of
+growing our buffers.
+
+Errors: a peer or client that sends something malformed (:class:`RemoteProtocolError`)
+gets one structured warning in the log, an error reply where it waits, and its
+connection closed; everyone else is served on.
+"""
+
+from __future__ import annotations
+
+import itertools
+from typing import Any
+
+import attrs
+import structlog
+import trio
+
+from overlay.labels import Kind
+from overlay.ring import build_views
+from skueue.messages import Message
+from skueue.node import ProtocolError
+from skueue.ops import Structure
+from skueue.process import Process, TickDue
+from skueue.runtime.address import Address
+from skueue.runtime.client_protocol import (
+    PROTOCOL_VERSION,
+    ClientRequest,
+    InsertRequest,
+    RemoveRequest,
+    StatsRequest,
+    parse_request,
+    request_id,
+)
+from skueue.runtime.connections import coalescing_writer, first_frame, frames
+from skueue.runtime.errors import DaemonError, RemoteProtocolError
+from skueue.runtime.framing import FrameDecoder, pack, pack_many
+from skueue.runtime.host import Host
+from skueue.runtime.limits import Limits
+from skueue.runtime.peers import PeerLinks, parse_peer_frame
+from skueue.runtime.stats import StatsGathering
+
+log = structlog.get_logger("skueued")
+
+
+@attrs.frozen
+class DaemonConfig:
+    listen: Address
+    peers: tuple[Address, ...] = ()
+    process_id: str | None = None
+    structure: Structure = Structure.QUEUE
+    limits: Limits = Limits()
+
+
+@attrs.frozen
+class PeerInput:
+    peer: str
+    kind: Kind
+    message: Message
+
+
+@attrs.frozen
+class PeerControl:
+    peer: str
+    frame: list[Any]
+
+
+@attrs.frozen
+class ClientInput:
+    client: int
+    request: ClientRequest
+
+
+@attrs.frozen
+class ClientGone:
+    client: int
+
+
+@attrs.define
+class ClientSession:
+    replies: trio.MemorySendChannel[bytes]
+    slots: trio.Semaphore
+    closed: bool = False
+
+
+Input = PeerInput | PeerControl | ClientInput | ClientGone
+
+
+class Daemon:
+    def __init__(self, config: DaemonConfig) -> None:
+        self.config = config
+        self.limits = config.limits
+        self.inbox_send, self.inbox = trio.open_memory_channel[Input](self.limits.inbox_items_max)
+        self.clients: dict[int, ClientSession] = {}
+        self.client_ids = itertools.count(1)
+        self.ready = trio.Event()
+        self.host: Host | None = None
+        self.address: Address = config.listen
+        self.process_id = config.process_id or ""
+        self.links: PeerLinks | None = None
+        self.stats = StatsGathering(self.limits.stats_timeout_s)
+
+    # -- start-up ---------------------------------------------------------------------
+
+    async def run(self, *, task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
+        listen = self.config.listen
+        try:
+            listeners = await trio.open_tcp_listeners(listen.port, host=listen.host)
+        except OSError as e:
+            raise DaemonError(f"cannot listen on {listen}: {e.strerror or e}") from None
+        port = listeners[0].socket.getsockname()[1]
+        self.address = Address(listen.host, port)
+        self.process_id = self.config.process_id or str(self.address)
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(trio.serve_listeners, self._on_connection, listeners)
+            self.links = PeerLinks(self.process_id, self.address, self.limits, nursery)
+            members = [self.process_id, *await self.links.connect_all(self.config.peers)]
+            if len(set(members)) != len(members):
+                raise DaemonError(f"duplicate process ids among members: {sorted(members)}")
+            self.host = Host(self._build_process(members))
+            nursery.start_soon(self._owner)
+            self.ready.set()
+            log.info(
+                "ready",
+                process=self.process_id,
+                listen=str(self.address),
+                members=len(members),
+                structure=self.config.structure.value,
+            )
+            task_status.started(self.address)
+
+    def _build_process(self, members: list[str]) -> Process:
+        views = {n.kind: v for n, v in build_views(members).items() if n.process == self.process_id}
+        return Process.create(self.process_id, views, self.config.structure)
+
+    # -- connections ------------------------------------------------------------------
+
+    async def _on_connection(self, stream: trio.SocketStream) -> None:
+        decoder = FrameDecoder(self.limits.frame_bytes_max)
+        try:
+            async with stream:
+                hello, rest = await first_frame(stream, decoder, self.limits.handshake_timeout_s)
+                if isinstance(hello, list) and hello[:1] == ["hello-peer"]:
+                    await self._peer_session(stream, decoder, hello, rest)
+                elif isinstance(hello, list) and hello[:1] == ["hello-client"]:
+                    await self._client_session(stream, decoder, rest)
+                else:
+                    raise RemoteProtocolError(f"expected a hello, got {hello!r:.60}")
+        except RemoteProtocolError as e:
+            log.warning("bad input, closing connection", error=str(e))
+            await _try_send(stream, pack(["error", None, str(e)]))
+        except (trio.BrokenResourceError, trio.ClosedResourceError, ConnectionError):
+            pass  # an abrupt disconnect: nothing to answer
+
+    async def _peer_session(
+        self, stream: trio.SocketStream, decoder: FrameDecoder, hello: Any, rest: list[Any]
+    ) -> None:
+        peer = _peer_hello(hello)
+        await stream.send_all(pack(["hello-peer", self.process_id, str(self.address)]))
+        log.debug("peer connected", peer=peer)
+
+        async def all_frames() -> Any:
+            for f in rest:
+                yield f
+            async for f in frames(stream, decoder):
+                yield f
+
+        async for frame in all_frames():
+            parsed = parse_peer_frame(frame)
+            if isinstance(parsed, tuple):
+                kind, message = parsed
+                await self.inbox_send.send(PeerInput(peer, kind, message))
+            else:
+                await self.inbox_send.send(PeerControl(peer, parsed))
+
+    async def _client_session(
+        self, stream: trio.SocketStream, decoder: FrameDecoder, rest: list[Any]
+    ) -> None:
+        if len(self.clients) >= self.limits.clients_max:
+            raise RemoteProtocolError(f"too many clients (limit {self.limits.clients_max})")
+        await self.ready.wait()
+        assert self.host is not None
+        client = next(self.client_ids)
+        send, receive = trio.open_memory_channel[bytes](self.limits.client_replies_max)
+        session = ClientSession(send, trio.Semaphore(self.limits.requests_per_client_max))
+        self.clients[client] = session
+        welcome = ["welcome", self.process_id, self.config.structure.value, PROTOCOL_VERSION]
+        send.send_nowait(pack(welcome))
+        try:
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(coalescing_writer, stream, receive)
+                try:
+                    await self._read_requests(client, session, stream, decoder, rest)
+                except RemoteProtocolError as e:
+                    log.warning("bad client input, closing connection", client=client, error=str(e))
+                    _offer(session, pack(["error", e.rid, e.message]))
+                session.closed = True
+                await send.aclose()  # the writer drains what is queued, then ends
+        finally:
+            session.closed = True
+            del self.clients[client]
+            await self.inbox_send.send(ClientGone(client))
+
+    async def _read_requests(
+        self,
+        client: int,
+        session: ClientSession,
+        stream: trio.SocketStream,
+        decoder: FrameDecoder,
+        rest: list[Any],
+    ) -> None:
+        async def all_frames() -> Any:
+            for f in rest:
+                yield f
+            async for f in frames(stream, decoder):
+                yield f
+
+        async for frame in all_frames():
+            try:
+                request = parse_request(frame, self.limits)
+            except RemoteProtocolError as e:
+                raise RemoteProtocolError(e.message, request_id(frame)) from None
+            await session.slots.acquire()  # backpressure: wait for replies to go out
+            await self.inbox_send.send(ClientInput(client, request))
+
+    # -- the owner --------------------------------------------------------------------
+
+    async def _owner(self) -> None:
+        assert self.host is not None and self.links is not None
+        host, limits = self.host, self.limits
+        last_tick = trio.current_time()
+        while True:
+            due = host.process.tick_due()
+            now = trio.current_time()
+            if due is TickDue.NOW:
+                wait = 0.0
+            elif due is TickDue.IDLE:
+                wait = max(0.0, last_tick + limits.idle_tick_ms / 1000 - now)
+            else:
+                wait = limits.wait_tick_ms / 1000
+            wait = min(wait, self.stats.seconds_to_deadline(now))
+            inputs: list[Input] = []
+            with trio.move_on_after(wait):
+                inputs.append(await self.inbox.receive())
+            while len(inputs) < limits.inputs_per_step_max:
+                try:
+                    inputs.append(self.inbox.receive_nowait())
+                except trio.WouldBlock:
+                    break
+            for item in inputs:
+                self._dispatch(item)
+            now = trio.current_time()
+            due = host.process.tick_due()
+            if due is TickDue.NOW or (
+                due is TickDue.IDLE and now - last_tick >= limits.idle_tick_ms / 1000
+            ):
+                host.tick()
+                last_tick = now
+            for rid_client, frame in self.stats.expired(now):
+                host.client_frames.append((rid_client, frame))
+            await self._flush()
+            await trio.lowlevel.checkpoint()
+
+    def _dispatch(self, item: Input) -> None:
+        assert self.host is not None
+        host = self.host
+        match item:
+            case PeerInput(peer=peer, kind=kind, message=message):
+                try:
+                    host.peer_message(kind, message)
+                except (ProtocolError, ValueError) as e:
+                    log.warning(
+                        "rejected a message from a peer",
+                        peer=peer,
+                        message=message.describe(),
+                        error=str(e),
+                    )
+            case ClientInput(client=client, request=request):
+                match request:
+                    case InsertRequest(rid=rid, values=values):
+                        host.insert(client, rid, list(values))
+                    case RemoveRequest(rid=rid, count=count):
+                        host.remove(client, rid, count)
+                    case StatsRequest(rid=rid):
+                        assert self.links is not None
+                        peers = self.links.peer_ids()
+                        self.stats.start(client, rid, host.stats(), peers, trio.current_time())
+                        for peer in peers:
+                            host.peer_frames[peer].append(["stats-query", self.stats.last_qid])
+                        self._stats_ready()
+            case ClientGone(client=client):
+                host.client_gone(client)
+            case PeerControl(peer=peer, frame=frame):
+                if frame[0] == "stats-query":
+                    host.peer_frames[peer].append(["stats-answer", frame[1], host.stats()])
+                else:
+                    self.stats.answer(peer, frame[1], frame[2])
+                    self._stats_ready()
+
+    def _stats_ready(self) -> None:
+        assert self.host is not None
+        self.host.client_frames.extend(self.stats.complete())
+
+    async def _flush(self) -> None:
+        assert self.host is not None and self.links is not None
+        peer_frames, client_frames = self.host.take_frames()
+        for peer, batch in peer_frames.items():
+            await self.links.send(peer, pack_many(batch))
+        for client, frame in client_frames:
+            session = self.clients.get(client)
+            if session is None or session.closed:
+                continue
+            if _offer(session, pack(frame)):
+                session.slots.release()
+            else:
+                log.warning("client is not reading its replies; closing it", client=client)
+                session.closed = True
+                session.replies.close()
+
+
+def _offer(session: ClientSession, blob: bytes) -> bool:
+    try:
+        session.replies.send_nowait(blob)
+        return True
+    except (trio.WouldBlock, trio.ClosedResourceError, trio.BrokenResourceError):
+        return False
+
+
+def _peer_hello(hello: list[Any]) -> str:
+    if len(hello) != 3 or type(hello[1]) is not str or not hello[1] or type(hello[2]) is not str:
+        raise RemoteProtocolError('hello-peer: expected ["hello-peer", id, address]')
+    return hello[1]
+
+
+async def _try_send(stream: trio.SocketStream, blob: bytes) -> None:
+    try:
+        with trio.move_on_after(1):
+            await stream.send_all(blob)
+    except (trio.BrokenResourceError, trio.ClosedResourceError, ConnectionError):
+        pass

@@ -1,0 +1,144 @@
+"""The sans-IO host of one process: client requests in, frames out.
+
+The daemon's owner task is the only caller.  The host turns client requests into
+operations on the :class:`~skueue.process.Process`, turns the process's effects into
+frames (protocol messages per peer, replies per client), and keeps the counters that
+``skueue stats`` shows.  It does no I/O, so it can be tested without sockets.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import Any
+
+import attrs
+
+from overlay.labels import Kind
+from skueue.effects import Complete, Effect, Send
+from skueue.messages import Message
+from skueue.ops import Element, OpKind, Structure, insert_kind, remove_kind
+from skueue.process import Process
+from skueue.runtime.wire import encode_message
+
+Frame = list[Any]
+
+
+@attrs.define
+class Request:
+    """One client request: its operations complete one by one, the reply goes when all have."""
+
+    client: int
+    rid: int
+    inserts: bool
+    results: list[Any]
+    remaining: int
+
+
+@attrs.define
+class Counters:
+    inserted: int = 0
+    removed: int = 0
+    empty: int = 0
+    dropped_results: int = 0  # results whose client went away before the reply
+
+    def as_dict(self) -> dict[str, int]:
+        return attrs.asdict(self)
+
+
+class Host:
+    def __init__(self, process: Process) -> None:
+        self.process = process
+        self.structure: Structure = process.structure
+        self.ops: dict[int, tuple[Request, int]] = {}
+        self.peer_frames: dict[str, list[Frame]] = defaultdict(list)
+        self.client_frames: list[tuple[int, Frame]] = []
+        self.counters = Counters()
+        self.gone_clients: set[int] = set()
+
+    @property
+    def pending_ops(self) -> int:
+        return len(self.ops)
+
+    # -- inputs -------------------------------------------------------------------------
+
+    def insert(self, client: int, rid: int, values: list[Element]) -> None:
+        self._submit(client, rid, [(insert_kind(self.structure), v) for v in values])
+
+    def remove(self, client: int, rid: int, count: int) -> None:
+        self._submit(client, rid, [(remove_kind(self.structure), None)] * count)
+
+    def _submit(self, client: int, rid: int, ops: list[tuple[OpKind, Element | None]]) -> None:
+        if not ops:
+            self.client_frames.append((client, ["done", rid, []]))
+            return
+        request = Request(client, rid, ops[0][0].inserts, [None] * len(ops), len(ops))
+        for index, (kind, value) in enumerate(ops):
+            op = self.process.new_op(kind, value)
+            self.ops[op.op_id] = (request, index)
+            self._apply(self.process.submit(op))
+
+    def peer_message(self, to_kind: Kind, message: Message) -> None:
+        self._apply(self.process.handle(self.process.nodes[to_kind].me, message))
+
+    def tick(self) -> bool:
+        """Run the Timeout; True if a batch started anywhere in the process."""
+        self._apply(self.process.tick())
+        return self.process.last_tick_fired
+
+    def client_gone(self, client: int) -> None:
+        self.gone_clients.add(client)
+
+    # -- outputs ------------------------------------------------------------------------
+
+    def take_frames(self) -> tuple[dict[str, list[Frame]], list[tuple[int, Frame]]]:
+        peers, clients = self.peer_frames, self.client_frames
+        self.peer_frames, self.client_frames = defaultdict(list), []
+        return peers, clients
+
+    def _apply(self, effects: list[Effect]) -> None:
+        for effect in effects:
+            if isinstance(effect, Send):
+                self.peer_frames[effect.to.process].append(
+                    ["msg", int(effect.to.kind), encode_message(effect.message)]
+                )
+            else:
+                self._complete(effect)
+
+    def _complete(self, done: Complete) -> None:
+        request, index = self.ops.pop(done.op_id)
+        if request.inserts:
+            self.counters.inserted += 1
+            request.results[index] = [done.ord, done.position]
+        else:
+            if done.value is None:
+                self.counters.empty += 1
+            else:
+                self.counters.removed += 1
+            request.results[index] = [done.value, done.ord, done.position]
+        request.remaining -= 1
+        if request.remaining:
+            return
+        if request.client in self.gone_clients:
+            lost = sum(1 for r in request.results if not request.inserts and r[0] is not None)
+            self.counters.dropped_results += lost
+            return
+        self.client_frames.append((request.client, ["done", request.rid, request.results]))
+
+    def forget_client(self, client: int) -> None:
+        """Once no request of a gone client is pending, stop remembering it."""
+        if not any(req.client == client for req, _ in self.ops.values()):
+            self.gone_clients.discard(client)
+
+    def stats(self) -> dict[str, Any]:
+        nodes = self.process.nodes
+        anchor = next((n.anchor for n in nodes.values() if n.anchor is not None), None)
+        return {
+            "process": self.process.process_id,
+            "structure": self.structure.value,
+            "entries": sum(len(n.table) for n in nodes.values()),
+            "entries_per_node": {k.name.lower(): len(n.table) for k, n in nodes.items()},
+            "pending_ops": self.pending_ops,
+            "anchor": anchor is not None,
+            "size": anchor.size() if anchor is not None else None,
+            **self.counters.as_dict(),
+        }

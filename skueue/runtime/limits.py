@@ -1,0 +1,31 @@
+"""Every limit of the runtime in one place, units last in the names."""
+
+from __future__ import annotations
+
+import attrs
+
+from skueue.runtime.framing import FRAME_BYTES_MAX
+
+
+@attrs.frozen
+class Limits:
+    frame_bytes_max: int = FRAME_BYTES_MAX
+    value_bytes_max: int = 1024 * 1024
+    ops_per_request_max: int = 10_000
+    # Requests a client may have outstanding; its reader waits past this (backpressure).
+    requests_per_client_max: int = 64
+    clients_max: int = 1024
+    # Inputs waiting for the owner task.  Protocol traffic is bounded by the operations in
+    # flight (each needs a handful of messages), so this bound is generous on purpose: a
+    # small one could deadlock two daemons that wait on each other's full inboxes.
+    inbox_items_max: int = 1_000_000
+    # Coalesced writes waiting for one peer's writer task.
+    peer_writes_max: int = 100_000
+    client_replies_max: int = 1024
+    inputs_per_step_max: int = 4096
+    idle_tick_ms: float = 5.0
+    wait_tick_ms: float = 1000.0  # safety-net tick when every node waits for a message
+    connect_timeout_s: float = 30.0
+    stats_timeout_s: float = 2.0
+    handshake_timeout_s: float = 10.0
+    idle_connection_timeout_s: float = 300.0  # a connection that never says hello

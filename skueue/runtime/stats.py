@@ -1,0 +1,72 @@
+"""Gathering ``skueue stats`` from every member: ask each peer, answer when all replied
+or when the deadline passes (naming who did not answer)."""
+
+from __future__ import annotations
+
+import itertools
+import math
+from typing import Any
+
+import attrs
+
+
+@attrs.define
+class Gathering:
+    client: int
+    rid: int
+    deadline: float
+    waiting: set[str]
+    answers: dict[str, Any]
+
+
+class StatsGathering:
+    def __init__(self, timeout_s: float) -> None:
+        self.timeout_s = timeout_s
+        self.pending: dict[int, Gathering] = {}
+        self.qids = itertools.count(1)
+        self.last_qid = 0
+
+    def start(
+        self, client: int, rid: int, own: dict[str, Any], peers: list[str], now: float
+    ) -> None:
+        self.last_qid = next(self.qids)
+        self.pending[self.last_qid] = Gathering(
+            client, rid, now + self.timeout_s, set(peers), {own["process"]: own}
+        )
+
+    def answer(self, peer: str, qid: Any, stats: Any) -> None:
+        g = self.pending.get(qid) if type(qid) is int else None
+        if g is None or peer not in g.waiting or not isinstance(stats, dict):
+            return  # late, unknown or malformed: the gathering does without it
+        g.waiting.discard(peer)
+        g.answers[peer] = stats
+
+    def complete(self) -> list[tuple[int, list[Any]]]:
+        done = [q for q, g in self.pending.items() if not g.waiting]
+        return [self._reply(self.pending.pop(q)) for q in done]
+
+    def expired(self, now: float) -> list[tuple[int, list[Any]]]:
+        done = [q for q, g in self.pending.items() if g.deadline <= now]
+        return [self._reply(self.pending.pop(q)) for q in done]
+
+    def seconds_to_deadline(self, now: float) -> float:
+        if not self.pending:
+            return math.inf
+        return max(0.0, min(g.deadline for g in self.pending.values()) - now)
+
+    @staticmethod
+    def _reply(g: Gathering) -> tuple[int, list[Any]]:
+        members = [g.answers[k] for k in sorted(g.answers)]
+        anchor = next((m for m in members if m.get("anchor")), None)
+        totals = {
+            key: sum(m.get(key, 0) for m in members if isinstance(m.get(key, 0), int))
+            for key in ("inserted", "removed", "empty", "entries", "pending_ops")
+        }
+        summary = {
+            "processes": len(members) + len(g.waiting),
+            "size": anchor.get("size") if anchor else None,
+            "totals": totals,
+            "members": members,
+            "unreachable": sorted(g.waiting),
+        }
+        return g.client, ["stats", g.rid, summary]
