@@ -117,12 +117,17 @@ class Daemon:
 
     # -- start-up ---------------------------------------------------------------------
 
-    async def run(self, *, task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
+    async def run(
+        self,
+        *,
+        listeners: list[trio.SocketListener] | None = None,
+        task_status: Any = trio.TASK_STATUS_IGNORED,
+    ) -> None:
+        """Serve until cancelled.  ``listeners`` may be bound already (a local cluster
+        binds every port first so that each daemon can be told the others' addresses)."""
         listen = self.config.listen
-        try:
-            listeners = await trio.open_tcp_listeners(listen.port, host=listen.host)
-        except OSError as e:
-            raise DaemonError(f"cannot listen on {listen}: {e.strerror or e}") from None
+        if listeners is None:
+            listeners = await bind(listen)
         port = listeners[0].socket.getsockname()[1]
         self.address = Address(listen.host, port)
         self.process_id = self.config.process_id or str(self.address)
@@ -331,6 +336,13 @@ class Daemon:
                 log.warning("client is not reading its replies; closing it", client=client)
                 session.closed = True
                 session.replies.close()
+
+
+async def bind(listen: Address) -> list[trio.SocketListener]:
+    try:
+        return await trio.open_tcp_listeners(listen.port, host=listen.host)
+    except OSError as e:
+        raise DaemonError(f"cannot listen on {listen}: {e.strerror or e}") from None
 
 
 def _offer(session: ClientSession, blob: bytes) -> bool:
