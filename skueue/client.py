@@ -166,9 +166,9 @@ class Client:
         kind, rid = frame[0], frame[1]
         if kind == "error" and rid is None:
             self._broken = RequestRejected(str(frame[2]))
-            for waiter in self._waiting.values():
-                waiter.error = self._broken
-                waiter.done.set()
+            for pending in self._waiting.values():
+                pending.error = self._broken
+                pending.done.set()
             self._waiting.clear()
             return
         waiter = self._waiting.pop(rid) if type(rid) is int and rid in self._waiting else None
