@@ -32,9 +32,14 @@ class Grants:
     """Stage 3: the position grants for the batch a child sent up, one per run."""
 
     grants: tuple[RunGrant, ...]
+    # The anchor's batch held operations.  Only a pacing hint for drivers: a daemon keeps
+    # its tree turning at full speed while the cluster is busy, and slows down when idle.
+    busy: bool = False
 
     def describe(self) -> str:
-        return "Grants " + " ".join(g.describe() for g in self.grants)
+        return (
+            "Grants " + " ".join(g.describe() for g in self.grants) + (" busy" if self.busy else "")
+        )
 
 
 @attrs.frozen

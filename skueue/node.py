@@ -73,6 +73,8 @@ class VirtualNode:
     awaiting: dict[int, Assignment] = attrs.field(factory=dict)
     batches_sent: int = 0
     largest_batch: int = 0  # most runs in any batch this node sent or assigned (Theorem 18/20)
+    # Whether the last grants said the cluster's batch held operations (a pacing hint).
+    cluster_busy: bool = False
     # Tree edges follow from the view; kept here because tick runs every round.
     kids: tuple[NodeRef, ...] = attrs.field(init=False)
     up: NodeRef | None = attrs.field(init=False)
@@ -117,7 +119,7 @@ class VirtualNode:
         self.batches_sent += 1
         self.largest_batch = max(self.largest_batch, len(combined.counts))
         if self.anchor is not None:
-            return self._serve(self.anchor.assign(combined))
+            return self._serve(self.anchor.assign(combined), busy=combined.operations > 0)
         assert self.up is not None, "only the anchor has no parent"
         return [Send(self.up, BatchUp(self.me, combined))]
 
@@ -130,8 +132,8 @@ class VirtualNode:
                     )
                 self.child_batches[sender] = batch
                 return []
-            case Grants(grants=grants):
-                return self._serve(grants)
+            case Grants(grants=grants, busy=busy):
+                return self._serve(grants, busy)
             case Put() | Get():
                 return self._route(message)
             case GetReply(op_id=op_id, element=element):
@@ -142,16 +144,17 @@ class VirtualNode:
 
     # -- stage 3 and 4 --------------------------------------------------------------
 
-    def _serve(self, grants: tuple[RunGrant, ...]) -> list[Effect]:
+    def _serve(self, grants: tuple[RunGrant, ...], busy: bool) -> list[Effect]:
         flight = self.inflight
         if flight is None or flight.served:
             raise ProtocolError(f"{self.me.describe()}: grants without a batch in flight")
         flight.served = True
+        self.cluster_busy = busy
         parts = split_grants(grants, [b for _, b in flight.layout])
         effects: list[Effect] = []
         for (child, _), part in zip(flight.layout, parts, strict=True):
             if child is not None:
-                effects.append(Send(child, Grants(part)))
+                effects.append(Send(child, Grants(part, busy)))
         for a in flight.own.assign(parts[0]):
             effects.extend(self._start(a, flight))
         if self.structure is Structure.QUEUE or not flight.outstanding:
@@ -228,6 +231,10 @@ class VirtualNode:
     def has_operations(self) -> bool:
         """Own operations or a child's non-empty batch wait for the next batch."""
         return len(self.own) > 0 or any(not b.is_empty for b in self.child_batches.values())
+
+    def wants_speed(self) -> bool:
+        """Operations wait here, or the cluster was busy a moment ago: do not pace."""
+        return self.cluster_busy or self.has_operations()
 
     def waiting_for(self) -> str | None:
         """Why this node is not idle, for a driver's diagnosis; None if it is idle."""

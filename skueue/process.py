@@ -105,14 +105,15 @@ class Process:
     def tick_due(self) -> TickDue:
         """How soon a tick is worth running.
 
-        A daemon ticks at once when a batch with operations can go, paces its ticks when
-        only empty batches can (so an idle cluster does not spin empty batches around the
-        tree as fast as the network allows), and waits for input otherwise.
+        A daemon ticks at once when a batch with operations can go (or the last grants
+        said the cluster was busy), paces its ticks when only empty batches can (so an
+        idle cluster does not spin empty batches around the tree as fast as the network
+        allows), and waits for input otherwise.
         """
         due = TickDue.NOTHING
         for node in self.nodes.values():
             if node.can_fire():
-                if node.has_operations():
+                if node.wants_speed():
                     return TickDue.NOW
                 due = TickDue.IDLE
         return due

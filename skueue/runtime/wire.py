@@ -127,7 +127,7 @@ def encode_message(m: Message) -> list[Any]:
         case BatchUp():
             return ["BatchUp", encode_node(m.sender), encode_batch(m.batch)]
         case Grants():
-            return ["Grants", [encode_grant(g) for g in m.grants]]
+            return ["Grants", [encode_grant(g) for g in m.grants], m.busy]
         case Put():
             return [
                 "Put",
@@ -166,8 +166,10 @@ def decode_message(x: Any) -> Message:
                 sender, batch = rest
                 return BatchUp(decode_node(sender, "sender"), decode_batch(batch))
             case "Grants":
-                (grants,) = rest
-                return Grants(tuple(decode_grant(g) for g in _list(grants, "grants")))
+                grants, busy = rest
+                return Grants(
+                    tuple(decode_grant(g) for g in _list(grants, "grants")), _bool(busy, "busy")
+                )
             case "Put":
                 route, position, elem, ticket, requester, op_id, ack = rest
                 return Put(
