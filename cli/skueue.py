@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 
-from cli import sim_cmd
+from cli import bench_cmd, client_cmds, sim_cmd
 from cli.args import Parser
 
 
@@ -13,7 +13,9 @@ def build_parser() -> Parser:
     sub = parser.add_subparsers(
         dest="command", required=True, metavar="COMMAND", parser_class=Parser
     )
+    client_cmds.add_parsers(sub)
     sim_cmd.add_parser(sub)
+    bench_cmd.add_parser(sub)
     return parser
 
 

@@ -1,0 +1,146 @@
+"""``skueue bench``: drive a cluster with concurrent clients and report what it did.
+
+Live progress on stderr; the report (ops/s, latency p50/p90/p99, the consistency
+verdict of the run's own history) on stdout.  ``--history`` keeps the history in the
+project's JSON Lines format (wall-clock seconds since the run started).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any
+
+import trio
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from cli.args import fail, non_negative_int, positive_int, ratio
+from cli.client_cmds import EXIT_UNREACHABLE, default_node
+from skueue.check import check
+from skueue.client import SkueueError
+from skueue.history import write_jsonl
+from skueue.loadgen import LoadConfig, LoadResult, run_load
+from skueue.runtime.address import AddressError, parse_addresses
+
+
+def add_parser(sub: Any) -> None:
+    p = sub.add_parser(
+        "bench",
+        help="load-test a cluster through the real client",
+        description="Run a mixed workload from concurrent clients against "
+        "running daemons; report throughput, latency and the verdict.",
+    )
+    p.add_argument(
+        "--nodes",
+        default=None,
+        metavar="ADDR,...",
+        help="daemons to spread the clients over (default: $SKUEUE_NODE)",
+    )
+    p.add_argument("--clients", type=positive_int, default=4)
+    p.add_argument("--ops", type=non_negative_int, default=2000)
+    p.add_argument("--enqueue-ratio", "--push-ratio", dest="ratio", type=ratio, default=0.5)
+    p.add_argument("--value-bytes", type=positive_int, default=100)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument(
+        "--no-drain", dest="drain", action="store_false", help="do not empty the queue at the end"
+    )
+    p.add_argument("--history", metavar="FILE", help="write the run's history (JSON Lines)")
+    p.add_argument("--json", action="store_true", help="print the report as JSON")
+    p.set_defaults(run=run)
+
+
+def report(result: LoadResult, config: LoadConfig) -> dict[str, Any]:
+    records = result.records
+    verdict = check(records, model="linearizable", drained=config.drain)
+    inserted = sum(1 for r in records if r.op in ("enqueue", "push"))
+    removed = sum(1 for r in records if r.op in ("dequeue", "pop") and r.value is not None)
+    return {
+        "nodes": list(config.nodes),
+        "clients": config.clients,
+        "ops": config.ops,
+        "seconds": round(result.workload_seconds, 3),
+        "ops_per_second": round(result.ops_per_second, 1),
+        "latency_ms": result.latency_ms(),
+        "inserted": inserted,
+        "removed": removed,
+        "drained": result.drained,
+        "verdict": verdict.describe(),
+        "linearizable": verdict.ok,
+    }
+
+
+def print_report(r: dict[str, Any], out: Any) -> None:
+    lat = r["latency_ms"]["all"] if r["latency_ms"] else {}
+    print(
+        f"{r['ops']} operations from {r['clients']} clients on {len(r['nodes'])} node(s) "
+        f"in {r['seconds']} s: {r['ops_per_second']} ops/s",
+        file=out,
+    )
+    if lat:
+        print(f"latency ms: p50 {lat['p50']}  p90 {lat['p90']}  p99 {lat['p99']}", file=out)
+    for op, stats in r["latency_ms"].items():
+        if op != "all":
+            print(f"  {op:8} p50 {stats['p50']}  p90 {stats['p90']}  p99 {stats['p99']}", file=out)
+    print(f"inserted {r['inserted']}, removed {r['removed']} (drain: {r['drained']})", file=out)
+    print(f"verdict: {r['verdict']}", file=out)
+
+
+async def run_with_progress(config: LoadConfig, console: Console) -> LoadResult:
+    columns = (
+        TextColumn("[bold]bench"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("ops"),
+        TimeElapsedColumn(),
+    )
+    with Progress(*columns, console=console, transient=False) as progress:
+        task = progress.add_task("ops", total=config.ops)
+
+        def update(done: int, total: int) -> None:
+            progress.update(task, completed=done, total=total)
+
+        return await run_load(config, update)
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        nodes = tuple(str(a) for a in parse_addresses(args.nodes or default_node()))
+    except AddressError as e:
+        fail("skueue bench", str(e))
+    if not nodes:
+        fail("skueue bench", "no node addresses given")
+    config = LoadConfig(
+        nodes, args.clients, args.ops, args.ratio, max(16, args.value_bytes), args.seed, args.drain
+    )
+    return bench(config, args.history, args.json)
+
+
+def bench(config: LoadConfig, history: str | None, as_json: bool) -> int:
+    history_file = None
+    if history:
+        try:
+            history_file = open(history, "w", encoding="utf-8")  # noqa: SIM115
+        except OSError as e:
+            fail("skueue bench", f"cannot write history {history}: {e.strerror}")
+    console = Console(stderr=True)
+    try:
+        result = trio.run(run_with_progress, config, console)
+    except SkueueError as e:
+        fail("skueue bench", str(e), code=EXIT_UNREACHABLE)
+    except BaseExceptionGroup as group:
+        errors = [e for e in group.exceptions if isinstance(e, SkueueError)]
+        if errors:
+            fail("skueue bench", str(errors[0]), code=EXIT_UNREACHABLE)
+        raise
+    r = report(result, config)
+    if history_file is not None:
+        with history_file:
+            write_jsonl(result.records, history_file)
+    if as_json:
+        json.dump(r, sys.stdout, indent=2)
+        sys.stdout.write("\n")
+    else:
+        print_report(r, sys.stdout)
+    return 0 if r["linearizable"] else 1
