@@ -9,9 +9,10 @@ owner's own pacing timer.  Each step the owner takes every input waiting (up to 
 handles them, ticks when a tick is due, and hands the frames it produced to one writer
 task per connection, one coalesced blob per connection per step.
 
-Pacing: a tick runs at once when a batch with operations in it can go up, every
-``idle_tick_ms`` when only an empty batch can (an idle cluster keeps its tree turning
-slowly instead of spinning), and otherwise only when input arrives.
+Pacing: a tick runs at once when a batch with operations in it can go up (or the
+cluster was busy a moment ago); when only an empty batch can, the tick waits a delay
+that doubles from ``idle_tick_min_ms`` to ``idle_tick_max_ms`` (an idle cluster keeps
+its tree turning slowly instead of spinning); otherwise ticks follow input.
 
 Backpressure: a client may have ``requests_per_client_max`` requests outstanding; its
 reader stops reading until replies go out, so a fast client slows down instead of
@@ -249,13 +250,14 @@ class Daemon:
         assert self.host is not None and self.links is not None
         host, limits = self.host, self.limits
         last_tick = trio.current_time()
+        idle_delay = limits.idle_tick_min_ms / 1000
         while True:
             due = host.process.tick_due()
             now = trio.current_time()
             if due is TickDue.NOW:
                 wait = 0.0
             elif due is TickDue.IDLE:
-                wait = max(0.0, last_tick + limits.idle_tick_ms / 1000 - now)
+                wait = max(0.0, last_tick + idle_delay - now)
             else:
                 wait = limits.wait_tick_ms / 1000
             wait = min(wait, self.stats.seconds_to_deadline(now))
@@ -271,11 +273,13 @@ class Daemon:
                 self._dispatch(item)
             now = trio.current_time()
             due = host.process.tick_due()
-            if due is TickDue.NOW or (
-                due is TickDue.IDLE and now - last_tick >= limits.idle_tick_ms / 1000
-            ):
+            if due is TickDue.NOW:
+                idle_delay = limits.idle_tick_min_ms / 1000
+            if due is TickDue.NOW or (due is TickDue.IDLE and now - last_tick >= idle_delay):
                 host.tick()
                 last_tick = now
+                if due is TickDue.IDLE:
+                    idle_delay = min(limits.idle_tick_max_ms / 1000, idle_delay * 2)
             for rid_client, frame in self.stats.expired(now):
                 host.client_frames.append((rid_client, frame))
             await self._flush()

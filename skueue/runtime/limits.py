@@ -23,7 +23,12 @@ class Limits:
     peer_writes_max: int = 100_000
     client_replies_max: int = 1024
     inputs_per_step_max: int = 4096
-    idle_tick_ms: float = 5.0
+    # Pacing of an idle tree: the delay before sending an empty batch starts here and
+    # doubles with every idle tick up to the maximum; any operation resets it.  The
+    # maximum bounds both an idle daemon's CPU and the extra wait of the first operation
+    # after a quiet spell (at most tree depth x maximum).
+    idle_tick_min_ms: float = 1.0
+    idle_tick_max_ms: float = 40.0
     wait_tick_ms: float = 1000.0  # safety-net tick when every node waits for a message
     connect_timeout_s: float = 30.0
     stats_timeout_s: float = 2.0
