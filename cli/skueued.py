@@ -43,18 +43,24 @@ def build_parser() -> Parser:
 
 async def serve(config: DaemonConfig) -> None:
     daemon = Daemon(config)
+    async with trio.open_nursery() as nursery:
+        # Signals are watched before start-up finishes: a daemon still waiting for its
+        # peers must stop on SIGTERM too.
+        nursery.start_soon(stop_on_signal, nursery.cancel_scope)
+        address = await nursery.start(daemon.run)
+        print(f"skueued ready: {daemon.process_id} listening on {address}", flush=True)
+
+
+async def stop_on_signal(scope: trio.CancelScope) -> None:
     with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
-        async with trio.open_nursery() as nursery:
-            address = await nursery.start(daemon.run)
-            print(f"skueued ready: {daemon.process_id} listening on {address}", flush=True)
-            async for signum in signals:
-                print(
-                    f"skueued: {signal.Signals(signum).name}, shutting down",
-                    file=sys.stderr,
-                    flush=True,
-                )
-                nursery.cancel_scope.cancel()
-                break
+        async for signum in signals:
+            print(
+                f"skueued: {signal.Signals(signum).name}, shutting down",
+                file=sys.stderr,
+                flush=True,
+            )
+            scope.cancel()
+            return
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -56,6 +56,8 @@ async def coalescing_writer(
         while True:
             try:
                 parts.append(blobs.receive_nowait())
-            except trio.WouldBlock:
+            except (trio.WouldBlock, trio.EndOfChannel):
+                # EndOfChannel: the sender closed (e.g. after an error reply); write what
+                # we have, and the ``async for`` then ends.
                 break
         await stream.send_all(b"".join(parts) if len(parts) > 1 else blob)

@@ -158,8 +158,8 @@ class Daemon:
 
     async def _on_connection(self, stream: trio.SocketStream) -> None:
         decoder = FrameDecoder(self.limits.frame_bytes_max)
-        try:
-            async with stream:
+        async with stream:  # the error reply below must go out before the stream closes
+            try:
                 hello, rest = await first_frame(stream, decoder, self.limits.handshake_timeout_s)
                 if isinstance(hello, list) and hello[:1] == ["hello-peer"]:
                     await self._peer_session(stream, decoder, hello, rest)
@@ -167,11 +167,11 @@ class Daemon:
                     await self._client_session(stream, decoder, rest)
                 else:
                     raise RemoteProtocolError(f"expected a hello, got {hello!r:.60}")
-        except RemoteProtocolError as e:
-            log.warning("bad input, closing connection", error=str(e))
-            await _try_send(stream, pack(["error", None, str(e)]))
-        except (trio.BrokenResourceError, trio.ClosedResourceError, ConnectionError):
-            pass  # an abrupt disconnect: nothing to answer
+            except RemoteProtocolError as e:
+                log.warning("bad input, closing connection", error=str(e))
+                await _try_send(stream, pack(["error", None, str(e)]))
+            except DISCONNECTED:
+                pass  # an abrupt disconnect: nothing to answer
 
     async def _peer_session(
         self, stream: trio.SocketStream, decoder: FrameDecoder, hello: Any, rest: list[Any]
@@ -209,12 +209,14 @@ class Daemon:
         send.send_nowait(pack(welcome))
         try:
             async with trio.open_nursery() as nursery:
-                nursery.start_soon(coalescing_writer, stream, receive)
+                nursery.start_soon(_write_replies, stream, receive, nursery.cancel_scope)
                 try:
                     await self._read_requests(client, session, stream, decoder, rest)
                 except RemoteProtocolError as e:
                     log.warning("bad client input, closing connection", client=client, error=str(e))
                     _offer(session, pack(["error", e.rid, e.message]))
+                except DISCONNECTED:
+                    pass  # reset by the client: nobody is left to answer
                 session.closed = True
                 await send.aclose()  # the writer drains what is queued, then ends
         finally:
@@ -347,6 +349,22 @@ async def bind(listen: Address) -> list[trio.SocketListener]:
         return await trio.open_tcp_listeners(listen.port, host=listen.host)
     except OSError as e:
         raise DaemonError(f"cannot listen on {listen}: {e.strerror or e}") from None
+
+
+# An abrupt disconnect.  Inside a nursery it would arrive wrapped in an exception group
+# that ``_on_connection`` does not catch, and one client's reset would stop the daemon;
+# so the client session handles it where it happens.
+DISCONNECTED = (trio.BrokenResourceError, trio.ClosedResourceError, ConnectionError)
+
+
+async def _write_replies(
+    stream: trio.SocketStream, replies: trio.MemoryReceiveChannel[bytes], scope: trio.CancelScope
+) -> None:
+    """A client's writer: a client gone mid-write ends its own session, nothing else."""
+    try:
+        await coalescing_writer(stream, replies)
+    except DISCONNECTED:
+        scope.cancel()
 
 
 def _offer(session: ClientSession, blob: bytes) -> bool:

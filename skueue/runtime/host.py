@@ -8,7 +8,7 @@ frames (protocol messages per peer, replies per client), and keeps the counters 
 
 from __future__ import annotations
 
-from collections import defaultdict
+from collections import Counter, defaultdict
 from typing import Any
 
 import attrs
@@ -54,6 +54,9 @@ class Host:
         self.client_frames: list[tuple[int, Frame]] = []
         self.counters = Counters()
         self.gone_clients: set[int] = set()
+        # Requests not yet answered, per client: a gone client is remembered only while
+        # it has some, or the set above would grow with every client ever served.
+        self.pending_requests: Counter[int] = Counter()
 
     @property
     def pending_ops(self) -> int:
@@ -72,6 +75,7 @@ class Host:
             self.client_frames.append((client, ["done", rid, []]))
             return
         request = Request(client, rid, ops[0][0].inserts, [None] * len(ops), len(ops))
+        self.pending_requests[client] += 1
         for index, (kind, value) in enumerate(ops):
             op = self.process.new_op(kind, value)
             self.ops[op.op_id] = (request, index)
@@ -86,7 +90,8 @@ class Host:
         return self.process.last_tick_fired
 
     def client_gone(self, client: int) -> None:
-        self.gone_clients.add(client)
+        if self.pending_requests[client]:  # else nothing of it is left to drop
+            self.gone_clients.add(client)
 
     # -- outputs ------------------------------------------------------------------------
 
@@ -118,15 +123,19 @@ class Host:
         request.remaining -= 1
         if request.remaining:
             return
+        self.pending_requests[request.client] -= 1
+        if not self.pending_requests[request.client]:
+            del self.pending_requests[request.client]
         if request.client in self.gone_clients:
             lost = sum(1 for r in request.results if not request.inserts and r[0] is not None)
             self.counters.dropped_results += lost
+            self.forget_client(request.client)
             return
         self.client_frames.append((request.client, ["done", request.rid, request.results]))
 
     def forget_client(self, client: int) -> None:
         """Once no request of a gone client is pending, stop remembering it."""
-        if not any(req.client == client for req, _ in self.ops.values()):
+        if not self.pending_requests[client]:
             self.gone_clients.discard(client)
 
     def stats(self) -> dict[str, Any]:

@@ -90,7 +90,10 @@ def encode_grant(g: RunGrant) -> list[int]:
 
 def decode_grant(x: Any) -> RunGrant:
     first, available, ord_first, ticket, step, ticket_step = _list(x, "grant", 6)
-    if step not in (1, -1) or ticket_step not in (0, 1):
+    # type() first: True == 1 and 1.0 == 1, and neither is a step.
+    if type(step) is not int or step not in (1, -1):
+        raise RemoteProtocolError("grant: step must be 1 or -1, ticket step 0 or 1")
+    if type(ticket_step) is not int or ticket_step not in (0, 1):
         raise RemoteProtocolError("grant: step must be 1 or -1, ticket step 0 or 1")
     return RunGrant(
         _int(first, "grant first"),

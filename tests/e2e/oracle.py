@@ -1,0 +1,35 @@
+"""What every e2e workload must satisfy: the checkers, and exactly-once delivery."""
+
+from __future__ import annotations
+
+import collections
+
+from skueue.check import check
+from skueue.history import Record
+from skueue.loadgen import LoadConfig, LoadResult
+
+
+def assert_exactly_once(records: list[Record]) -> None:
+    """Every inserted element was removed exactly once; nothing else was removed."""
+    inserted = collections.Counter(str(r.value) for r in records if r.inserts)
+    removed = collections.Counter(r.value for r in records if not r.inserts and r.value)
+    assert all(n == 1 for n in inserted.values()), "an element was inserted twice"
+    twice = sorted(v for v, n in removed.items() if n > 1)
+    assert not twice, f"removed more than once: {twice[:10]}"
+    invented = sorted(set(removed) - set(inserted))
+    assert not invented, f"removed but never inserted: {invented[:10]}"
+    lost = sorted(set(inserted) - set(removed))
+    assert not lost, f"inserted but never removed (lost): {lost[:10]} of {len(lost)}"
+
+
+def assert_history_ok(result: LoadResult, config: LoadConfig) -> None:
+    records = result.records
+    drain_client = f"c{config.clients}"
+    workload = [r for r in records if r.process != drain_client]
+    assert len(workload) == config.ops, f"{len(workload)} of {config.ops} operations completed"
+    assert len(records) - len(workload) >= 1, "the drain removed nothing, not even 'empty'"
+    assert all(r.ord is not None for r in records), "a reply came without its ord"
+    for model in ("linearizable", "sc"):
+        verdict = check(records, model=model, method="certificate", drained=True)
+        assert verdict.ok, verdict.describe()
+    assert_exactly_once(records)

@@ -1,0 +1,504 @@
+"""Fuzzing a live daemon with bad frames, then holding it to a normal workload.
+
+Errors split by blame (ARCHITECTURE.md, style rule 4): bad input from a peer or a client
+is one :class:`RemoteProtocolError` that the daemon logs as a warning, answers where
+somebody waits, and drops with that connection.  So after well over 10,000 bad frames of
+every sort (undecodable msgpack, length prefixes over the limit, unknown kinds, wrong
+field types and lengths in client requests and in peer messages, truncated frames,
+abrupt resets mid-frame, connections that never say hello, clients that vanish with
+requests outstanding) the daemon must still be alive, must have logged warnings and no
+traceback, and must serve a normal workload that passes the checkers with every element
+out exactly once.
+
+The generator is seeded; the seed is printed (set ``SKUEUE_FUZZ_SEED`` to replay one).
+No case inserts an element (a bad insert is checked to be rejected before it is sent),
+so the workload's exactly-once accounting is not disturbed by the fuzzing.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import random
+import socket
+import struct
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import anyio
+import attrs
+import msgpack
+import pytest
+import trio
+
+from overlay.labels import Kind, NodeRef, node_ref
+from overlay.routing import Phase, Route
+from skueue.batch import Batch, RunGrant
+from skueue.loadgen import LoadConfig, run_load
+from skueue.messages import BatchUp, Get, GetReply, Grants, Message, Put, PutAck
+from skueue.runtime.client_protocol import parse_request
+from skueue.runtime.errors import RemoteProtocolError
+from skueue.runtime.framing import FRAME_BYTES_MAX, FrameDecoder, pack
+from skueue.runtime.limits import Limits
+from skueue.runtime.wire import decode_message, encode_message
+from tests.e2e.daemons import Cluster
+from tests.e2e.oracle import assert_history_ok
+
+FRAMES_MIN = 10_000
+FUZZ_BUDGET_S = 40.0
+CONCURRENCY = 24
+IDLE_CONNECTIONS = 300
+REPLY_TIMEOUT_S = 5.0
+# Far above any op id a daemon hands out in a test run: a reply for it is always unknown.
+UNKNOWN_OP_ID = 1 << 50
+
+pytestmark = pytest.mark.trio
+
+Case = Callable[[random.Random], Awaitable[int | tuple[int, int]]]
+
+
+def header(length: int) -> bytes:
+    return struct.pack(">I", length)
+
+
+def frame_bytes(obj: Any) -> bytes:
+    return pack(obj)
+
+
+# -- sample protocol messages, to mutate ---------------------------------------------------
+
+
+def sample_messages() -> list[Message]:
+    a: NodeRef = node_ref("127.0.0.1:1", Kind.LEFT)
+    b: NodeRef = node_ref("127.0.0.1:2", Kind.RIGHT)
+    route = Route(target=12345, bits=3, taken=1, point=999, phase=Phase(0), heading=1, hops=2)
+    return [
+        BatchUp(a, Batch((2, 1), (2, 1), 0, 0)),
+        Grants((RunGrant(1, 2, 0, 0, 1, 0), RunGrant(3, 1, 2, 0, 1, 0)), True),
+        Put(route, 7, b"elem", 0, b, 3, False),
+        Get(route, 7, 0, a, 4),
+        GetReply(5, 7, b"elem"),
+        PutAck(6),
+    ]
+
+
+def random_scalar(rng: random.Random) -> Any:
+    return rng.choice(
+        [
+            None,
+            True,
+            False,
+            -1,
+            0,
+            (1 << 64) - 1,
+            -(1 << 63),
+            3.5,
+            float("nan"),
+            "",
+            "x" * rng.randrange(1, 300),
+            b"",
+            b"\x00" * rng.randrange(1, 50),
+            [],
+            {},
+            {"k": 1},
+            [[[]]],
+            msgpack.ExtType(5, b"ext"),
+        ]
+    )
+
+
+def mutate(value: Any, rng: random.Random, depth: int = 0) -> Any:
+    """One structural or type mutation somewhere in a nested list."""
+    if not isinstance(value, list) or not value or depth > 4 or rng.random() < 0.25:
+        return random_scalar(rng)
+    value = list(value)
+    i = rng.randrange(len(value))
+    match rng.randrange(5):
+        case 0:
+            del value[i]
+        case 1:
+            value.insert(i, random_scalar(rng))
+        case 2:
+            value[i] = random_scalar(rng)
+        case 3:
+            value.append(random_scalar(rng))
+        case _:
+            value[i] = mutate(value[i], rng, depth + 1)
+    return value
+
+
+def bad_peer_message(rng: random.Random, samples: list[Message]) -> Any:
+    """An encoded message that ``decode_message`` rejects (checked here)."""
+    while True:
+        choice = rng.random()
+        if choice < 0.15:
+            candidate: Any = [f"Bogus{rng.randrange(100)}", *rng.sample(range(10), 2)]
+        elif choice < 0.25:
+            candidate = random_scalar(rng)
+        else:
+            candidate = mutate(encode_message(rng.choice(samples)), rng)
+        try:
+            decode_message(candidate)
+        except RemoteProtocolError:
+            return candidate
+        # A mutation that still decodes could be a real message: never send one.
+
+
+def rejected_peer_message(rng: random.Random, i: int) -> list[Any]:
+    """Decodes fine but names an operation nobody waits for: the core must reject or
+    ignore it, and the daemon must log and carry on."""
+    op_id = UNKNOWN_OP_ID + i
+    if rng.random() < 0.5:
+        return encode_message(GetReply(op_id, 1 + rng.randrange(1000), b"forged"))
+    return encode_message(PutAck(op_id))
+
+
+def bad_client_request(rng: random.Random) -> Any:
+    """A request frame that ``parse_request`` rejects (checked here), never a valid insert."""
+    limits = Limits()
+    base: list[list[Any]] = [
+        ["insert", 1, [b"a", b"b"]],
+        ["remove", 2, 3],
+        ["stats", 3],
+    ]
+    fixed: list[Any] = [
+        ["insert", -1, [b"x"]],
+        ["insert", 1 << 63, [b"x"]],
+        ["insert", 1.0, [b"x"]],
+        ["insert", True, [b"x"]],
+        ["insert", 4, []],
+        ["insert", 4, "not a list"],
+        ["insert", 4, [b"x", 5]],
+        ["insert", 4, ["text"]],
+        ["insert", 4, [None]],
+        ["insert", 4, [b"x"] * (limits.ops_per_request_max + 1)],
+        ["insert", 4, [b"x"], "extra"],
+        ["insert", 4],
+        ["remove", 5, 0],
+        ["remove", 5, -3],
+        ["remove", 5, limits.ops_per_request_max + 1],
+        ["remove", 5, "3"],
+        ["remove", 5, 2.0],
+        ["remove", 5, None],
+        ["remove", 5],
+        ["stats", 6, 7],
+        ["stats"],
+        ["dequeue", 7, 1],
+        [b"insert", 8, [b"x"]],
+        [],
+        {"kind": "insert"},
+        "insert",
+        42,
+        None,
+    ]
+    while True:
+        candidate = rng.choice(fixed) if rng.random() < 0.4 else mutate(rng.choice(base), rng)
+        try:
+            parse_request(candidate, limits)
+        except RemoteProtocolError:
+            return candidate
+        # A mutation that is still a valid request (maybe an insert): never send it.
+
+
+def malformed_payload(rng: random.Random) -> bytes:
+    """A frame whose payload is not one msgpack object."""
+    choice = rng.randrange(7)
+    if choice == 0:
+        payload = b"\xc1"  # the one byte msgpack never uses
+    elif choice == 1:
+        payload = b"\x93\x01"  # an array of 3 with one element: incomplete
+    elif choice == 2:
+        payload = msgpack.packb(["stats", 1]) + b"\x01"  # extra data after the object
+    elif choice == 3:
+        payload = b"\x91" * rng.randrange(2000, 5000)  # nested too deep
+    elif choice == 4:
+        payload = b"\x81\x01\x02"  # a map with an integer key
+    elif choice == 5:
+        payload = b"\x81\x91\x01\x02"  # a map with a list key: unhashable
+    else:
+        payload = bytes(rng.randrange(256) for _ in range(rng.randrange(1, 64)))
+        try:
+            msgpack.unpackb(payload, raw=False, strict_map_key=True)
+        except Exception:  # noqa: BLE001 - whatever msgpack rejects is what we want
+            return header(len(payload)) + payload
+        payload = b"\xc1" + payload
+    return header(len(payload)) + payload
+
+
+# -- the fuzzer ------------------------------------------------------------------------------
+
+
+@attrs.define
+class Tally:
+    malformed: int = 0  # frames that are themselves bad: undecodable, wrong, cut short
+    forged: int = 0  # well-formed peer messages for operations nobody waits for
+    connections: int = 0
+    error_replies: int = 0
+    by_case: dict[str, int] = attrs.Factory(dict)
+
+    def sent(self, case: str, malformed: int, forged: int = 0) -> None:
+        self.malformed += malformed
+        self.forged += forged
+        self.connections += 1
+        self.by_case[case] = self.by_case.get(case, 0) + malformed + forged
+
+
+def reset(stream: trio.SocketStream) -> None:
+    """Make the coming close an abrupt RST instead of an orderly FIN."""
+    stream.socket.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+
+
+async def read_until_closed(stream: trio.SocketStream) -> list[Any]:
+    """Every frame the daemon sends until it closes the connection (bounded in time)."""
+    decoder = FrameDecoder()
+    got: list[Any] = []
+    with trio.move_on_after(REPLY_TIMEOUT_S):
+        try:
+            while True:
+                data = await stream.receive_some(65536)
+                if not data:
+                    return got
+                got.extend(decoder.feed(data))
+        except (trio.BrokenResourceError, trio.ClosedResourceError):
+            return got
+    raise AssertionError(f"the daemon kept a connection open after bad input; got {got!r:.200}")
+
+
+class Fuzzer:
+    def __init__(self, address: str, seed: int) -> None:
+        host, port = address.rsplit(":", 1)
+        self.host, self.port = host, int(port)
+        self.seed = seed
+        self.tally = Tally()
+        self.samples = sample_messages()
+
+    async def connect(self) -> trio.SocketStream:
+        return await trio.open_tcp_stream(self.host, self.port)
+
+    async def send(self, stream: trio.SocketStream, blob: bytes) -> None:
+        # The daemon may close first: it had seen enough.
+        with contextlib.suppress(trio.BrokenResourceError, trio.ClosedResourceError):
+            await stream.send_all(blob)
+
+    # Each case uses one connection and returns how many bad frames it sent: malformed,
+    # or (peer case) malformed and forged.
+
+    async def bad_first_frame(self, rng: random.Random) -> int:
+        """Instead of a hello: undecodable msgpack, an over-limit prefix, an unknown kind."""
+        choice = rng.randrange(4)
+        if choice == 0:
+            blob = malformed_payload(rng)
+        elif choice == 1:
+            blob = header(rng.choice([FRAME_BYTES_MAX + 1, 0xFFFFFFFF, 1 << 31])) + b"junk"
+        elif choice == 2:
+            blob = frame_bytes(bad_client_request(rng))  # a request before any hello
+        else:
+            blob = frame_bytes(
+                rng.choice(
+                    [
+                        ["hello"],
+                        ["hello-peer"],
+                        ["hello-peer", "", "x"],
+                        ["hello-peer", 5, "x"],
+                        ["hello-peer", "p", 9],
+                        [None],
+                        {"hello-client": 1},
+                        "hello-client",
+                    ]
+                )
+            )
+        async with await self.connect() as stream:
+            await self.send(stream, blob)
+            replies = await read_until_closed(stream)
+        assert len(replies) == 1 and replies[0][0] == "error", replies
+        self.tally.error_replies += 1
+        return 1
+
+    async def bad_client_frame(self, rng: random.Random) -> int:
+        """A hello, maybe a few good requests, then a bad one: answered with an error."""
+        good = rng.randrange(3)
+        bad = bad_client_request(rng)
+        frames = [["hello-client", 1]]
+        frames += [["remove", 100 + i, 1] for i in range(good)]  # the queue is empty
+        blob = b"".join(frame_bytes(f) for f in frames)
+        blob += malformed_payload(rng) if rng.random() < 0.15 else frame_bytes(bad)
+        async with await self.connect() as stream:
+            await self.send(stream, blob)
+            replies = await read_until_closed(stream)
+        assert replies and replies[-1][0] == "error", (replies, good, repr(bad)[:300])
+        # Undecodable bytes in the same read as the hello spoil the hello too: then the
+        # error is the only reply.  Otherwise the welcome comes first.
+        assert replies[0][0] == "welcome" or len(replies) == 1, replies
+        # Replies to the good requests may be dropped with the connection, never garbled.
+        done = [r for r in replies if r[0] == "done"]
+        assert len(done) <= good and all(r[2] == [[None, r[2][0][1], None]] for r in done), done
+        self.tally.error_replies += 1
+        return 1
+
+    async def bad_peer_frames(self, rng: random.Random) -> tuple[int, int]:
+        """A peer hello, decodable messages nobody waits for, then undecodable garbage."""
+        peer = f"fuzz-peer-{rng.randrange(1 << 30)}"
+        frames: list[Any] = [["hello-peer", peer, "127.0.0.1:9"]]
+        rejected = rng.randrange(0, 6)
+        for i in range(rejected):
+            frames.append(
+                ["msg", rng.randrange(3), rejected_peer_message(rng, rng.randrange(1 << 20) + i)]
+            )
+        last = rng.randrange(6)
+        if last == 0:
+            frames.append(["msg", rng.choice([3, -1, "0", None, 1.0]), encode_message(PutAck(1))])
+        elif last == 1:
+            frames.append(
+                rng.choice(
+                    [
+                        ["msg"],
+                        ["msg", 0],
+                        ["msg", 0, ["PutAck", 1], 4],
+                        ["stats-query"],
+                        ["gossip", 1],
+                        [],
+                        "msg",
+                        {"msg": 1},
+                    ]
+                )
+            )
+        else:
+            frames.append(["msg", rng.randrange(3), bad_peer_message(rng, self.samples)])
+        async with await self.connect() as stream:
+            await self.send(stream, b"".join(frame_bytes(f) for f in frames))
+            replies = await read_until_closed(stream)
+        assert replies and replies[0][0] == "hello-peer", replies
+        assert replies[-1][0] == "error", replies
+        self.tally.error_replies += 1
+        return 1, rejected
+
+    async def truncated(self, rng: random.Random) -> int:
+        """A frame cut short, then FIN (truncated) or RST (abrupt), with or without hello."""
+        whole = frame_bytes(["remove", 1, 1] if rng.random() < 0.5 else ["stats", 2])
+        cut = whole[: rng.randrange(1, len(whole))]
+        hello = rng.choice(
+            [
+                b"",
+                frame_bytes(["hello-client", 1]),
+                frame_bytes(["hello-peer", "fuzz-cut", "127.0.0.1:9"]),
+            ]
+        )
+        if not hello:
+            cut = frame_bytes(["hello-client", 1])[: rng.randrange(1, 8)]
+        async with await self.connect() as stream:
+            await self.send(stream, hello + cut)
+            if rng.random() < 0.5:
+                await trio.sleep(rng.random() * 0.01)
+                reset(stream)
+            else:
+                await stream.send_eof()
+                await read_until_closed(stream)
+        return 1
+
+    async def abandon_with_requests(self, rng: random.Random) -> int:
+        """A client that sends requests and resets before reading any reply."""
+        count = rng.randrange(1, 100)
+        blob = frame_bytes(["hello-client", 1]) + b"".join(
+            frame_bytes(["remove", i, rng.randrange(1, 20)] if i % 7 else ["stats", i])
+            for i in range(count)
+        )
+        async with await self.connect() as stream:
+            await self.send(stream, blob)
+            if rng.random() < 0.5:
+                await trio.sleep(0.005)
+            reset(stream)
+        return 1
+
+    async def idle_connections(self, rng: random.Random, count: int) -> None:
+        """Many connections at once that never send a hello (some send half a header)."""
+        streams = []
+        try:
+            for _ in range(count):
+                stream = await self.connect()
+                streams.append(stream)
+                if rng.random() < 0.3:
+                    await self.send(stream, b"\x00\x00"[: rng.randrange(1, 3)])
+            await trio.sleep(0.5)
+        finally:
+            for stream in streams:
+                if rng.random() < 0.5:
+                    reset(stream)
+                await stream.aclose()
+        self.tally.connections += count
+        self.tally.by_case["idle"] = count
+
+    async def run(self) -> None:
+        rng = random.Random(self.seed)
+        cases: list[tuple[str, Case]] = [
+            ("first-frame", self.bad_first_frame),
+            ("client", self.bad_client_frame),
+            ("peer", self.bad_peer_frames),
+            ("truncated", self.truncated),
+            ("abandon", self.abandon_with_requests),
+        ]
+        weights = [30, 30, 30, 8, 2]
+        deadline = trio.current_time() + FUZZ_BUDGET_S
+        limiter = trio.CapacityLimiter(CONCURRENCY)
+
+        async def one(case_seed: int, name: str, fn: Case) -> None:
+            async with limiter:
+                sent = await fn(random.Random(case_seed))
+                malformed, forged = sent if isinstance(sent, tuple) else (sent, 0)
+                self.tally.sent(name, malformed, forged)
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(self.idle_connections, random.Random(rng.random()), IDLE_CONNECTIONS)
+            while self.tally.malformed < FRAMES_MIN:
+                assert trio.current_time() < deadline, (
+                    f"fuzzing too slow: {self.tally} after {FUZZ_BUDGET_S} s"
+                )
+                # Start a round of cases, then wait for it, so the count is exact.
+                async with trio.open_nursery() as round_:
+                    for _ in range(CONCURRENCY * 8):
+                        ((name, fn),) = rng.choices(cases, weights)
+                        round_.start_soon(one, rng.randrange(1 << 62), name, fn)
+
+
+async def test_daemon_survives_fuzzing_then_serves_correctly(
+    skueued_cluster: Callable[..., Cluster],
+) -> None:
+    seed = int(os.environ.get("SKUEUE_FUZZ_SEED", random.randrange(1 << 32)))
+    print(f"fuzz seed: {seed} (replay with SKUEUE_FUZZ_SEED={seed})")
+    cluster = skueued_cluster(2, "queue")
+    target, other = cluster.daemons
+    fuzzer = Fuzzer(target.address, seed)
+    t0 = time.monotonic()
+    await fuzzer.run()
+    print(f"fuzzed in {time.monotonic() - t0:.1f} s: {fuzzer.tally}")
+    assert fuzzer.tally.malformed >= FRAMES_MIN
+    await trio.sleep(0.2)  # let the daemon finish logging the last connections
+
+    for d in cluster.daemons:
+        assert d.alive(), f"{d.address} died under fuzzing (seed {seed}):\n{d.stderr()[-5000:]}"
+    err = target.stderr()
+    if "Traceback" in err:
+        at = max(0, err.index("Traceback") - 2000)
+        raise AssertionError(f"a traceback in the daemon's log (seed {seed}):\n{err[at:][:8000]}")
+    assert "Traceback" not in other.stderr(), other.stderr()[-5000:]
+    warnings = [ln for ln in err.splitlines() if "[warning" in ln]
+    assert len(warnings) >= fuzzer.tally.error_replies, (len(warnings), fuzzer.tally)
+    assert any("bad client input" in ln for ln in warnings)
+    assert any("bad input, closing connection" in ln for ln in warnings)
+    assert any("rejected a message from a peer" in ln for ln in warnings)
+
+    config = LoadConfig(
+        nodes=(target.address, other.address),
+        clients=2,
+        ops=500,
+        insert_ratio=0.6,
+        value_bytes=32,
+        seed=seed,
+        drain=True,
+    )
+    with anyio.fail_after(60):
+        result = await run_load(config)
+    assert_history_ok(result, config)
+    for d in cluster.daemons:
+        assert d.alive()
+        assert "Traceback" not in d.stderr()

@@ -1,0 +1,160 @@
+"""The sans-IO host over a one-process cluster: requests in, reply frames out.
+
+In a one-process cluster every message stays inside the process, so the host produces
+client frames only, and a few ticks complete everything; no sockets, no trio.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from overlay.labels import Kind
+from overlay.ring import build_views
+from skueue.messages import GetReply
+from skueue.node import ProtocolError
+from skueue.ops import Structure
+from skueue.process import Process
+from skueue.runtime.host import Host
+from skueue.runtime.wire import decode_message
+
+TICKS_MAX = 50
+
+
+def one_process_host(structure: Structure = Structure.QUEUE, pid: str = "p0") -> Host:
+    views = {n.kind: v for n, v in build_views([pid]).items() if n.process == pid}
+    return Host(Process.create(pid, views, structure))
+
+
+def settle(host: Host) -> list[tuple[int, list[Any]]]:
+    """Tick until no operation is pending (bounded); every client frame produced."""
+    frames: list[tuple[int, list[Any]]] = []
+    for _ in range(TICKS_MAX):
+        peers, clients = host.take_frames()
+        assert not any(peers.values()), f"a one-process cluster sent to peers: {dict(peers)}"
+        frames += clients
+        if not host.pending_ops:
+            return frames
+        host.tick()
+    raise AssertionError(f"{host.pending_ops} operations still pending after {TICKS_MAX} ticks")
+
+
+def test_insert_then_remove_reply_with_ord_and_position() -> None:
+    host = one_process_host()
+    host.insert(client=1, rid=10, values=[b"a", b"b"])
+    frames = settle(host)
+    assert len(frames) == 1
+    client, (kind, rid, results) = frames[0]
+    assert (client, kind, rid) == (1, "done", 10)
+    assert [len(r) for r in results] == [2, 2]
+    (ord_a, pos_a), (ord_b, pos_b) = results
+    assert ord_a < ord_b and pos_a is not None and pos_b is not None and pos_a != pos_b
+
+    host.remove(client=1, rid=11, count=3)
+    frames = settle(host)
+    assert [(c, f[0], f[1]) for c, f in frames] == [(1, "done", 11)]
+    results = frames[0][1][2]
+    assert [r[0] for r in results] == [b"a", b"b", None]  # FIFO, then empty
+    assert [r[2] for r in results] == [pos_a, pos_b, None]  # an empty result has no position
+    assert ord_b < results[0][1] < results[1][1] < results[2][1]
+    assert host.counters.as_dict() == {
+        "inserted": 2,
+        "removed": 2,
+        "empty": 1,
+        "dropped_results": 0,
+    }
+    assert host.pending_ops == 0
+
+
+def test_a_stack_pops_last_in_first_out() -> None:
+    host = one_process_host(Structure.STACK)
+    host.insert(1, 1, [b"x", b"y", b"z"])
+    settle(host)
+    host.remove(1, 2, 4)
+    ((_, (_, _, results)),) = settle(host)
+    assert [r[0] for r in results] == [b"z", b"y", b"x", None]
+
+
+def test_requests_of_several_clients_get_their_own_replies() -> None:
+    host = one_process_host()
+    host.insert(1, 5, [b"one"])
+    host.insert(2, 5, [b"two"])  # the same rid from another client
+    host.remove(3, 9, 1)
+    frames = sorted(settle(host), key=lambda cf: cf[0])
+    assert [(c, f[0], f[1]) for c, f in frames] == [(1, "done", 5), (2, "done", 5), (3, "done", 9)]
+    assert frames[2][1][2][0][0] == b"one"  # first in, first out, across clients
+
+
+def test_an_empty_request_is_answered_at_once() -> None:
+    host = one_process_host()
+    host.insert(1, 3, [])
+    assert host.take_frames()[1] == [(1, ["done", 3, []])]
+
+
+def test_a_gone_clients_results_are_dropped_and_counted() -> None:
+    host = one_process_host()
+    host.insert(1, 1, [b"a", b"b", b"c"])
+    settle(host)
+    host.remove(2, 7, 2)  # takes a and b ...
+    host.insert(2, 8, [b"late"])
+    host.client_gone(2)  # ... but its client left before the replies
+    frames = settle(host)
+    assert frames == [], "replies went to a client that is gone"
+    assert host.counters.dropped_results == 2  # two removed elements were lost with it
+    assert host.counters.removed == 2 and host.counters.inserted == 4
+
+    host.remove(3, 1, 3)  # others are served on: c and late remain
+    ((_, (_, _, results)),) = settle(host)
+    assert [r[0] for r in results] == [b"c", b"late", None]
+
+
+def test_a_gone_client_is_forgotten_once_nothing_of_it_is_pending() -> None:
+    """A daemon serves clients for months: it must not remember every one that left."""
+    host = one_process_host()
+    for client in range(1, 200):
+        host.insert(client, 1, [b"v"])
+        if client % 2:
+            host.client_gone(client)  # gone with a request pending
+            settle(host)
+        else:
+            settle(host)
+            host.client_gone(client)  # gone after its replies
+    assert host.gone_clients == set()
+
+
+def test_results_of_a_client_that_stays_are_never_dropped() -> None:
+    host = one_process_host()
+    host.insert(1, 1, [b"a"])
+    host.client_gone(2)  # another client leaves
+    frames = settle(host)
+    assert [c for c, _ in frames] == [1]
+    assert host.counters.dropped_results == 0
+
+
+def test_a_message_from_a_peer_that_nobody_waits_for_is_a_protocol_error() -> None:
+    """The daemon logs this and carries on; here the host must raise, not corrupt state."""
+    host = one_process_host()
+    host.insert(1, 1, [b"a"])
+    settle(host)
+    forged = decode_message(["GetReply", 1 << 50, 1, b"forged"])
+    assert isinstance(forged, GetReply)
+    with pytest.raises(ProtocolError):
+        host.peer_message(Kind.LEFT, forged)
+    host.remove(1, 2, 1)
+    ((_, (_, _, results)),) = settle(host)
+    assert results[0][0] == b"a"
+
+
+def test_stats_describe_the_process() -> None:
+    host = one_process_host(pid="solo")
+    host.insert(1, 1, [b"a", b"b"])
+    settle(host)
+    stats = host.stats()
+    assert stats["process"] == "solo"
+    assert stats["structure"] == "queue"
+    assert stats["anchor"] is True  # one process: it holds the anchor
+    assert stats["size"] == 2
+    assert stats["entries"] == 2
+    assert stats["pending_ops"] == 0
+    assert stats["inserted"] == 2
