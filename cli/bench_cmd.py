@@ -21,6 +21,7 @@ from cli.client_cmds import EXIT_UNREACHABLE, default_node
 from skueue.check import check
 from skueue.client import SkueueError
 from skueue.history import write_jsonl
+from skueue.launch import ClusterError, launch
 from skueue.loadgen import LoadConfig, LoadResult, run_load
 from skueue.runtime.address import AddressError, parse_addresses
 
@@ -37,6 +38,19 @@ def add_parser(sub: Any) -> None:
         default=None,
         metavar="ADDR,...",
         help="daemons to spread the clients over (default: $SKUEUE_NODE)",
+    )
+    p.add_argument(
+        "--spawn",
+        type=positive_int,
+        default=None,
+        metavar="N",
+        help="start N local skueued processes for this run and stop them after",
+    )
+    p.add_argument(
+        "--structure",
+        choices=["queue", "stack"],
+        default="queue",
+        help="with --spawn: what the daemons serve",
     )
     p.add_argument("--clients", type=positive_int, default=4)
     p.add_argument("--ops", type=non_negative_int, default=2000)
@@ -105,16 +119,49 @@ async def run_with_progress(config: LoadConfig, console: Console) -> LoadResult:
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.spawn is not None:
+        if args.nodes:
+            fail("skueue bench", "--spawn starts its own daemons; leave out --nodes")
+        return run_spawned(args)
     try:
         nodes = tuple(str(a) for a in parse_addresses(args.nodes or default_node()))
     except AddressError as e:
         fail("skueue bench", str(e))
     if not nodes:
         fail("skueue bench", "no node addresses given")
-    config = LoadConfig(
-        nodes, args.clients, args.ops, args.ratio, max(16, args.value_bytes), args.seed, args.drain
+    return bench(load_config(args, nodes, "queue"), args.history, args.json)
+
+
+def load_config(args: argparse.Namespace, nodes: tuple[str, ...], structure: str) -> LoadConfig:
+    return LoadConfig(
+        nodes,
+        args.clients,
+        args.ops,
+        args.ratio,
+        max(16, args.value_bytes),
+        args.seed,
+        args.drain,
+        structure,
     )
-    return bench(config, args.history, args.json)
+
+
+def run_spawned(args: argparse.Namespace) -> int:
+    console = Console(stderr=True)
+    console.print(f"starting {args.spawn} skueued processes on 127.0.0.1 ...")
+    try:
+        cluster = launch(args.spawn, structure=args.structure)
+    except ClusterError as e:
+        fail("skueue bench", str(e), code=EXIT_UNREACHABLE)
+    with cluster:
+        console.print("cluster ready: " + ", ".join(cluster.addresses))
+        code = bench(
+            load_config(args, tuple(cluster.addresses), args.structure), args.history, args.json
+        )
+        console.print("stopping the cluster ...")
+    left = [a for a, alive in cluster.status() if alive]
+    if left:
+        fail("skueue bench", f"daemons still running after stop: {left}", code=1)
+    return code
 
 
 def bench(config: LoadConfig, history: str | None, as_json: bool) -> int:
