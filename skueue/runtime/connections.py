@@ -18,8 +18,13 @@ from skueue.runtime.framing import FrameDecoder
 RECEIVE_BYTES = 65536
 
 
-async def frames(stream: trio.abc.ReceiveStream, decoder: FrameDecoder) -> AsyncIterator[Any]:
-    """Yield decoded frames until the peer closes; a truncated last frame is an error."""
+async def frames(
+    stream: trio.abc.ReceiveStream, decoder: FrameDecoder, already: list[Any] | None = None
+) -> AsyncIterator[Any]:
+    """Yield decoded frames (first those ``already`` read with the hello) until the peer
+    closes; a truncated last frame is an error."""
+    for frame in already or ():
+        yield frame
     while True:
         data = await stream.receive_some(RECEIVE_BYTES)
         if not data:

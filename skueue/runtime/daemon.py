@@ -180,13 +180,7 @@ class Daemon:
         await stream.send_all(pack(["hello-peer", self.process_id, str(self.address)]))
         log.debug("peer connected", peer=peer)
 
-        async def all_frames() -> Any:
-            for f in rest:
-                yield f
-            async for f in frames(stream, decoder):
-                yield f
-
-        async for frame in all_frames():
+        async for frame in frames(stream, decoder, rest):
             parsed = parse_peer_frame(frame)
             if isinstance(parsed, tuple):
                 kind, message = parsed
@@ -232,13 +226,7 @@ class Daemon:
         decoder: FrameDecoder,
         rest: list[Any],
     ) -> None:
-        async def all_frames() -> Any:
-            for f in rest:
-                yield f
-            async for f in frames(stream, decoder):
-                yield f
-
-        async for frame in all_frames():
+        async for frame in frames(stream, decoder, rest):
             try:
                 request = parse_request(frame, self.limits)
             except RemoteProtocolError as e:
