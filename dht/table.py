@@ -13,7 +13,7 @@ Stack: a position may hold several elements over time, told apart by tickets.  A
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import Generic, TypeVar
 
 import attrs
@@ -74,3 +74,18 @@ class Table(Generic[Waiter, Element]):
         for position, slot in self.entries.items():
             for ticket, element in slot.items():
                 yield position, ticket, element
+
+    def take_where(self, moves: Callable[[int], bool]) -> list[tuple[int, int, Element]]:
+        """Remove and return the entries whose position ``moves`` (a hand-over)."""
+        out = []
+        for position in [p for p in self.entries if moves(p)]:
+            for ticket, element in self.entries.pop(position).items():
+                out.append((position, ticket, element))
+        return out
+
+    def add_entries(self, entries: Iterable[tuple[int, int, Element]]) -> None:
+        """Take over entries handed from another node; none of them may be here already."""
+        for position, ticket, element in entries:
+            served = self.put(position, element, ticket)
+            if served:
+                raise ValueError(f"a Get waited for handed-over position {position}")

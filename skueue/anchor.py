@@ -21,6 +21,8 @@ class AnchorPolicy(Protocol):
 
     def size(self) -> int: ...
 
+    def export(self) -> tuple[int, ...]: ...
+
     def describe(self) -> str: ...
 
 
@@ -47,6 +49,10 @@ class QueueAnchor:
 
     def size(self) -> int:
         return self.last - self.first + 1
+
+    def export(self) -> tuple[int, ...]:
+        """The counters a new anchor needs (SPEC §8, anchor change)."""
+        return (self.first, self.last, self.ord_next)
 
     def describe(self) -> str:
         return f"queue[{self.first}..{self.last}] ord={self.ord_next}"
@@ -85,5 +91,51 @@ class StackAnchor:
     def size(self) -> int:
         return self.last
 
+    def export(self) -> tuple[int, ...]:
+        return (self.last, self.ticket, self.ord_next)
+
     def describe(self) -> str:
         return f"stack[{self.last}] ticket={self.ticket} ord={self.ord_next}"
+
+
+def import_anchor(state: tuple[int, ...], stack: bool) -> AnchorPolicy:
+    """Rebuild a handed-over anchor; the state is exactly what ``export`` gave."""
+    if stack:
+        last, ticket, ord_next = state
+        return StackAnchor(last, ticket, ord_next)
+    first, last, ord_next = state
+    return QueueAnchor(first, last, ord_next)
+
+
+@attrs.define
+class UpdateTrigger:
+    """When the anchor starts an update phase (SPEC §8).
+
+    The paper's rule: more joining nodes pending than nodes in the ring, or more leaving
+    nodes than half of them.  Added: an age bound, so that a lone join (or leave) waits
+    at most ``age_cycles`` batches.  ``nodes`` comes with every batch (each integrated
+    node counts itself), so the anchor knows the ring's size without a member list.
+    """
+
+    join_factor: float = 1.0
+    leave_factor: float = 0.5
+    age_cycles: int = 8
+    pending_joins: int = 0
+    pending_leaves: int = 0
+    age: int = 0
+
+    def observe(self, batch: Batch) -> bool:
+        """Account for one assigned batch; True when its grants start an update phase."""
+        self.pending_joins += batch.joins
+        self.pending_leaves += batch.leaves
+        if not (self.pending_joins or self.pending_leaves):
+            return False
+        self.age += 1
+        fire = (
+            self.pending_joins > self.join_factor * batch.nodes
+            or self.pending_leaves > self.leave_factor * batch.nodes
+            or self.age >= self.age_cycles
+        )
+        if fire:
+            self.pending_joins = self.pending_leaves = self.age = 0
+        return fire

@@ -14,7 +14,9 @@ the stack, locally combined Push/Pop pairs need ranks but no DHT positions, so a
 slots may exceed its count.  Carrying them keeps every operation's ``ord`` a unique
 integer that respects program order, which is what lets a checker certify any history.
 
-``joins`` and ``leaves`` are the update-phase counters of SPEC §8 (summed on combine).
+``joins`` and ``leaves`` are the update-phase counters of SPEC §8 (summed on combine);
+``nodes`` counts the integrated nodes whose batches went into this one, so that the anchor
+knows the size of the ring for the paper's update trigger without anyone holding a list.
 
 A :class:`RunGrant` is what the anchor assigns to one run: ``available`` consecutive
 positions starting at ``first`` and walking in direction ``step`` (+1, or -1 for stack
@@ -46,6 +48,7 @@ class Batch:
     slots: tuple[int, ...] = ()
     joins: int = 0
     leaves: int = 0
+    nodes: int = 0
 
     @staticmethod
     def of(*counts: int) -> Batch:
@@ -69,6 +72,7 @@ class Batch:
             _add_elementwise(self.slots, other.slots),
             self.joins + other.joins,
             self.leaves + other.leaves,
+            self.nodes + other.nodes,
         )
 
     @property

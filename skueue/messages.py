@@ -22,9 +22,12 @@ class BatchUp:
 
     sender: NodeRef  # the child; the parent files the batch under it
     batch: Batch
+    # The sender's batch counter: lets a parent drop a batch that a joining child took
+    # back when it was integrated (the batch may still be on its way then).
+    number: int = 0
 
     def describe(self) -> str:
-        return f"BatchUp from {self.sender.describe()} {self.batch.describe()}"
+        return f"BatchUp #{self.number} from {self.sender.describe()} {self.batch.describe()}"
 
 
 @attrs.frozen
@@ -35,24 +38,28 @@ class Grants:
     # The anchor's batch held operations.  Only a pacing hint for drivers: a daemon keeps
     # its tree turning at full speed while the cluster is busy, and slows down when idle.
     busy: bool = False
+    # The anchor starts an update phase with these grants (SPEC §8): no new batches
+    # until "update over".
+    update: bool = False
 
     def describe(self) -> str:
-        return (
-            "Grants " + " ".join(g.describe() for g in self.grants) + (" busy" if self.busy else "")
-        )
+        flags = (" busy" if self.busy else "") + (" update" if self.update else "")
+        return "Grants " + " ".join(g.describe() for g in self.grants) + flags
 
 
 @attrs.frozen
 class Put:
     """Stage 4: store ``element`` at ``position`` (routed hop by hop to pred(key))."""
 
-    route: Route
+    route: Route | None  # None: not started; the receiver starts routing (a joiner's relay)
     position: int
     element: Element
     ticket: int  # stack ticket; 0 for the queue
     requester: NodeRef  # where a PutAck goes when ``ack`` is set
     op_id: int
-    ack: bool  # the stack's stage 4 waits for its Puts to land
+    # Whether a PutAck is wanted: the stack's stage 4 waits for its Puts to land, and an
+    # update phase waits until no Put is on its way anywhere.
+    ack: bool
 
     def describe(self) -> str:
         return f"Put pos={self.position} t={self.ticket} op=#{self.op_id}"
@@ -62,7 +69,7 @@ class Put:
 class Get:
     """Stage 4: remove and return the element at ``position`` (waits for its Put)."""
 
-    route: Route
+    route: Route | None  # None: not started; the receiver starts routing
     position: int
     ticket: int  # stack: take the largest ticket <= this; queue: 0
     requester: NodeRef

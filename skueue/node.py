@@ -19,6 +19,9 @@ batch in flight with the layout of its sub-batches).
 Every node also serves the DHT: it stores entries it is responsible for and routes
 ``Put``/``Get`` toward their key, one hop per message, from its local view only.
 
+Join, Leave and the update phase (SPEC §8) live in :mod:`skueue.membership`; this module
+only keeps their state and stops batching while a phase runs.
+
 Nothing here reads a clock, a socket or the global ring; the same inputs in the same
 order give the same effects.
 """
@@ -29,20 +32,19 @@ import attrs
 
 from dht.keys import position_key
 from dht.table import Table
-from overlay.labels import NodeRef
+from overlay.labels import Kind, NodeRef
 from overlay.routing import next_hop, start_route
 from overlay.tree import children, parent
 from overlay.view import View
-from skueue.anchor import AnchorPolicy, QueueAnchor, StackAnchor
+from skueue import membership
+from skueue.anchor import AnchorPolicy, QueueAnchor, StackAnchor, UpdateTrigger
 from skueue.batch import Batch, RunGrant, split_grants
 from skueue.effects import Complete, Effect, Send
+from skueue.errors import ProtocolError
 from skueue.intake import Assignment, OwnBuffer
+from skueue.membership_messages import MembershipMessage
 from skueue.messages import BatchUp, Get, GetReply, Grants, Message, Put, PutAck
 from skueue.ops import Element, Op, Structure
-
-
-class ProtocolError(Exception):
-    """A message that cannot happen in a correct run (our bug or a misbehaving peer)."""
 
 
 @attrs.define
@@ -54,6 +56,14 @@ class InFlight:
     served: bool = False
     # Stack: own DHT operations not yet acknowledged; B is cleared when this empties.
     outstanding: set[int] = attrs.field(factory=set)
+    number: int = 0  # the node's batch counter when this batch went up
+    reports_leave: bool = False  # the batch carries this node's own Leave
+    reports_join: bool = False  # the batch carries this (joining) process's Join
+    # Joining left node: JoinCounted acknowledgements awaited before the next batch.
+    holds: set[NodeRef] = attrs.field(factory=set)
+
+    def done(self) -> bool:
+        return self.served and not self.outstanding and not self.holds
 
 
 def new_anchor(structure: Structure) -> AnchorPolicy:
@@ -75,20 +85,47 @@ class VirtualNode:
     largest_batch: int = 0  # most runs in any batch this node sent or assigned (Theorem 18/20)
     # Whether the last grants said the cluster's batch held operations (a pacing hint).
     cluster_busy: bool = False
-    # Tree edges follow from the view; kept here because tick runs every round.
+    # Own Puts not yet acknowledged: an update phase waits until none is on its way.
+    unacked_puts: set[int] = attrs.field(factory=set)
+    # Membership (SPEC §8); see skueue.membership.
+    mode: membership.Mode = membership.Mode.MEMBER
+    contact: NodeRef | None = None  # joining: where the join requests go
+    responsible: NodeRef | None = None  # joining: the node that placed us
+    join_wait_ticks: int = 0
+    ticket: membership.JoinTicket | None = None  # joining: shared by the process's nodes
+    joiners: list[NodeRef] = attrs.field(factory=list)  # placed here, not yet integrated
+    counted_joiners: set[NodeRef] = attrs.field(factory=set)  # ... and counted: go next phase
+    leave: membership.LeaveTicket | None = None  # leaving: shared by the process's nodes
+    phase: membership.UpdatePhase | None = None
+    deferred_joins: list[NodeRef] = attrs.field(factory=list)
+    withdrawn: set[tuple[NodeRef, int]] = attrs.field(factory=set)
+    trigger: UpdateTrigger | None = None
+    # Tree edges follow from the view (and the joiners relayed here); kept here because
+    # tick runs every round.
     kids: tuple[NodeRef, ...] = attrs.field(init=False)
     up: NodeRef | None = attrs.field(init=False)
 
     def __attrs_post_init__(self) -> None:
         self.own = OwnBuffer(self.structure)
-        self.set_view(self.view)
-        if self.anchor is None and self.view.is_anchor:
+        if self.anchor is None and self.mode is membership.Mode.MEMBER and self.view.is_anchor:
             self.anchor = new_anchor(self.structure)
+        if self.anchor is not None and self.trigger is None:
+            self.trigger = UpdateTrigger()
+        self.set_view(self.view)
 
     def set_view(self, view: View) -> None:
         self.view = view
-        self.kids = children(view)
-        self.up = parent(view)
+        self.recompute_tree()
+
+    def recompute_tree(self) -> None:
+        if self.mode is membership.Mode.JOINING:
+            # A joining left node is relayed as a child of its responsible node.
+            self.kids = ()
+            self.up = self.responsible if self.me.kind is Kind.LEFT else None
+            return
+        relayed = tuple(j for j in self.joiners if j.kind is Kind.LEFT)
+        self.kids = children(self.view) + relayed
+        self.up = parent(self.view)
 
     @property
     def me(self) -> NodeRef:
@@ -99,19 +136,33 @@ class VirtualNode:
     def submit(self, op: Op) -> list[Effect]:
         if op.kind.structure is not self.structure:
             raise ValueError(f"{op.kind.value} is not an operation of a {self.structure.value}")
+        if self.leave is not None:
+            raise ValueError("this process is leaving and takes no new operations")
         self.own.add(op)
         return []
 
     def tick(self) -> list[Effect]:
         """The paper's Timeout: stage 1 when B is empty and every child has reported."""
-        if self.inflight is not None:
+        if self.mode is membership.Mode.JOINING:
+            effects = membership.joining_tick(self)
+            if self.up is None:
+                return effects
+        elif self.mode is not membership.Mode.MEMBER:
             return []
-        if not self.can_fire():
-            return []
+        else:
+            effects = []
+        if self.phase is not None or not self.can_fire():
+            return effects
         kids = self.kids
-        own_batch = self.own.batch()
+        own_batch = self.own_batch()
         layout = ((None, own_batch), *((k, self.child_batches.pop(k)) for k in kids))
-        self.inflight = InFlight(self.own, layout)
+        self.inflight = InFlight(
+            self.own,
+            layout,
+            number=self.batches_sent,
+            reports_leave=own_batch.leaves > 0,
+            reports_join=own_batch.joins > 0 and self.mode is membership.Mode.JOINING,
+        )
         self.own = OwnBuffer(self.structure)
         combined = own_batch
         for _, b in layout[1:]:
@@ -119,46 +170,79 @@ class VirtualNode:
         self.batches_sent += 1
         self.largest_batch = max(self.largest_batch, len(combined.counts))
         if self.anchor is not None:
-            return self._serve(self.anchor.assign(combined), busy=combined.operations > 0)
+            assert self.trigger is not None
+            update = self.trigger.observe(combined)
+            grants = self.anchor.assign(combined)
+            return effects + self._serve(grants, combined.operations > 0, update)
         assert self.up is not None, "only the anchor has no parent"
-        return [Send(self.up, BatchUp(self.me, combined))]
+        return [*effects, Send(self.up, BatchUp(self.me, combined, self.inflight.number))]
 
-    def handle(self, message: Message) -> list[Effect]:
+    def own_batch(self) -> Batch:
+        """The own buffer's batch plus this node's membership counters (SPEC §8)."""
+        b = self.own.batch()
+        member = self.mode is membership.Mode.MEMBER
+        return attrs.evolve(
+            b,
+            joins=membership.join_report(self),
+            leaves=membership.leave_report(self),
+            nodes=1 if member else 0,
+        )
+
+    def handle(self, message: Message | MembershipMessage) -> list[Effect]:
+        if self.mode is membership.Mode.DEPARTED:
+            raise ProtocolError(f"{self.me.describe()} has left: {message!r}")
+        effects = self._handle(message)
+        return effects + membership.progress(self)
+
+    def _handle(self, message: Message | MembershipMessage) -> list[Effect]:
         match message:
-            case BatchUp(sender=sender, batch=batch):
+            case BatchUp(sender=sender, batch=batch, number=number):
+                if (sender, number) in self.withdrawn:
+                    # A joiner took this batch back when it was integrated.
+                    self.withdrawn.discard((sender, number))
+                    return []
                 if sender in self.child_batches:
                     raise ProtocolError(
                         f"{self.me.describe()}: second batch from {sender.describe()}"
                     )
                 self.child_batches[sender] = batch
                 return []
-            case Grants(grants=grants, busy=busy):
-                return self._serve(grants, busy)
+            case Grants(grants=grants, busy=busy, update=update):
+                return self._serve(grants, busy, update)
             case Put() | Get():
                 return self._route(message)
             case GetReply(op_id=op_id, element=element):
                 return self._got(op_id, element)
             case PutAck(op_id=op_id):
                 return self._finished_dht(op_id)
-        raise ProtocolError(f"unknown message {message!r}")
+        return membership.handle(self, message)
 
     # -- stage 3 and 4 --------------------------------------------------------------
 
-    def _serve(self, grants: tuple[RunGrant, ...], busy: bool) -> list[Effect]:
+    def _serve(self, grants: tuple[RunGrant, ...], busy: bool, update: bool) -> list[Effect]:
         flight = self.inflight
         if flight is None or flight.served:
             raise ProtocolError(f"{self.me.describe()}: grants without a batch in flight")
         flight.served = True
         self.cluster_busy = busy
+        if flight.reports_leave:
+            assert self.leave is not None
+            self.leave.counted = True
+        effects: list[Effect] = (
+            membership.join_counted(self, flight) if flight.reports_join else []
+        )
         parts = split_grants(grants, [b for _, b in flight.layout])
-        effects: list[Effect] = []
+        old_children = []
         for (child, _), part in zip(flight.layout, parts, strict=True):
             if child is not None:
-                effects.append(Send(child, Grants(part, busy)))
+                effects.append(Send(child, Grants(part, busy, update)))
+                old_children.append(child)
         for a in flight.own.assign(parts[0]):
             effects.extend(self._start(a, flight))
-        if self.structure is Structure.QUEUE or not flight.outstanding:
+        if flight.done():
             self.inflight = None
+        if update:
+            membership.enter_phase(self, tuple(old_children))
         return effects
 
     def _start(self, a: Assignment, flight: InFlight) -> list[Effect]:
@@ -169,17 +253,23 @@ class VirtualNode:
         if a.position is None:
             return [Complete(op.op_id, None, a.ord)]
         stack = self.structure is Structure.STACK
-        route = start_route(self.view, position_key(a.position))
-        if op.kind.inserts:
-            assert op.value is not None
-            if stack:
-                flight.outstanding.add(op.op_id)
-            put = Put(route, a.position, op.value, a.ticket, self.me, op.op_id, ack=stack)
-            return [Complete(op.op_id, op.value, a.ord, a.position), *self._route(put)]
-        self.awaiting[op.op_id] = a
         if stack:
             flight.outstanding.add(op.op_id)
-        return self._route(Get(route, a.position, a.ticket, self.me, op.op_id))
+        if op.kind.inserts:
+            assert op.value is not None
+            self.unacked_puts.add(op.op_id)
+            put = Put(None, a.position, op.value, a.ticket, self.me, op.op_id, ack=True)
+            return [Complete(op.op_id, op.value, a.ord, a.position), *self._issue(put)]
+        self.awaiting[op.op_id] = a
+        return self._issue(Get(None, a.position, a.ticket, self.me, op.op_id))
+
+    def _issue(self, message: Put | Get) -> list[Effect]:
+        """Start a DHT operation; a joining node has no place in the ring yet, so its
+        responsible node starts the routing for it."""
+        if self.mode is membership.Mode.JOINING:
+            assert self.responsible is not None
+            return [Send(self.responsible, message)]
+        return self._route(message)
 
     def _got(self, op_id: int, element: Element) -> list[Effect]:
         a = self.awaiting.pop(op_id, None)
@@ -188,17 +278,21 @@ class VirtualNode:
         return [Complete(op_id, element, a.ord, a.position), *self._finished_dht(op_id)]
 
     def _finished_dht(self, op_id: int) -> list[Effect]:
+        self.unacked_puts.discard(op_id)
         flight = self.inflight
         if flight is not None and op_id in flight.outstanding:
             flight.outstanding.discard(op_id)
-            if flight.served and not flight.outstanding:
+            if flight.done():
                 self.inflight = None
         return []
 
     # -- DHT ------------------------------------------------------------------------
 
     def _route(self, message: Put | Get) -> list[Effect]:
-        hop, route = next_hop(self.view, message.route)
+        if self.mode is not membership.Mode.MEMBER:
+            raise ProtocolError(f"{self.me.describe()} is not in the ring: {message!r}")
+        start = message.route or start_route(self.view, position_key(message.position))
+        hop, route = next_hop(self.view, start)
         if hop is not None:
             return [Send(hop, attrs.evolve(message, route=route))]
         if isinstance(message, Put):
@@ -246,6 +340,10 @@ class VirtualNode:
                 reasons.append(f"{len(self.inflight.outstanding)} own DHT operations")
         if self.awaiting:
             reasons.append(f"elements for {len(self.awaiting)} Gets")
+        if self.phase is not None:
+            reasons.append(f"the update phase ({self.phase.describe()})")
+        if self.mode is membership.Mode.JOINING:
+            reasons.append("integration (joining)")
         if self.table.waiting:
             reasons.append(f"{self.table.waiting_count()} Puts that Gets wait for here")
         return ", ".join(reasons) or None

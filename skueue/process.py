@@ -22,9 +22,11 @@ from collections.abc import Mapping
 
 import attrs
 
-from overlay.labels import Kind, NodeRef
+from overlay.labels import Kind, NodeRef, process_nodes
 from overlay.view import View
+from skueue import membership
 from skueue.effects import Effect, Send
+from skueue.membership_messages import MembershipMessage
 from skueue.messages import Message
 from skueue.node import VirtualNode
 from skueue.ops import Element, Op, OpKind, Structure
@@ -36,6 +38,7 @@ class TickDue(enum.Enum):
     NOW = "now"  # a batch with operations can go up
     IDLE = "idle"  # only an empty batch can go up
     NOTHING = "nothing"  # every node waits for a message
+
 
 # Right first, so that a batch climbs the process's own nodes within one tick.
 TICK_ORDER = (Kind.RIGHT, Kind.MIDDLE, Kind.LEFT)
@@ -63,6 +66,57 @@ class Process:
         nodes = {kind: VirtualNode(views[kind], structure) for kind in Kind}
         return cls(process_id, nodes, structure, local_delivery)
 
+    @classmethod
+    def create_joining(
+        cls,
+        process_id: str,
+        contact: NodeRef,
+        structure: Structure = Structure.QUEUE,
+        *,
+        local_delivery: bool = True,
+    ) -> Process:
+        """A process outside the ring that will join it through ``contact`` (call
+        :meth:`join`).  Its views are placeholders until each node is integrated."""
+        nodes = {}
+        ticket = membership.JoinTicket()
+        for me in process_nodes(process_id):
+            nodes[me.kind] = VirtualNode(
+                View(me, me, me),
+                structure,
+                mode=membership.Mode.JOINING,
+                contact=contact,
+                ticket=ticket,
+            )
+        return cls(process_id, nodes, structure, local_delivery)
+
+    def join(self) -> list[Effect]:
+        """Send the three join requests (SPEC §8: a join is one request per node)."""
+        effects: list[Effect] = []
+        for node in self.nodes.values():
+            effects.extend(membership.start_join(node))
+        return self._settle(effects)
+
+    def leave(self) -> None:
+        """Stop taking operations; the nodes go in the next update phase after the anchor
+        has counted their leave."""
+        if any(n.mode is not membership.Mode.MEMBER for n in self.nodes.values()):
+            raise ValueError("only a process that is fully in the ring can leave")
+        ticket = membership.LeaveTicket(list(self.nodes.values()))
+        for node in self.nodes.values():
+            node.leave = ticket
+
+    @property
+    def joined(self) -> bool:
+        return all(n.mode is membership.Mode.MEMBER for n in self.nodes.values())
+
+    @property
+    def departed(self) -> bool:
+        return all(n.mode is membership.Mode.DEPARTED for n in self.nodes.values())
+
+    @property
+    def leaving(self) -> bool:
+        return any(n.leave is not None for n in self.nodes.values())
+
     def new_op(self, kind: OpKind, value: Element | None = None) -> Op:
         """Build the next operation of this process (op ids follow issue order)."""
         op = Op(self.next_op_id, kind, value)
@@ -83,10 +137,15 @@ class Process:
     def batches_sent(self) -> int:
         return sum(n.batches_sent for n in self.nodes.values())
 
-    def handle(self, to: NodeRef, message: Message) -> list[Effect]:
+    def handle(self, to: NodeRef, message: Message | MembershipMessage) -> list[Effect]:
         if to.process != self.process_id:
             raise ValueError(f"message for {to.describe()} delivered to process {self.process_id}")
-        return self._settle(self.nodes[to.kind].handle(message))
+        node = self.nodes[to.kind]
+        if node.mode is membership.Mode.DEPARTED and isinstance(
+            message, membership.LOSSY_WHEN_DEPARTED
+        ):
+            return []
+        return self._settle(node.handle(message))
 
     def _settle(self, effects: list[Effect]) -> list[Effect]:
         """Deliver messages between own nodes at once; return the rest in order."""
@@ -97,7 +156,12 @@ class Process:
         while pending:
             effect = pending.popleft()
             if isinstance(effect, Send) and effect.to.process == self.process_id:
-                pending.extend(self.nodes[effect.to.kind].handle(effect.message))
+                node = self.nodes[effect.to.kind]
+                if node.mode is membership.Mode.DEPARTED and isinstance(
+                    effect.message, membership.LOSSY_WHEN_DEPARTED
+                ):
+                    continue
+                pending.extend(node.handle(effect.message))
             else:
                 out.append(effect)
         return out

@@ -70,18 +70,24 @@ def decode_node(x: Any, what: str = "node") -> NodeRef:
 
 
 def encode_batch(b: Batch) -> list[Any]:
-    return [list(b.counts), list(b.slots), b.joins, b.leaves]
+    return [list(b.counts), list(b.slots), b.joins, b.leaves, b.nodes]
 
 
 def decode_batch(x: Any) -> Batch:
-    counts, slots, joins, leaves = _list(x, "batch", 4)
+    counts, slots, joins, leaves, nodes = _list(x, "batch", 5)
     counts = [_int(c, "batch run") for c in _list(counts, "batch counts")]
     slots = [_int(s, "batch slots") for s in _list(slots, "batch slots")]
     if len(counts) != len(slots) or len(counts) > RUNS_MAX:
         raise RemoteProtocolError("batch: counts and slots differ in length or are too long")
     if any(c > s for c, s in zip(counts, slots, strict=True)):
         raise RemoteProtocolError("batch: a run has more operations than ranks")
-    return Batch(tuple(counts), tuple(slots), _int(joins, "joins"), _int(leaves, "leaves"))
+    return Batch(
+        tuple(counts),
+        tuple(slots),
+        _int(joins, "joins"),
+        _int(leaves, "leaves"),
+        _int(nodes, "nodes"),
+    )
 
 
 def encode_grant(g: RunGrant) -> list[int]:
@@ -128,13 +134,13 @@ def decode_route(x: Any) -> Route:
 def encode_message(m: Message) -> list[Any]:
     match m:
         case BatchUp():
-            return ["BatchUp", encode_node(m.sender), encode_batch(m.batch)]
+            return ["BatchUp", encode_node(m.sender), encode_batch(m.batch), m.number]
         case Grants():
-            return ["Grants", [encode_grant(g) for g in m.grants], m.busy]
+            return ["Grants", [encode_grant(g) for g in m.grants], m.busy, m.update]
         case Put():
             return [
                 "Put",
-                encode_route(m.route),
+                None if m.route is None else encode_route(m.route),
                 m.position,
                 m.element,
                 m.ticket,
@@ -145,7 +151,7 @@ def encode_message(m: Message) -> list[Any]:
         case Get():
             return [
                 "Get",
-                encode_route(m.route),
+                None if m.route is None else encode_route(m.route),
                 m.position,
                 m.ticket,
                 encode_node(m.requester),
@@ -166,17 +172,21 @@ def decode_message(x: Any) -> Message:
     try:
         match kind:
             case "BatchUp":
-                sender, batch = rest
-                return BatchUp(decode_node(sender, "sender"), decode_batch(batch))
+                sender, batch, number = rest
+                return BatchUp(
+                    decode_node(sender, "sender"), decode_batch(batch), _int(number, "number")
+                )
             case "Grants":
-                grants, busy = rest
+                grants, busy, update = rest
                 return Grants(
-                    tuple(decode_grant(g) for g in _list(grants, "grants")), _bool(busy, "busy")
+                    tuple(decode_grant(g) for g in _list(grants, "grants")),
+                    _bool(busy, "busy"),
+                    _bool(update, "update"),
                 )
             case "Put":
                 route, position, elem, ticket, requester, op_id, ack = rest
                 return Put(
-                    decode_route(route),
+                    None if route is None else decode_route(route),
                     _int(position, "position", 1),
                     element(elem),
                     _int(ticket, "ticket"),
@@ -187,7 +197,7 @@ def decode_message(x: Any) -> Message:
             case "Get":
                 route, position, ticket, requester, op_id = rest
                 return Get(
-                    decode_route(route),
+                    None if route is None else decode_route(route),
                     _int(position, "position", 1),
                     _int(ticket, "ticket"),
                     decode_node(requester, "requester"),

@@ -13,11 +13,16 @@ moods: uniform, newest-first (overtaking), and starving a victim process whose m
 are held back for a while.  Time is the step counter; it is what histories record as
 invoke and response.
 
-A run ends when every client operation has completed.  With ``drain=True`` a drain
-client then removes elements one at a time (each after the previous completed) until
-the structure reports empty, so a test can check that every element came out exactly
-once.  A run that needs more than ``max_steps`` steps raises :class:`SimStuck` naming
-which nodes wait for what.
+Churn: ``joins`` new processes join (through the drain client's process, which never
+leaves) and ``leaves`` processes leave, at random moments among the client operations;
+the scheduler never lets the last process leave.  Client operations go to random
+processes that are not leaving.
+
+A run ends when every client operation has completed and every join and leave has gone
+through.  With ``drain=True`` a drain client then removes elements one at a time (each
+after the previous completed) until the structure reports empty, so a test can check
+that every element came out exactly once.  A run that needs more than ``max_steps``
+steps raises :class:`SimStuck` naming which nodes wait for what.
 """
 
 from __future__ import annotations
@@ -26,6 +31,7 @@ import random
 
 import attrs
 
+from overlay.labels import Kind
 from skueue.effects import Complete, Effect, Send
 from skueue.history import Record
 from skueue.ops import OpKind, Structure, insert_kind, remove_kind
@@ -44,6 +50,12 @@ class AsyncConfig:
     seed: int = 0
     drain: bool = True
     max_steps: int = 2_000_000
+    joins: int = 0  # processes that join during the run
+    leaves: int = 0  # processes that leave during the run
+    # Ids for the joining processes, in order (then j0, j1, ...): lets a test place a
+    # joiner left of the anchor.
+    join_ids: tuple[str, ...] = ()
+    leave_anchor: bool = False  # every leave takes the anchor's process if it can
 
     def __attrs_post_init__(self) -> None:
         if self.processes < 1:
@@ -72,18 +84,24 @@ class AsyncSim:
         self.in_flight: list[Send] = []
         self.steps = 0
         self.messages = 0
-        # The client workload: for each process, the kinds of its operations in order.
+        # The client workload (each operation goes to a random process when it is issued)
+        # and the churn events, shuffled together.
         insert, remove = insert_kind(config.structure), remove_kind(config.structure)
-        self.scripts: dict[str, list[OpKind]] = {pid: [] for pid in self.ids}
-        for _ in range(config.operations):
-            pid = self.ids[self.rng.randrange(len(self.ids))]
-            kind = insert if self.rng.random() < config.insert_ratio else remove
-            self.scripts[pid].append(kind)
-        for script in self.scripts.values():
-            script.reverse()  # pop() from the end takes them in order
+        self.script: list[OpKind | str] = [
+            insert if self.rng.random() < config.insert_ratio else remove
+            for _ in range(config.operations)
+        ]
+        self.script += ["join"] * config.joins + ["leave"] * config.leaves
+        self.rng.shuffle(self.script)
+        self.script.reverse()  # pop() from the end takes them in order
         self.mood = self.rng.choice(("uniform", "newest", "starve"))
         self.victim = self.rng.choice(self.ids)
         self.drain_process = self.order[self.rng.randrange(len(self.order))]
+        anchor_process = self.anchor_process()
+        if config.leave_anchor and config.processes > 1:
+            others = [p for p in self.order if p is not anchor_process]
+            self.drain_process = others[self.rng.randrange(len(others))]
+        self.joined = 0
         self.drain_op: int | None = None
         self.drained: list[str] = []
         self.drain_done = not config.drain
@@ -131,14 +149,38 @@ class AsyncSim:
         pool[i], pool[-1] = pool[-1], pool[i]
         return pool.pop()
 
+    def _next_event(self) -> None:
+        event = self.script.pop()
+        rng = self.rng
+        if event == "join":
+            ids = self.config.join_ids
+            pid = ids[self.joined] if self.joined < len(ids) else f"j{self.joined}"
+            self.joined += 1
+            contact = self.drain_process.nodes[Kind.LEFT].me
+            process = Process.create_joining(pid, contact, self.config.structure)
+            self.processes[pid] = process
+            self.order.append(process)
+            self._apply(process, process.join())
+            return
+        staying = [p for p in self.order if p.joined and not p.leaving]
+        if event == "leave":
+            candidates = [p for p in staying if p is not self.drain_process]
+            anchor = self.anchor_process()
+            if self.config.leave_anchor and anchor in candidates:
+                anchor.leave()
+            elif candidates:
+                rng.choice(candidates).leave()
+            return
+        assert isinstance(event, OpKind)
+        clients = [p for p in self.order if not p.leaving and not p.departed]
+        self._submit(rng.choice(clients), event)
+
     def step(self) -> None:
         self.steps += 1
         rng = self.rng
-        waiting_clients = [pid for pid, s in self.scripts.items() if s]
         roll = rng.random()
-        if waiting_clients and roll < 0.15:
-            pid = rng.choice(waiting_clients)
-            self._submit(self.processes[pid], self.scripts[pid].pop())
+        if self.script and roll < 0.15:
+            self._next_event()
         elif self.in_flight and roll < 0.75:
             send = self._pick_message()
             process = self.processes[send.to.process]
@@ -151,15 +193,34 @@ class AsyncSim:
             self.victim = rng.choice(self.ids)
         self._maybe_drain()
 
+    def anchor_process(self) -> Process | None:
+        """The process whose left node holds the anchor's counters (the driver's view);
+        None while the counters travel to a new minimum node."""
+        for p in self.order:
+            if not p.departed and p.nodes[Kind.LEFT].anchor is not None:
+                return p
+        return None
+
+    def settled(self) -> bool:
+        """Every join and leave has gone through and no update phase runs."""
+        for p in self.order:
+            if p.departed:
+                continue
+            if not p.joined or p.leaving:
+                return False
+            if any(n.phase is not None for n in p.nodes.values()):
+                return False
+        return True
+
     def _maybe_drain(self) -> None:
-        workload_done = not any(self.scripts.values()) and self.recorder.pending == 0
+        workload_done = not self.script and self.recorder.pending == 0 and self.settled()
         if self.drain_done or not workload_done or self.drain_op is not None:
             return
         remove = remove_kind(self.config.structure)
         self.drain_op = self._submit(self.drain_process, remove)
 
     def finished(self) -> bool:
-        return not any(self.scripts.values()) and self.recorder.pending == 0 and self.drain_done
+        return not self.script and self.recorder.pending == 0 and self.drain_done and self.settled()
 
     def run(self) -> AsyncResult:
         while not self.finished():

@@ -5,9 +5,11 @@ Only drivers use this module: it sees the whole ring, which the protocol never d
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 from overlay.labels import Kind, NodeRef
 from overlay.ring import build_views
-from overlay.tree import parent
+from overlay.tree import children, parent
 from overlay.view import View
 from skueue.ops import Structure
 from skueue.process import Process
@@ -52,3 +54,27 @@ def tree_height(processes: dict[str, Process]) -> int:
         return depth[start]
 
     return max(depth_of(n) for n in views)
+
+
+def ring_problems(processes: Iterable[Process]) -> list[str]:
+    """After quiescence: every live node's pred/succ must be its neighbour in the sorted
+    order of live nodes, and its tree edges the ones SPEC §3 defines for that ring."""
+    live = [n for p in processes if not p.departed for n in p.nodes.values()]
+    expected = build_views(sorted({n.me.process for n in live}))
+    problems = []
+    for node in live:
+        want = expected.get(node.me)
+        if want is None:
+            problems.append(f"{node.me.describe()} is not in the ring")
+            continue
+        if (node.view.pred, node.view.succ) != (want.pred, want.succ):
+            problems.append(
+                f"{node.me.describe()} has pred {node.view.pred.describe()} succ "
+                f"{node.view.succ.describe()}, expected {want.describe()}"
+            )
+        if node.kids != children(want) or node.up != parent(want):
+            problems.append(f"{node.me.describe()} has tree edges other than SPEC §3's")
+    anchors = [n.me.describe() for n in live if n.anchor is not None]
+    if len(anchors) != 1 or not any(n.view.is_anchor and n.anchor for n in live):
+        problems.append(f"anchor state at {anchors}, expected exactly at the minimum node")
+    return problems

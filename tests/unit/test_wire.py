@@ -229,7 +229,7 @@ def normalise(value: Any) -> Any:
 
 
 # The only boolean fields on the wire: Grants.busy and Put.ack.
-BOOL_FIELDS = {("Grants", 2), ("Put", 7)}
+BOOL_FIELDS = {("Grants", 2), ("Grants", 3), ("Put", 7)}
 
 
 def leaves(x: Any) -> list[Any]:
