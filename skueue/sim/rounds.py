@@ -113,6 +113,15 @@ class SyncSim:
             kind = self.insert if rng.random() < cfg.insert_ratio else self.remove
             self.submit(p, kind, outbox)
 
+    def add_process(self, process: Process, effects: list[Effect]) -> None:
+        """A process that joins during the run; ``effects`` are its first ones (its join
+        requests), sent this round."""
+        self.index[process.process_id] = len(self.order)
+        self.order.append(process)
+        self.processes[process.process_id] = process
+        self.dirty.add(len(self.order) - 1)
+        self.inbox.extend(e for e in effects if isinstance(e, Send))
+
     def step(self, generate: bool) -> None:
         """Run one round."""
         self.round += 1
