@@ -34,6 +34,7 @@ import trio
 
 from overlay.labels import Kind
 from overlay.ring import build_views
+from skueue.membership_messages import MembershipMessage
 from skueue.messages import Message
 from skueue.node import ProtocolError
 from skueue.ops import Structure
@@ -72,7 +73,7 @@ class DaemonConfig:
 class PeerInput:
     peer: str
     kind: Kind
-    message: Message
+    message: Message | MembershipMessage
 
 
 @attrs.frozen

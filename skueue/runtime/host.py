@@ -15,6 +15,7 @@ import attrs
 
 from overlay.labels import Kind
 from skueue.effects import Complete, Effect, Send
+from skueue.membership_messages import MembershipMessage
 from skueue.messages import Message
 from skueue.ops import Element, OpKind, Structure, insert_kind, remove_kind
 from skueue.process import Process
@@ -81,7 +82,7 @@ class Host:
             self.ops[op.op_id] = (request, index)
             self._apply(self.process.submit(op))
 
-    def peer_message(self, to_kind: Kind, message: Message) -> None:
+    def peer_message(self, to_kind: Kind, message: Message | MembershipMessage) -> None:
         self._apply(self.process.handle(self.process.nodes[to_kind].me, message))
 
     def tick(self) -> bool:

@@ -13,6 +13,7 @@ import structlog
 import trio
 
 from overlay.labels import Kind
+from skueue.membership_messages import MembershipMessage
 from skueue.messages import Message
 from skueue.runtime.address import Address
 from skueue.runtime.connections import coalescing_writer, first_frame
@@ -27,7 +28,7 @@ RETRY_START_S = 0.05
 RETRY_MAX_S = 1.0
 
 
-def parse_peer_frame(frame: Any) -> tuple[Kind, Message] | list[Any]:
+def parse_peer_frame(frame: Any) -> tuple[Kind, Message | MembershipMessage] | list[Any]:
     """A protocol message for one of our nodes, or a control frame (stats)."""
     if isinstance(frame, list) and len(frame) == 3 and frame[0] == "msg":
         kind = frame[1]

@@ -9,129 +9,31 @@ never a crash deeper in the core.  No pickle, ever.
 
 from __future__ import annotations
 
-from functools import lru_cache
 from typing import Any
 
-from overlay.labels import LABEL_SPACE, Kind, NodeRef, node_ref
-from overlay.routing import Phase, Route
-from skueue.batch import Batch, RunGrant
+from skueue.membership_messages import MEMBERSHIP_KINDS, MembershipMessage
 from skueue.messages import BatchUp, Get, GetReply, Grants, Message, Put, PutAck
-from skueue.ops import Element
+from skueue.runtime import wire_membership
 from skueue.runtime.errors import RemoteProtocolError
-
-PROCESS_ID_CHARS_MAX = 256
-RUNS_MAX = 1 << 16  # a batch longer than this is not one a correct peer sends
-INT_MAX = 1 << 63
-
-
-def _int(x: Any, what: str, low: int = 0, high: int = INT_MAX) -> int:
-    if type(x) is not int or not low <= x < high:
-        raise RemoteProtocolError(f"{what}: expected an integer in [{low}, {high}), got {x!r:.60}")
-    return x
-
-
-def _bool(x: Any, what: str) -> bool:
-    if type(x) is not bool:
-        raise RemoteProtocolError(f"{what}: expected a boolean, got {x!r:.60}")
-    return x
+from skueue.runtime.wire_fields import (
+    _bool,
+    _int,
+    _list,
+    decode_batch,
+    decode_grant,
+    decode_node,
+    decode_route,
+    element,
+    encode_batch,
+    encode_grant,
+    encode_node,
+    encode_route,
+)
 
 
-def _list(x: Any, what: str, length: int | None = None) -> list[Any]:
-    if type(x) is not list or (length is not None and len(x) != length):
-        want = "a list" if length is None else f"a list of {length}"
-        raise RemoteProtocolError(f"{what}: expected {want}, got {x!r:.60}")
-    return x
-
-
-def process_id(x: Any, what: str = "process id") -> str:
-    if type(x) is not str or not 0 < len(x) <= PROCESS_ID_CHARS_MAX:
-        raise RemoteProtocolError(f"{what}: expected a non-empty string, got {x!r:.60}")
-    return x
-
-
-def element(x: Any, what: str = "element") -> Element:
-    if type(x) not in (bytes, str):
-        raise RemoteProtocolError(f"{what}: expected bytes, got {type(x).__name__}")
-    return x
-
-
-@lru_cache(maxsize=65536)
-def _node(process: str, kind: int) -> NodeRef:
-    return node_ref(process, Kind(kind))
-
-
-def encode_node(n: NodeRef) -> list[Any]:
-    return [n.process, int(n.kind)]
-
-
-def decode_node(x: Any, what: str = "node") -> NodeRef:
-    p, k = _list(x, what, 2)
-    return _node(process_id(p, what), _int(k, f"{what} kind", 0, 3))
-
-
-def encode_batch(b: Batch) -> list[Any]:
-    return [list(b.counts), list(b.slots), b.joins, b.leaves, b.nodes]
-
-
-def decode_batch(x: Any) -> Batch:
-    counts, slots, joins, leaves, nodes = _list(x, "batch", 5)
-    counts = [_int(c, "batch run") for c in _list(counts, "batch counts")]
-    slots = [_int(s, "batch slots") for s in _list(slots, "batch slots")]
-    if len(counts) != len(slots) or len(counts) > RUNS_MAX:
-        raise RemoteProtocolError("batch: counts and slots differ in length or are too long")
-    if any(c > s for c, s in zip(counts, slots, strict=True)):
-        raise RemoteProtocolError("batch: a run has more operations than ranks")
-    return Batch(
-        tuple(counts),
-        tuple(slots),
-        _int(joins, "joins"),
-        _int(leaves, "leaves"),
-        _int(nodes, "nodes"),
-    )
-
-
-def encode_grant(g: RunGrant) -> list[int]:
-    return [g.first, g.available, g.ord_first, g.ticket, g.step, g.ticket_step]
-
-
-def decode_grant(x: Any) -> RunGrant:
-    first, available, ord_first, ticket, step, ticket_step = _list(x, "grant", 6)
-    # type() first: True == 1 and 1.0 == 1, and neither is a step.
-    if type(step) is not int or step not in (1, -1):
-        raise RemoteProtocolError("grant: step must be 1 or -1, ticket step 0 or 1")
-    if type(ticket_step) is not int or ticket_step not in (0, 1):
-        raise RemoteProtocolError("grant: step must be 1 or -1, ticket step 0 or 1")
-    return RunGrant(
-        _int(first, "grant first"),
-        _int(available, "grant available"),
-        _int(ord_first, "grant ord"),
-        _int(ticket, "grant ticket"),
-        step,
-        ticket_step,
-    )
-
-
-def encode_route(r: Route) -> list[int]:
-    return [r.target, r.bits, r.taken, r.point, int(r.phase), r.heading, r.hops]
-
-
-def decode_route(x: Any) -> Route:
-    target, bits, taken, point, phase, heading, hops = _list(x, "route", 7)
-    try:
-        return Route(
-            target=_int(target, "route target", 0, LABEL_SPACE),
-            bits=_int(bits, "route bits", 0, 65),
-            taken=_int(taken, "route taken", 0, 65),
-            point=_int(point, "route point", 0, LABEL_SPACE),
-            phase=Phase(_int(phase, "route phase", 0, len(Phase))),
-            heading=_int(heading, "route heading", -1, 2),
-            hops=_int(hops, "route hops"),
-        )
-    except ValueError as e:
-        raise RemoteProtocolError(f"route: {e}") from None
-
-
-def encode_message(m: Message) -> list[Any]:
+def encode_message(m: Message | MembershipMessage) -> list[Any]:
+    if type(m).__name__ in MEMBERSHIP_KINDS:
+        return wire_membership.encode(m)  # type: ignore[arg-type]
     match m:
         case BatchUp():
             return ["BatchUp", encode_node(m.sender), encode_batch(m.batch), m.number]
@@ -164,7 +66,7 @@ def encode_message(m: Message) -> list[Any]:
     raise TypeError(f"not a protocol message: {m!r}")
 
 
-def decode_message(x: Any) -> Message:
+def decode_message(x: Any) -> Message | MembershipMessage:
     fields = _list(x, "message")
     if not fields or type(fields[0]) is not str:
         raise RemoteProtocolError("message: expected [kind, fields...]")
@@ -209,6 +111,10 @@ def decode_message(x: Any) -> Message:
             case "PutAck":
                 (op_id,) = rest
                 return PutAck(_int(op_id, "op id"))
+            case _:
+                membership = wire_membership.decode(kind, rest)
+                if membership is not None:
+                    return membership
     except ValueError:
         # Unpacking a field list of the wrong length.
         raise RemoteProtocolError(f"{kind}: wrong number of fields ({len(rest)})") from None
