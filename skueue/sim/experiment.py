@@ -200,8 +200,9 @@ def figure4_points(
     for p in probabilities:
         for structure in (Structure.QUEUE, Structure.STACK):
             for seed in range(seeds):
-                yield Point(structure, n, FIGURE4_RATIO, seed, per_node_probability=p,
-                            rounds=rounds)
+                yield Point(
+                    structure, n, FIGURE4_RATIO, seed, per_node_probability=p, rounds=rounds
+                )
 
 
 # -- summaries ---------------------------------------------------------------------------

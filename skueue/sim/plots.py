@@ -15,6 +15,7 @@ from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
+from matplotlib.axes import Axes
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.ticker import NullLocator
@@ -25,6 +26,9 @@ from skueue.sim.experiment import mean_rounds, number
 SIZE_INCHES = (7.0, 4.5)
 DPI = 100
 _INSERT_NAME = {"queue": "Enqueue", "stack": "Push"}
+# Distinct hollow markers, so curves that coincide exactly (the queue's ratios 0 and 1 do)
+# stay visible on top of each other instead of one hiding the other.
+_MARKERS = ("o", "s", "^", "D", "v", "P", "X")
 
 
 def _new_figure() -> Figure:
@@ -52,12 +56,18 @@ def plot_rounds_vs_n(
 
     figure = _new_figure()
     ax = figure.add_subplot()
-    for ratio, curve in mean_rounds(rows, "n", "ratio").items():
-        ax.plot(list(curve), list(curve.values()), marker="o", markersize=4,
-                label=f"{insert} ratio {ratio:g}")
+    tops: list[float] = []
+    for i, (ratio, curve) in enumerate(mean_rounds(rows, "n", "ratio").items()):
+        _curve(ax, curve, i, f"{insert} ratio {ratio:g}")
+        tops.extend(curve.values())
     ns = sorted(heights)
-    ax.plot(ns, [1.5 * statistics.fmean(heights[n]) for n in ns], linestyle="--",
-            color="grey", label="1.5 × tree height")
+    ax.plot(
+        ns,
+        [1.5 * statistics.fmean(heights[n]) for n in ns],
+        linestyle="--",
+        color="grey",
+        label="1.5 × tree height",
+    )
     ax.set_xscale("log", base=2)
     # One labelled tick per simulated n, written as plain integers (not 2^k).
     ax.xaxis.set_minor_locator(NullLocator())
@@ -65,7 +75,7 @@ def plot_rounds_vs_n(
     ax.tick_params(axis="x", labelrotation=45 if len(ns) > 8 else 0)
     ax.set_xlabel("number of processes n (log2 scale)")
     ax.set_ylabel("mean rounds per request")
-    ax.set_ylim(bottom=0)
+    _y_from_zero(ax, tops)
     ax.set_title(title or f"Skueue {'/'.join(structures)}: rounds per request vs n")
     ax.grid(True, alpha=0.3)
     ax.legend(fontsize="small")
@@ -85,20 +95,42 @@ def plot_rounds_vs_probability(
 
     figure = _new_figure()
     ax = figure.add_subplot()
-    for structure, curve in mean_rounds(rows, "p", "structure").items():
-        ax.plot(list(curve), list(curve.values()), marker="o", markersize=4,
-                label=str(structure))
+    tops: list[float] = []
+    for i, (structure, curve) in enumerate(mean_rounds(rows, "p", "structure").items()):
+        _curve(ax, curve, i, str(structure))
+        tops.extend(curve.values())
     ax.set_xlabel("per-node request probability p (per round)")
     ax.set_ylabel("mean rounds per request")
-    ax.set_ylim(bottom=0)
+    _y_from_zero(ax, tops)
     n_text = ", ".join(str(n) for n in sizes)
     ratio_text = ", ".join(f"{r:g}" for r in ratios)
-    ax.set_title(title or f"Skueue: rounds per request vs request probability "
-                          f"(n = {n_text}, insert ratio {ratio_text})")
+    ax.set_title(
+        title
+        or f"Skueue: rounds per request vs request probability\n"
+        f"(n = {n_text}, insert ratio {ratio_text})"
+    )
     ax.grid(True, alpha=0.3)
     ax.legend(fontsize="small")
     figure.tight_layout()
     return _save(figure, path)
+
+
+def _curve(ax: Axes, curve: Mapping[float, float], index: int, label: str) -> None:
+    ax.plot(
+        list(curve),
+        list(curve.values()),
+        marker=_MARKERS[index % len(_MARKERS)],
+        markersize=6,
+        markerfacecolor="none",
+        label=label,
+    )
+
+
+def _y_from_zero(ax: Axes, values: Iterable[float]) -> None:
+    # Rounds start at zero so curves compare by ratio, not by offset; headroom keeps the
+    # top point off the frame (autoscaling does not add any once the bottom is pinned).
+    top = max(values, default=1.0)
+    ax.set_ylim(0, top * 1.1 if top > 0 else 1.0)
 
 
 def _save(figure: Figure, path: Path | str) -> Path:

@@ -1,0 +1,130 @@
+"""The experiment library and its plots (SPEC §9): fast checks on tiny runs."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pytest
+
+from skueue.ops import Structure
+from skueue.sim.experiment import (
+    PROBABILITIES,
+    RATIOS,
+    ROW_FIELDS,
+    Point,
+    figure2_points,
+    figure3_points,
+    figure4_points,
+    fit_rounds_per_doubling,
+    mean_rounds,
+    number,
+    percentile,
+    run,
+    run_point,
+    sizes,
+)
+from skueue.sim.plots import plot_rounds_vs_n, plot_rounds_vs_probability
+
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+
+
+@pytest.mark.parametrize("structure", [Structure.QUEUE, Structure.STACK])
+def test_run_point_returns_a_sane_flat_row(structure: Structure) -> None:
+    row = run_point(structure, n=4, ratio=0.5, seed=1, rounds=20)
+    assert tuple(row) == ROW_FIELDS
+    assert row["structure"] == structure.value
+    assert (row["n"], row["ratio"], row["p"], row["seed"]) == (4, 0.5, None, 1)
+    # The paper's load: 10 requests a round, and the run drains until all complete.
+    assert row["requests"] == 200
+    mean, p50, p99 = (number(row, k) for k in ("mean_rounds", "p50", "p99"))
+    assert 0 <= p50 <= p99
+    assert 0 < mean <= p99
+    assert number(row, "tree_height") >= 1
+    assert number(row, "largest_batch") >= 1
+    assert number(row, "messages_per_request") > 0
+    lo, avg, hi = (number(row, k) for k in ("entries_min", "entries_mean", "entries_max"))
+    assert 0 <= lo <= avg <= hi
+    assert number(row, "wall_seconds") >= 0
+
+
+def test_run_point_is_deterministic_apart_from_the_clock() -> None:
+    a = run_point(Structure.QUEUE, 8, 0.75, seed=3, rounds=15)
+    b = run(Point(Structure.QUEUE, 8, 0.75, 3, rounds=15))
+    a.pop("wall_seconds")
+    b.pop("wall_seconds")
+    assert a == b
+
+
+def test_per_node_probability_one_gives_every_process_a_request_each_round() -> None:
+    row = run_point(Structure.STACK, 4, 0.5, seed=0, per_node_probability=1.0, rounds=10)
+    assert row["p"] == 1.0
+    assert row["requests"] == 4 * 10
+
+
+def test_percentile_is_nearest_rank() -> None:
+    data = [1.0, 2.0, 3.0, 4.0]
+    assert percentile(data, 50) == 2.0
+    assert percentile(data, 99) == 4.0
+    assert percentile([7.0], 1) == 7.0
+    assert math.isnan(percentile([], 50))
+
+
+def test_sweeps_cover_the_papers_axes() -> None:
+    assert sizes(16) == [2, 4, 8, 16]
+    fig2 = list(figure2_points(16, seeds=2))
+    assert len(fig2) == 4 * len(RATIOS) * 2
+    assert {p.structure for p in fig2} == {Structure.QUEUE}
+    assert {p.ratio for p in fig2} == set(RATIOS)
+    assert {p.structure for p in figure3_points(8)} == {Structure.STACK}
+    fig4 = list(figure4_points(64))
+    assert {p.per_node_probability for p in fig4} == set(PROBABILITIES)
+    assert {p.structure for p in fig4} == {Structure.QUEUE, Structure.STACK}
+    assert {(p.n, p.ratio) for p in fig4} == {(64, 0.5)}
+
+
+def _synthetic(slopes: dict[float, float]) -> list[dict[str, object]]:
+    # mean rounds = intercept + slope * log2 n, with seed noise that cancels per size
+    rows: list[dict[str, object]] = []
+    for ratio, slope in slopes.items():
+        for k in range(1, 9):
+            for noise in (-0.5, 0.5):
+                rows.append({"structure": "queue", "n": 2**k, "ratio": ratio,
+                             "mean_rounds": 3.0 + slope * k + noise, "tree_height": 2 * k,
+                             "p": None})
+    return rows
+
+
+def test_fit_recovers_the_slope_per_ratio() -> None:
+    fitted = fit_rounds_per_doubling(_synthetic({0.0: 4.0, 0.5: 7.5}))
+    assert fitted.keys() == {0.0, 0.5}
+    assert fitted[0.0] == pytest.approx(4.0)
+    assert fitted[0.5] == pytest.approx(7.5)
+
+
+def test_fit_reads_rows_back_from_csv_text_and_skips_single_sizes() -> None:
+    rows = [{"n": "4", "ratio": "0.25", "mean_rounds": "10"},
+            {"n": "16", "ratio": "0.25", "mean_rounds": "16"},
+            {"n": "8", "ratio": "1.0", "mean_rounds": "5"}]
+    assert fit_rounds_per_doubling(rows) == {0.25: pytest.approx(3.0)}
+
+
+def test_mean_rounds_averages_seeds() -> None:
+    table = mean_rounds(_synthetic({0.5: 2.0}), "n", "ratio")
+    assert table[0.5][2.0] == pytest.approx(5.0)
+
+
+def test_plots_write_non_empty_pngs(tmp_path: Path) -> None:
+    by_n = plot_rounds_vs_n(_synthetic({0.0: 4.0, 1.0: 6.0}), tmp_path / "sub" / "fig2.png")
+    rate_rows = [{"structure": s, "n": 64, "ratio": 0.5, "p": p, "mean_rounds": 10 + p}
+                 for s in ("queue", "stack") for p in PROBABILITIES]
+    by_p = plot_rounds_vs_probability(rate_rows, tmp_path / "fig4.png")
+    for path in (by_n, by_p):
+        data = path.read_bytes()
+        assert data.startswith(PNG_MAGIC)
+        assert len(data) > 5_000
+
+
+def test_plots_refuse_no_rows(tmp_path: Path) -> None:
+    with pytest.raises(ValueError):
+        plot_rounds_vs_n([], tmp_path / "x.png")
