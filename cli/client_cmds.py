@@ -57,6 +57,25 @@ def add_parsers(sub: Any) -> None:
     p.set_defaults(run=run_dequeue)
 
     p = sub.add_parser(
+        "join",
+        help="make a lone daemon join another cluster",
+        description="Make the daemon at --node (alone and empty) join the cluster SEED is "
+        "in; returns once it is in the ring.",
+    )
+    add_node_option(p)
+    p.add_argument("seed", metavar="SEED", help="address of any daemon of the cluster")
+    p.set_defaults(run=run_join)
+
+    p = sub.add_parser(
+        "leave",
+        help="make a daemon hand off its data and exit",
+        description="Make the daemon at --node leave the cluster; returns 0 only once its "
+        "data is held by the others.",
+    )
+    add_node_option(p)
+    p.set_defaults(run=run_leave)
+
+    p = sub.add_parser(
         "stats",
         help="cluster statistics",
         description="Processes, queue size, totals and entries per process.",
@@ -124,6 +143,24 @@ def run_dequeue(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return EXIT_EMPTY
+    return 0
+
+
+def run_join(args: argparse.Namespace) -> int:
+    async def body(q: Client) -> None:
+        await q.join(args.seed)
+
+    with_client("skueue join", args.node, body)
+    print(f"joined the cluster of {args.seed}", file=sys.stderr)
+    return 0
+
+
+def run_leave(args: argparse.Namespace) -> int:
+    async def body(q: Client) -> None:
+        await q.leave()
+
+    with_client("skueue leave", args.node, body)
+    print("left: its data is held by the other daemons", file=sys.stderr)
     return 0
 
 

@@ -21,7 +21,12 @@ def build_parser() -> Parser:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    code: int = args.run(args)
+    try:
+        code: int = args.run(args)
+    except BrokenPipeError:
+        # The reader went away (e.g. `skueue dequeue -n 100 | head`): not an error of ours.
+        sys.stderr.close()
+        return 0
     return code
 
 

@@ -1,10 +1,13 @@
 """``skueued``: run one Skueue process (its three virtual nodes) as a daemon.
 
-    skueued --listen HOST:PORT [--peers ADDR,...] [--id ID] [--structure queue|stack]
-            [--log-format json|console]
+    skueued --listen HOST:PORT [--peers ADDR,... | --join SEED] [--id ID]
+            [--structure queue|stack] [--log-format json|console]
 
-Alone it is a one-process cluster; with ``--peers`` it forms a cluster with every
-listed daemon (each must be started with the others as its peers).  It prints one line
+Alone it is a one-process cluster; with ``--peers`` it forms a static cluster with every
+listed daemon (each must be started with the others as its peers); with ``--join`` it
+joins the cluster SEED belongs to (and prints its ready line once it is in the ring).
+A daemon that was asked to leave (``skueue leave``) exits once its data is held by the
+others.  It prints one line
 on stdout when ready and shuts down cleanly on SIGTERM or SIGINT.
 """
 
@@ -34,7 +37,13 @@ def build_parser() -> Parser:
     p.add_argument(
         "--peers", default="", metavar="ADDR,...", help="the other members of a static cluster"
     )
-    p.add_argument("--id", dest="process_id", help="process id (default: the listen address)")
+    p.add_argument("--join", metavar="SEED", help="join the cluster the daemon at SEED is in")
+    p.add_argument(
+        "--id",
+        dest="process_id",
+        help="process id (default: the listen address; clusters that change their members "
+        "need the default)",
+    )
     p.add_argument("--structure", choices=["queue", "stack"], default="queue")
     p.add_argument("--log-format", choices=["json", "console"], default="console")
     p.add_argument("--log-level", choices=["debug", "info", "warning", "error"], default="info")
@@ -49,6 +58,10 @@ async def serve(config: DaemonConfig) -> None:
         nursery.start_soon(stop_on_signal, nursery.cancel_scope)
         address = await nursery.start(daemon.run)
         print(f"skueued ready: {daemon.process_id} listening on {address}", flush=True)
+        await daemon.left.wait()
+        await daemon.drain_links()
+        print("skueued: left the cluster, exiting", file=sys.stderr, flush=True)
+        nursery.cancel_scope.cancel()
 
 
 async def stop_on_signal(scope: trio.CancelScope) -> None:
@@ -68,10 +81,13 @@ def main(argv: list[str] | None = None) -> int:
     try:
         listen = parse_address(args.listen)
         peers = tuple(parse_addresses(args.peers))
+        join = parse_address(args.join) if args.join else None
     except AddressError as e:
         fail("skueued", str(e))
+    if join is not None and peers:
+        fail("skueued", "--join and --peers exclude each other")
     configure(args.log_format, args.log_level)
-    config = DaemonConfig(listen, peers, args.process_id, Structure(args.structure))
+    config = DaemonConfig(listen, peers, args.process_id, Structure(args.structure), join=join)
     try:
         trio.run(serve, config)
     except BaseException as e:  # noqa: BLE001 - unwrap a start-up error from task groups

@@ -121,6 +121,15 @@ class Client:
         stats: dict[str, Any] = reply[2]
         return stats
 
+    async def leave(self) -> None:
+        """Make the daemon hand its data to the others and exit; returns once it has."""
+        await self._request(["leave", None])
+
+    async def join(self, seed: str) -> None:
+        """Make a daemon that is alone (and empty) join the cluster ``seed`` is in;
+        returns once it is in the ring."""
+        await self._request(["join", None, seed])
+
     # -- plumbing ---------------------------------------------------------------------
 
     async def _request(self, frame: list[Any]) -> list[Any]:
@@ -261,6 +270,12 @@ class BlockingClient:
 
     def stats(self) -> dict[str, Any]:
         return self._portal.call(self._client.stats)
+
+    def leave(self) -> None:
+        self._portal.call(self._client.leave)
+
+    def join(self, seed: str) -> None:
+        self._portal.call(self._client.join, seed)
 
     push = enqueue
     pop = dequeue

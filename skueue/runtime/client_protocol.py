@@ -6,6 +6,8 @@ Frames are msgpack arrays:
                        ["insert", rid, [value, ...]]           enqueue / push
                        ["remove", rid, count]                  dequeue / pop
                        ["stats", rid]
+                       ["leave", rid]                          hand off and exit
+                       ["join", rid, "HOST:PORT"]              join that cluster (alone, empty)
     daemon -> client   ["welcome", process_id, structure, version]
                        ["done", rid, results]                  one result per operation
                        ["stats", rid, {...}]
@@ -45,7 +47,18 @@ class StatsRequest:
     rid: int
 
 
-ClientRequest = InsertRequest | RemoveRequest | StatsRequest
+@attrs.frozen
+class LeaveRequest:
+    rid: int
+
+
+@attrs.frozen
+class JoinClusterRequest:
+    rid: int
+    seed: str
+
+
+ClientRequest = InsertRequest | RemoveRequest | StatsRequest | LeaveRequest | JoinClusterRequest
 
 
 def request_id(frame: Any) -> int | None:
@@ -89,4 +102,10 @@ def parse_request(frame: Any, limits: Limits) -> ClientRequest:
         return RemoveRequest(rid, count)
     if kind == "stats" and len(frame) == 2:
         return StatsRequest(rid)
+    if kind == "leave" and len(frame) == 2:
+        return LeaveRequest(rid)
+    if kind == "join" and len(frame) == 3:
+        if type(frame[2]) is not str or not 0 < len(frame[2]) <= 256:
+            raise RemoteProtocolError("join: expected the seed's address as a string")
+        return JoinClusterRequest(rid, frame[2])
     raise RemoteProtocolError(f"unknown request {kind!r:.30} with {len(frame)} fields")

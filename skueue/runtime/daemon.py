@@ -32,18 +32,21 @@ import attrs
 import structlog
 import trio
 
-from overlay.labels import Kind
+from overlay.labels import Kind, node_ref
 from overlay.ring import build_views
+from skueue.effects import Effect
 from skueue.membership_messages import MembershipMessage
 from skueue.messages import Message
 from skueue.node import ProtocolError
 from skueue.ops import Structure
 from skueue.process import Process, TickDue
-from skueue.runtime.address import Address
+from skueue.runtime.address import Address, AddressError, parse_address
 from skueue.runtime.client_protocol import (
     PROTOCOL_VERSION,
     ClientRequest,
     InsertRequest,
+    JoinClusterRequest,
+    LeaveRequest,
     RemoveRequest,
     StatsRequest,
     parse_request,
@@ -67,6 +70,7 @@ class DaemonConfig:
     process_id: str | None = None
     structure: Structure = Structure.QUEUE
     limits: Limits = Limits()
+    join: Address | None = None  # join the cluster this daemon belongs to (SPEC §8)
 
 
 @attrs.frozen
@@ -93,6 +97,22 @@ class ClientGone:
     client: int
 
 
+@attrs.frozen
+class JoinStart:
+    """A ``skueue join`` reached its seed: become a joining process of that cluster."""
+
+    seed: str
+    client: int
+    rid: int
+
+
+@attrs.frozen
+class ClientError:
+    client: int
+    rid: int
+    message: str
+
+
 @attrs.define
 class ClientSession:
     replies: trio.MemorySendChannel[bytes]
@@ -100,7 +120,7 @@ class ClientSession:
     closed: bool = False
 
 
-Input = PeerInput | PeerControl | ClientInput | ClientGone
+Input = PeerInput | PeerControl | ClientInput | ClientGone | JoinStart | ClientError
 
 
 class Daemon:
@@ -116,6 +136,13 @@ class Daemon:
         self.process_id = config.process_id or ""
         self.links: PeerLinks | None = None
         self.stats = StatsGathering(self.limits.stats_timeout_s)
+        self.nursery: trio.Nursery | None = None
+        # Membership: clients waiting for a join or a leave to go through.
+        self.joined = trio.Event()
+        self.left = trio.Event()
+        self.join_waiters: list[tuple[int, int]] = []
+        self.pending_join_effects: list[Effect] = []
+        self.leave_waiters: list[tuple[int, int]] = []
 
     # -- start-up ---------------------------------------------------------------------
 
@@ -134,22 +161,37 @@ class Daemon:
         self.address = Address(listen.host, port)
         self.process_id = self.config.process_id or str(self.address)
         async with trio.open_nursery() as nursery:
+            self.nursery = nursery
             nursery.start_soon(trio.serve_listeners, self._on_connection, listeners)
             self.links = PeerLinks(self.process_id, self.address, self.limits, nursery)
-            members = [self.process_id, *await self.links.connect_all(self.config.peers)]
-            if len(set(members)) != len(members):
-                raise DaemonError(f"duplicate process ids among members: {sorted(members)}")
-            self.host = Host(self._build_process(members))
+            if self.config.join is not None:
+                seed = await self.links.connect_seed(self.config.join, self.limits.join_timeout_s)
+                self.host = Host(self._joining_process(seed))
+                members = 0
+            else:
+                ids = [self.process_id, *await self.links.connect_all(self.config.peers)]
+                if len(set(ids)) != len(ids):
+                    raise DaemonError(f"duplicate process ids among members: {sorted(ids)}")
+                self.host = Host(self._build_process(ids))
+                members = len(ids)
             nursery.start_soon(self._owner)
             self.ready.set()
+            if self.config.join is not None:
+                await self.joined.wait()
             log.info(
                 "ready",
                 process=self.process_id,
                 listen=str(self.address),
-                members=len(members),
+                members=members or "joined",
                 structure=self.config.structure.value,
             )
             task_status.started(self.address)
+
+    def _joining_process(self, seed: str) -> Process:
+        contact = node_ref(seed, Kind.LEFT)
+        process = Process.create_joining(self.process_id, contact, self.config.structure)
+        self.pending_join_effects = process.join()
+        return process
 
     def _build_process(self, members: list[str]) -> Process:
         views = {n.kind: v for n, v in build_views(members).items() if n.process == self.process_id}
@@ -240,6 +282,8 @@ class Daemon:
     async def _owner(self) -> None:
         assert self.host is not None and self.links is not None
         host, limits = self.host, self.limits
+        host.apply(self.pending_join_effects)
+        self.pending_join_effects = []
         last_tick = trio.current_time()
         idle_delay = limits.idle_tick_min_ms / 1000
         while True:
@@ -273,6 +317,7 @@ class Daemon:
                     idle_delay = min(limits.idle_tick_max_ms / 1000, idle_delay * 2)
             for rid_client, frame in self.stats.expired(now):
                 host.client_frames.append((rid_client, frame))
+            self._membership_progress()
             await self._flush()
             await trio.lowlevel.checkpoint()
 
@@ -296,6 +341,10 @@ class Daemon:
                         host.insert(client, rid, list(values))
                     case RemoveRequest(rid=rid, count=count):
                         host.remove(client, rid, count)
+                    case LeaveRequest(rid=rid):
+                        self._leave(client, rid)
+                    case JoinClusterRequest(rid=rid, seed=seed):
+                        self._join(client, rid, seed)
                     case StatsRequest(rid=rid):
                         assert self.links is not None
                         peers = self.links.peer_ids()
@@ -305,12 +354,81 @@ class Daemon:
                         self._stats_ready()
             case ClientGone(client=client):
                 host.client_gone(client)
+            case JoinStart(seed=seed, client=client, rid=rid):
+                host.process = self._joining_process(seed)
+                host.apply(self.pending_join_effects)
+                self.pending_join_effects = []
+                self.joined = trio.Event()
+                self.join_waiters.append((client, rid))
+            case ClientError(client=client, rid=rid, message=message):
+                host.client_frames.append((client, ["error", rid, message]))
             case PeerControl(peer=peer, frame=frame):
                 if frame[0] == "stats-query":
                     host.peer_frames[peer].append(["stats-answer", frame[1], host.stats()])
                 else:
                     self.stats.answer(peer, frame[1], frame[2])
                     self._stats_ready()
+
+    # -- membership -------------------------------------------------------------------
+
+    def _leave(self, client: int, rid: int) -> None:
+        assert self.host is not None
+        try:
+            if not self.host.process.leaving:
+                self.host.process.leave()
+        except ValueError as e:
+            self.host.client_frames.append((client, ["error", rid, str(e)]))
+            return
+        log.info("leaving", process=self.process_id)
+        self.leave_waiters.append((client, rid))
+
+    def _join(self, client: int, rid: int, seed: str) -> None:
+        assert self.host is not None and self.nursery is not None
+        problem = alone_and_empty(self.host)
+        if problem:
+            self.host.client_frames.append((client, ["error", rid, problem]))
+            return
+        try:
+            address = parse_address(seed)
+        except AddressError as e:
+            self.host.client_frames.append((client, ["error", rid, str(e)]))
+            return
+        self.nursery.start_soon(self._reach_seed, address, client, rid)
+
+    async def _reach_seed(self, address: Address, client: int, rid: int) -> None:
+        assert self.links is not None
+        try:
+            seed = await self.links.connect_seed(address, self.limits.join_timeout_s)
+        except DaemonError as e:
+            await self.inbox_send.send(ClientError(client, rid, str(e)))
+            return
+        await self.inbox_send.send(JoinStart(seed, client, rid))
+
+    def _membership_progress(self) -> None:
+        """Answer the clients waiting for a join or a leave once it went through."""
+        assert self.host is not None
+        process = self.host.process
+        if process.joined and not self.joined.is_set():
+            self.joined.set()
+            log.info("joined", process=self.process_id)
+            for client, rid in self.join_waiters:
+                self.host.client_frames.append((client, ["done", rid, []]))
+            self.join_waiters.clear()
+        if process.departed and not self.left.is_set():
+            log.info("left the cluster; its data is held by the others", process=self.process_id)
+            for client, rid in self.leave_waiters:
+                self.host.client_frames.append((client, ["done", rid, []]))
+            self.leave_waiters.clear()
+            self.left.set()
+
+    async def drain_links(self, timeout_s: float = 5.0) -> None:
+        """Give the last messages (a leaver's hand-over) time to reach the peers."""
+        with trio.move_on_after(timeout_s):
+            while self.links is not None and any(
+                ch.statistics().current_buffer_used for ch in self.links.channels.values()
+            ):
+                await trio.sleep(0.01)
+            await trio.sleep(0.1)
 
     def _stats_ready(self) -> None:
         assert self.host is not None
@@ -354,6 +472,18 @@ async def _write_replies(
         await coalescing_writer(stream, replies)
     except DISCONNECTED:
         scope.cancel()
+
+
+def alone_and_empty(host: Host) -> str | None:
+    """Why this daemon may not join another cluster (None: it may): only a one-process
+    cluster with nothing stored and nothing pending can give up its own ring."""
+    process = host.process
+    nodes = process.nodes.values()
+    if any(n.view.pred.process != process.process_id for n in nodes):
+        return "only a daemon that is alone (a one-process cluster) can join another cluster"
+    if process.entries() or host.pending_ops or any(n.anchor and n.anchor.size() for n in nodes):
+        return "this daemon holds elements; drain it before it joins another cluster"
+    return None
 
 
 def _offer(session: ClientSession, blob: bytes) -> bool:

@@ -101,6 +101,10 @@ class Host:
         self.peer_frames, self.client_frames = defaultdict(list), []
         return peers, clients
 
+    def apply(self, effects: list[Effect]) -> None:
+        """Carry out effects the driver got from the process directly (a join's start)."""
+        self._apply(effects)
+
     def _apply(self, effects: list[Effect]) -> None:
         for effect in effects:
             if isinstance(effect, Send):
@@ -149,6 +153,8 @@ class Host:
             "entries_per_node": {k.name.lower(): len(n.table) for k, n in nodes.items()},
             "pending_ops": self.pending_ops,
             "anchor": anchor is not None,
+            "joining": not self.process.joined,
+            "leaving": self.process.leaving,
             "size": anchor.size() if anchor is not None else None,
             **self.counters.as_dict(),
         }

@@ -31,6 +31,7 @@ class Limits:
     idle_tick_max_ms: float = 40.0
     wait_tick_ms: float = 1000.0  # safety-net tick when every node waits for a message
     connect_timeout_s: float = 30.0
+    join_timeout_s: float = 10.0  # reaching the seed of the cluster to join
     stats_timeout_s: float = 2.0
     handshake_timeout_s: float = 10.0
     idle_connection_timeout_s: float = 300.0  # a connection that never says hello

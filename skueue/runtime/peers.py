@@ -1,8 +1,13 @@
 """Connections to the other daemons: handshake, address book, one coalescing writer each.
 
 Each daemon opens one outgoing connection per peer and only writes on it; it reads what
-peers send on the connections they opened to it.  A link that breaks is reopened and the
-write that failed is tried again.
+peers send on the connections they opened to it.  A link that breaks is reopened; a peer
+that stays unreachable (it left the cluster) is dropped with its queued messages, which
+the protocol sends to departed processes only where losing them is harmless.
+
+With dynamic membership a daemon learns of processes from the messages it handles, so a
+link to a process it has not met yet is opened on first use, with the process id as the
+address: clusters that change their members use the default ids (the listen address).
 """
 
 from __future__ import annotations
@@ -15,7 +20,7 @@ import trio
 from overlay.labels import Kind
 from skueue.membership_messages import MembershipMessage
 from skueue.messages import Message
-from skueue.runtime.address import Address
+from skueue.runtime.address import Address, AddressError, parse_address
 from skueue.runtime.connections import coalescing_writer, first_frame
 from skueue.runtime.errors import DaemonError, RemoteProtocolError
 from skueue.runtime.framing import FrameDecoder, pack
@@ -56,6 +61,12 @@ class PeerLinks:
     def peer_ids(self) -> list[str]:
         return sorted(self.channels)
 
+    async def connect_seed(self, address: Address, timeout_s: float) -> str:
+        """Handshake with one daemon of the cluster to join; its process id."""
+        stream, peer = await self._open(address, timeout_s)
+        self._start_writer(peer, address, stream)
+        return peer
+
     async def connect_all(self, addresses: tuple[Address, ...]) -> list[str]:
         """Handshake with every peer (in parallel); their process ids."""
         ids: dict[Address, str] = {}
@@ -94,31 +105,49 @@ class PeerLinks:
                 delay = min(RETRY_MAX_S, delay * 2)
         raise DaemonError(f"cannot reach peer {address} within {timeout_s:g} s: {last_error}")
 
-    def _start_writer(self, peer: str, address: Address, stream: trio.SocketStream) -> None:
+    def _start_writer(
+        self, peer: str, address: Address, stream: trio.SocketStream | None
+    ) -> trio.MemorySendChannel[bytes]:
         send, receive = trio.open_memory_channel[bytes](self.limits.peer_writes_max)
         self.channels[peer] = send
         self.addresses[peer] = address
         self.nursery.start_soon(self._writer, peer, address, stream, receive)
+        return send
 
     async def _writer(
         self,
         peer: str,
         address: Address,
-        stream: trio.SocketStream,
+        stream: trio.SocketStream | None,
         blobs: trio.MemoryReceiveChannel[bytes],
     ) -> None:
-        while True:
-            try:
-                async with stream:
-                    await coalescing_writer(stream, blobs)
-                return
-            except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as e:
-                log.error("lost the link to a peer; reconnecting", peer=peer, error=str(e))
-                stream, _ = await self._open(address, self.limits.connect_timeout_s)
+        try:
+            while True:
+                if stream is None:
+                    stream, _ = await self._open(address, self.limits.connect_timeout_s)
+                try:
+                    async with stream:
+                        await coalescing_writer(stream, blobs)
+                    return
+                except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as e:
+                    log.warning("lost the link to a peer; reconnecting", peer=peer, error=str(e))
+                    stream = None
+        except DaemonError as e:
+            log.warning("peer unreachable; dropping its link", peer=peer, error=str(e))
+            if self.channels.get(peer) is not None:
+                del self.channels[peer]
+            blobs.close()
 
     async def send(self, peer: str, blob: bytes) -> None:
         channel = self.channels.get(peer)
         if channel is None:
-            log.error("no link to process; message dropped", peer=peer)
-            return
-        await channel.send(blob)
+            try:
+                address = parse_address(peer)
+            except AddressError:
+                log.error("no link to process and its id is no address; dropped", peer=peer)
+                return
+            channel = self._start_writer(peer, address, None)
+        try:
+            await channel.send(blob)
+        except (trio.BrokenResourceError, trio.ClosedResourceError):
+            log.warning("link to a departed peer is closed; message dropped", peer=peer)
