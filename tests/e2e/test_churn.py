@@ -141,3 +141,32 @@ def test_join_and_leave_under_load(
         (r.ord, r.value) for r in records if r.op == "dequeue" and r.value and r.value[0] == "p"
     )
     assert [v for _, v in produced] == [f"p-{i:04d}" for i in range(PRODUCED)]
+
+
+def test_a_lone_daemon_joins_a_cluster(skueued_cluster: Callable[..., Cluster]) -> None:
+    """``skueue join`` makes a running one-process cluster join another; one that holds
+    elements is refused with a clear error and keeps them."""
+    cluster = skueued_cluster(2)
+    lone = skueued_cluster(1)
+    loaded = skueued_cluster(1)
+    target, seed = lone.addresses[0], cluster.addresses[0]
+
+    async def main() -> None:
+        with trio.fail_after(60):
+            await steps()
+
+    async def steps() -> None:
+        async with skueue.connect(loaded.addresses[0]) as q:
+            await q.enqueue(b"kept")
+            with pytest.raises(skueue.RequestRejected, match="holds elements"):
+                await q.join(seed)
+            assert await q.dequeue() == b"kept"
+        async with skueue.connect(target) as q:
+            await q.join(seed)
+            await q.enqueue_many([b"x1", b"x2"])
+        async with skueue.connect(cluster.addresses[1]) as q:
+            assert await q.dequeue_many(3) == [b"x1", b"x2", None]
+            stats = await q.stats()
+        assert target in {m["process"] for m in stats["members"]}
+
+    trio.run(main)
