@@ -14,8 +14,10 @@ FORBIDDEN = {"trio", "msgpack", "structlog", "time", "os", "socket", "asyncio", 
              "random", "pickle", "subprocess", "cli"}
 # random is forbidden in the protocol core: randomness must be passed in by drivers.
 PURE_DIRS = ["overlay", "dht"]
-PURE_SKUEUE = ["anchor", "batch", "effects", "intake", "messages", "node", "ops", "process",
-               "history", "check", "check_exact", "check_certificate", "check_patterns"]
+PURE_SKUEUE = ["anchor", "batch", "effects", "errors", "intake", "messages", "node", "ops",
+               "process", "membership", "membership_messages", "membership_state", "joining",
+               "leaving", "history", "check", "check_exact", "check_certificate",
+               "check_patterns"]
 
 
 def pure_files() -> list[Path]:

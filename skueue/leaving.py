@@ -1,0 +1,83 @@
+"""Leaving: counting a leave, and stage 3 of the update phase, where leavers hand their
+part to their predecessor, left to right (see :mod:`skueue.membership`)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import attrs
+
+from overlay.labels import Kind
+from skueue.effects import Effect, Send
+from skueue.membership_messages import (
+    Departing,
+    LeaveAnswer,
+    MayILeave,
+    SetPred,
+)
+from skueue.membership_state import Mode
+
+if TYPE_CHECKING:
+    from skueue.node import VirtualNode
+
+
+def leave_report(node: VirtualNode) -> int:
+    """A leaving process's left node reports the leave of its 3 nodes, once."""
+    ticket = node.leave
+    if ticket is None or ticket.reported or node.me.kind is not Kind.LEFT:
+        return 0
+    ticket.reported = True
+    return len(Kind)
+
+
+def goes_now(node: VirtualNode) -> bool:
+    return node.leave is not None and node.leave.goes_now()
+
+
+def start_leaving(node: VirtualNode) -> list[Effect]:
+    ph = node.phase
+    assert ph is not None
+    if not goes_now(node):
+        ticket = node.leave
+        if ticket is not None and ticket.counted:
+            # Held back by joiners: report the leave again, so the anchor starts another
+            # phase for it (the three nodes see the same, final, state in stage 3).
+            ticket.counted = ticket.reported = False
+        ph.duty_done = True
+        return []
+    ph.asked = node.view.pred
+    return [Send(node.view.pred, MayILeave(node.me))]
+
+
+def on_may_i_leave(node: VirtualNode, msg: MayILeave) -> list[Effect]:
+    granted = not goes_now(node) or node.mode is not Mode.MEMBER
+    return [Send(msg.sender, LeaveAnswer(node.me, granted))]
+
+
+def on_leave_answer(node: VirtualNode, msg: LeaveAnswer) -> list[Effect]:
+    ph = node.phase
+    assert ph is not None
+    if msg.sender != ph.asked or msg.sender != node.view.pred or ph.absorber is not None:
+        return []  # our predecessor changed since we asked: we asked the new one already
+    if not msg.granted:
+        return []  # it leaves first; its SetPred will name the node to ask next
+    entries = tuple(node.table.take_where(lambda p: True))
+    deferred, node.deferred_joins = tuple(node.deferred_joins), []
+    ph.absorber = node.view.pred
+    return [Send(node.view.pred, Departing(node.me, node.view.succ, entries, deferred))]
+
+
+def on_departing(node: VirtualNode, msg: Departing) -> list[Effect]:
+    ph = node.phase
+    assert ph is not None
+    node.table.add_entries(msg.entries)
+    node.deferred_joins.extend(j for j in msg.deferred if j not in node.deferred_joins)
+    node.set_view(attrs.evolve(node.view, succ=msg.succ))
+    ph.absorbing[msg.succ] = msg.sender
+    return [Send(msg.succ, SetPred(node.me, node.me))]
+
+
+def on_absorbed(node: VirtualNode) -> list[Effect]:
+    assert node.phase is not None
+    node.phase.duty_done = True
+    return []

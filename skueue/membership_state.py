@@ -1,0 +1,105 @@
+"""The state of Join, Leave and the update phase, shared by the modules that drive them."""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+import attrs
+
+from dht.keys import position_key
+from overlay.labels import LABEL_SPACE, Kind, NodeRef
+from skueue.membership_messages import (
+    JoinRequest,
+    LeaveAnswer,
+    MayILeave,
+)
+
+if TYPE_CHECKING:
+    from skueue.node import VirtualNode
+
+
+# A joiner repeats its request this often (in ticks) until a responsible node accepts:
+# a request routed through a node that leaves meanwhile is lost with it.
+JOIN_RETRY_TICKS = 64
+
+QUIET, JOINS, LEAVES, OVER = 1, 2, 3, 4
+# Messages that may find their receiver gone, harmlessly: a join request is repeated by
+# its joiner, and a leaver that asked a departed predecessor hears from the next one.
+LOSSY_WHEN_DEPARTED = (JoinRequest, MayILeave, LeaveAnswer)
+
+
+@attrs.define
+class JoinTicket:
+    """A joining process's progress, shared by its three nodes (one process, one memory).
+
+    A process joins as a whole: its left node reports the join (3 nodes) in a relayed
+    batch once all three are placed, and the anchor counting it is what commits every
+    responsible node to integrate its node in the next phase.  Integrating only some of
+    a process's nodes would leave virtual edges into nodes outside the ring.
+    """
+
+    responsible: dict[Kind, NodeRef] = attrs.field(factory=dict)
+    reported: bool = False
+    counted: bool = False
+
+
+@attrs.define(eq=False)
+class LeaveTicket:
+    """A leaving process's progress, shared by its three nodes.
+
+    Like a join, a leave is the whole process's: its left node reports it (3 nodes) in its
+    next batch, after the operations it still had, and the anchor counting that batch
+    lets all three nodes go in the next phase, together.
+    """
+
+    nodes: list[VirtualNode] = attrs.field(repr=False)
+    reported: bool = False
+    counted: bool = False
+
+    def goes_now(self) -> bool:
+        """Counted, and no node of the process places joiners that are not counted yet
+        (they would lose their responsible node): then it waits for a later phase."""
+        return self.counted and not any(n.joiners for n in self.nodes)
+
+
+class Mode(enum.Enum):
+    JOINING = "joining"  # placed (or not yet) at a responsible node, not in the ring
+    MEMBER = "member"
+    DEPARTED = "departed"
+
+
+@attrs.define
+class UpdatePhase:
+    old_parent: NodeRef | None
+    old_children: tuple[NodeRef, ...]
+    stage: int = QUIET
+    heard: set[NodeRef] = attrs.field(factory=set)  # old children done with ``stage``
+    reported: bool = False  # StageDone for ``stage`` sent (or, at the root, acted on)
+    duty_done: bool = False  # stages 2 and 3: this node's own part is finished
+    acks: set[NodeRef] = attrs.field(factory=set)  # stage 2: acknowledgements awaited
+    asked: NodeRef | None = None  # stage 3: the predecessor we asked whether we may go
+    absorber: NodeRef | None = None  # stage 3: who took our part
+    absorbing: dict[NodeRef, NodeRef] = attrs.field(factory=dict)  # new succ -> leaver
+
+    def describe(self) -> str:
+        waiting = len(set(self.old_children) - self.heard)
+        return (
+            f"stage {self.stage}, {waiting} old children pending, duty "
+            f"{'done' if self.duty_done else 'open'}, {len(self.acks)} acks pending"
+        )
+
+
+def cyclic_distance(origin: int, label: int) -> int:
+    return (label - origin) % LABEL_SPACE
+
+
+def keys_in(lo: int, hi: int) -> Callable[[int], bool]:
+    """Whether a position's DHT key lies in ``[lo, hi)`` on the cycle."""
+    return lambda position: in_interval(position_key(position), lo, hi)
+
+
+def in_interval(key: int, lo: int, hi: int) -> bool:
+    """``lo <= key < hi`` on the cycle."""
+    return cyclic_distance(lo, key) < cyclic_distance(lo, hi) if lo != hi else True
