@@ -18,6 +18,7 @@ from skueue.membership_messages import (
     Integrate,
     IntegrateAck,
     JoinAccepted,
+    JoinAcceptedAck,
     JoinCounted,
     JoinCountedAck,
     JoinRequest,
@@ -84,7 +85,12 @@ def adopt(node: VirtualNode, joiners: list[NodeRef]) -> None:
 
 
 def on_join_accepted(node: VirtualNode, msg: JoinAccepted) -> list[Effect]:
+    confirm = [Send(msg.responsible, JoinAcceptedAck(node.me))] if msg.confirm else []
     if node.mode is not Mode.JOINING or node.responsible == msg.responsible:
+        return confirm
+    if not msg.confirm and node.responsible is not None:
+        # A late answer to an earlier request: only a move (confirmed) changes the node
+        # that places us once one has.
         return []
     old, node.responsible = node.responsible, msg.responsible
     assert node.ticket is not None
@@ -97,7 +103,7 @@ def on_join_accepted(node: VirtualNode, msg: JoinAccepted) -> list[Effect]:
         effects.append(Send(old, Withdraw(node.me, flight.number)))
         reclaim(node)
     node.recompute_tree()
-    return effects
+    return effects + confirm
 
 
 def reclaim(node: VirtualNode) -> None:
@@ -209,10 +215,26 @@ def on_integrate(node: VirtualNode, msg: Integrate) -> list[Effect]:
     adopt(node, list(msg.joiners))
     if node.phase is None:
         node.phase = UpdatePhase(None, (), stage=OVER)
-    effects: list[Effect] = [Send(msg.sender, IntegrateAck(node.me, withdrawn))]
-    # The joiners that moved here learn their new responsible node.
-    effects += [Send(j, JoinAccepted(node.me)) for j in msg.joiners]
-    return effects
+    ack = IntegrateAck(node.me, withdrawn)
+    if not msg.joiners:
+        return [Send(msg.sender, ack)]
+    # The joiners that moved here learn their new responsible node, and confirm it before
+    # the phase can end: a join counted later is then reported here, not to the old node.
+    node.phase.moves_unconfirmed = set(msg.joiners)
+    node.phase.integrate_ack, node.phase.integrated_by = ack, msg.sender
+    return [Send(j, JoinAccepted(node.me, confirm=True)) for j in msg.joiners]
+
+
+def on_join_accepted_ack(node: VirtualNode, msg: JoinAcceptedAck) -> list[Effect]:
+    ph = node.phase
+    if ph is None or msg.joiner not in ph.moves_unconfirmed:
+        raise ProtocolError(f"{node.me.describe()}: unexpected {msg.describe()}")
+    ph.moves_unconfirmed.discard(msg.joiner)
+    if ph.moves_unconfirmed or ph.integrate_ack is None or ph.integrated_by is None:
+        return []
+    ack, to = ph.integrate_ack, ph.integrated_by
+    ph.integrate_ack = ph.integrated_by = None
+    return [Send(to, ack)]
 
 
 def on_integrate_ack(node: VirtualNode, msg: IntegrateAck) -> list[Effect]:

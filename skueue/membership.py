@@ -57,6 +57,7 @@ from skueue.membership_messages import (
     Integrate,
     IntegrateAck,
     JoinAccepted,
+    JoinAcceptedAck,
     JoinCounted,
     JoinCountedAck,
     JoinRequest,
@@ -84,6 +85,7 @@ from skueue.joining import (
     on_integrate,
     on_integrate_ack,
     on_join_accepted,
+    on_join_accepted_ack,
     on_join_counted,
     on_join_counted_ack,
     on_join_request,
@@ -214,6 +216,8 @@ def handle(node: VirtualNode, msg: MembershipMessage) -> list[Effect]:
             return on_join_request(node, msg)
         case JoinAccepted():
             return on_join_accepted(node, msg)
+        case JoinAcceptedAck():
+            return on_join_accepted_ack(node, msg)
         case JoinCounted():
             return on_join_counted(node, msg)
         case JoinCountedAck():

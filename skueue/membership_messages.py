@@ -28,12 +28,23 @@ class JoinRequest:
 
 @attrs.frozen
 class JoinAccepted:
-    """The responsible node introduces itself to the joiner."""
+    """The responsible node introduces itself to the joiner.  ``confirm``: the joiner moved
+    here in an update phase and must acknowledge, so that it reports its join to the right
+    node once it is counted."""
 
     responsible: NodeRef
+    confirm: bool = False
 
     def describe(self) -> str:
         return f"JoinAccepted by {self.responsible.describe()}"
+
+
+@attrs.frozen
+class JoinAcceptedAck:
+    joiner: NodeRef
+
+    def describe(self) -> str:
+        return f"JoinAcceptedAck {self.joiner.describe()}"
 
 
 @attrs.frozen
@@ -209,6 +220,7 @@ class UpdateOver:
 MembershipMessage = (
     JoinRequest
     | JoinAccepted
+    | JoinAcceptedAck
     | JoinCounted
     | JoinCountedAck
     | Withdraw
@@ -231,6 +243,7 @@ MEMBERSHIP_KINDS = {
     for cls in (
         JoinRequest,
         JoinAccepted,
+        JoinAcceptedAck,
         JoinCounted,
         JoinCountedAck,
         Withdraw,

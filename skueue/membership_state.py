@@ -11,6 +11,7 @@ import attrs
 from dht.keys import position_key
 from overlay.labels import LABEL_SPACE, Kind, NodeRef
 from skueue.membership_messages import (
+    IntegrateAck,
     JoinRequest,
     LeaveAnswer,
     MayILeave,
@@ -82,6 +83,11 @@ class UpdatePhase:
     asked: NodeRef | None = None  # stage 3: the predecessor we asked whether we may go
     absorber: NodeRef | None = None  # stage 3: who took our part
     absorbing: dict[NodeRef, NodeRef] = attrs.field(factory=dict)  # new succ -> leaver
+    # A node integrated in this phase that took over joiners: its IntegrateAck waits
+    # until each of them confirmed its new responsible node.
+    moves_unconfirmed: set[NodeRef] = attrs.field(factory=set)
+    integrate_ack: IntegrateAck | None = None
+    integrated_by: NodeRef | None = None
 
     def describe(self) -> str:
         waiting = len(set(self.old_children) - self.heard)

@@ -16,6 +16,7 @@ from skueue.membership_messages import (
     Integrate,
     IntegrateAck,
     JoinAccepted,
+    JoinAcceptedAck,
     JoinCounted,
     JoinCountedAck,
     JoinRequest,
@@ -67,7 +68,9 @@ def encode(m: MembershipMessage) -> list[Any]:
             route = None if m.route is None else encode_route(m.route)
             return ["JoinRequest", route, encode_node(m.joiner)]
         case JoinAccepted():
-            return ["JoinAccepted", encode_node(m.responsible)]
+            return ["JoinAccepted", encode_node(m.responsible), m.confirm]
+        case JoinAcceptedAck():
+            return ["JoinAcceptedAck", encode_node(m.joiner)]
         case JoinCounted():
             return ["JoinCounted", encode_node(m.sender), encode_node(m.joiner)]
         case JoinCountedAck():
@@ -123,8 +126,11 @@ def decode(kind: str, rest: list[Any]) -> MembershipMessage | None:
                 None if route is None else decode_route(route), decode_node(joiner, "joiner")
             )
         case "JoinAccepted":
-            (responsible,) = rest
-            return JoinAccepted(decode_node(responsible, "responsible"))
+            responsible, confirm = rest
+            return JoinAccepted(decode_node(responsible, "responsible"), _bool(confirm, "confirm"))
+        case "JoinAcceptedAck":
+            (joiner,) = rest
+            return JoinAcceptedAck(decode_node(joiner, "joiner"))
         case "JoinCounted":
             sender, joiner = rest
             return JoinCounted(decode_node(sender, "sender"), decode_node(joiner, "joiner"))
