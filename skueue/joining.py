@@ -85,7 +85,7 @@ def adopt(node: VirtualNode, joiners: list[NodeRef]) -> None:
 
 
 def on_join_accepted(node: VirtualNode, msg: JoinAccepted) -> list[Effect]:
-    confirm = [Send(msg.responsible, JoinAcceptedAck(node.me))] if msg.confirm else []
+    confirm: list[Effect] = [Send(msg.responsible, JoinAcceptedAck(node.me))] if msg.confirm else []
     if node.mode is not Mode.JOINING or node.responsible == msg.responsible:
         return confirm
     if not msg.confirm and node.responsible is not None:
