@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 
-from cli import bench_cmd, client_cmds, sim_cmd
+from cli import analyze_cmd, bench_cmd, client_cmds, experiment_cmd, sim_cmd
 from cli.args import Parser
 
 
@@ -16,6 +16,8 @@ def build_parser() -> Parser:
     client_cmds.add_parsers(sub)
     sim_cmd.add_parser(sub)
     bench_cmd.add_parser(sub)
+    analyze_cmd.add_parser(sub)
+    experiment_cmd.add_parser(sub)
     return parser
 
 

@@ -1,0 +1,271 @@
+"""One consistency verdict per history and model, decided as :func:`skueue.check.check` does.
+
+Theory of operation
+-------------------
+The distributed certificate (:mod:`.certificate`) and patterns (:mod:`.patterns`,
+:mod:`.lifo`) emit violation rows; all of them run as one Spark job whose output is
+small (one row per violation found, usually none) and is summarised per history, check
+and scope.  Both models come out of the same pass (see :mod:`.columns`).  The decision
+then follows ``check(method="auto")`` step for step:
+
+1. every record has an ``ord`` and the certificate holds: consistent (a proof);
+2. otherwise, a history of at most ``EXACT_OPS_MAX`` operations goes to the exact search,
+   on the driver, with the same code as ``check`` (such a history is tiny);
+3. otherwise a failed certificate stands as the verdict, and a history without ords gets
+   the patterns' verdict (a violation is proof; a pass is not).
+
+So on small histories the verdict is the exact checker's, and at scale it is the
+certificate's, exactly as for the single-machine checker.
+
+Histories that ``validate_history`` or ``structure_of`` would reject (two records with one
+``(process, seq)``; queue and stack operations mixed) get no verdict but a ``problem``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Final
+
+import attrs
+from pyspark import StorageLevel
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from skueue.analysis.certificate import certificate_violations
+from skueue.analysis.columns import CERTIFICATE, LIN, PATTERNS, SC, union_all, with_roles
+from skueue.analysis.lifo import lifo_violations
+from skueue.analysis.patterns import (
+    duplicates,
+    inserts_with_removals,
+    pairs,
+    pattern_violations,
+)
+from skueue.analysis.scan import (
+    ROWS_PER_BUCKET,
+    ROWS_PER_BUCKET_CONF,
+    buckets_for,
+    levels_for,
+)
+from skueue.analysis.session import shuffle_partitions
+from skueue.check import EXACT_OPS_MAX, ExactLimitError, Verdict, check_exact
+from skueue.history import QUEUE_OPS, STACK_OPS, Record
+
+MODELS: Final = ("sc", "linearizable")
+SCOPES: Final = {"sc": (SC,), "linearizable": (SC, LIN)}
+# Which finding names a verdict when several fire: the Python checkers' order of tests.
+PRIORITY: Final = {
+    CERTIFICATE: ("duplicate ord", "duplicate", "program order", "real time", "replay", "drained"),
+    PATTERNS: ("duplicate", "fresh", "causality", "lost", "false empty/FIFO", "LIFO"),
+}
+
+
+@attrs.frozen
+class Finding:
+    """All violations of one kind in one history."""
+
+    family: str
+    """``certificate`` or ``patterns``."""
+    check: str
+    scope: str
+    """``sc``: breaks both models; ``lin``: breaks linearizability only."""
+    count: int
+    example: str
+    """The violation with the smallest key (ord, or seq)."""
+
+
+@attrs.frozen
+class HistoryCheck:
+    """Everything the checks found about one history."""
+
+    hid: int
+    name: str
+    records: int
+    structure: str | None
+    problem: str | None
+    """Why the history cannot be checked at all, or None."""
+    certified: bool
+    """Every record carries an ``ord``, so the certificate applies."""
+    drained: bool
+    findings: tuple[Finding, ...] = ()
+    verdicts: Mapping[str, Verdict] = attrs.field(factory=dict)
+    """Model -> the decided verdict (empty when ``problem`` is set)."""
+
+    def first(self, family: str, model: str) -> str | None:
+        """The distributed ``family``'s first violation under ``model``, or None."""
+        cands = [f for f in self.findings if f.family == family and f.scope in SCOPES[model]]
+        if not cands:
+            return None
+        order = PRIORITY[family]
+        cands.sort(key=lambda f: (order.index(f.check), f.scope != SC))
+        return cands[0].example
+
+
+def check_histories(
+    spark: SparkSession,
+    records: DataFrame,
+    names: Mapping[int, str],
+    *,
+    drained: bool = False,
+    violations_path: str | None = None,
+) -> list[HistoryCheck]:
+    """Check every history in ``records`` (columns of :class:`.readers.Inputs`).
+
+    ``records`` may carry a boolean ``drained`` column (per history); else ``drained``
+    applies to all.  With ``violations_path`` every violation row is written there as
+    Parquet (and summarised from there, so the checks run once).
+    """
+    if "drained" not in records.columns:
+        records = records.withColumn("drained", F.lit(drained))
+    recs = with_roles(records)
+    meta = _overview(recs, names)
+    good = [m for m in meta if m.problem is None]
+    if not good:
+        return meta
+    table = spark.createDataFrame(
+        [(m.hid, m.structure, m.drained, m.certified) for m in good],
+        "hid int, structure string, drained_h boolean, certified boolean",
+    )
+    valid = recs.drop("drained").join(F.broadcast(table), "hid").withColumnRenamed(
+        "drained_h", "drained"
+    )
+    total = sum(m.records for m in good)
+    per_bucket = int(spark.conf.get(ROWS_PER_BUCKET_CONF, None) or ROWS_PER_BUCKET)
+    buckets = buckets_for(total, shuffle_partitions(spark), per_bucket)
+    # Every check reads these two; cached, they are computed once, not once per branch.
+    valid = valid.persist(StorageLevel.MEMORY_AND_DISK)
+    paired = pairs(valid).persist(StorageLevel.MEMORY_AND_DISK)
+    try:
+        findings = _findings(spark, valid, paired, good, buckets, violations_path)
+    finally:
+        paired.unpersist()
+        valid.unpersist()
+    out = []
+    small = [m.hid for m in good if m.records <= EXACT_OPS_MAX]
+    exact_records = _collect_records(records, small) if small else {}
+    for m in meta:
+        if m.problem is not None:
+            out.append(m)
+            continue
+        m = attrs.evolve(m, findings=tuple(sorted(
+            findings.get(m.hid, []), key=lambda f: (f.family, f.check, f.scope))))
+        verdicts = {
+            model: _decide(m, model, exact_records.get(m.hid)) for model in MODELS
+        }
+        out.append(attrs.evolve(m, verdicts=verdicts))
+    return out
+
+
+def _findings(
+    spark: SparkSession,
+    valid: DataFrame,
+    paired: DataFrame,
+    good: list[HistoryCheck],
+    buckets: int,
+    violations_path: str | None,
+) -> dict[int, list[Finding]]:
+    """Run every distributed check in one job; the findings by history."""
+    queues = any(m.structure == "queue" for m in good)
+    stacks = [m.records for m in good if m.structure == "stack"]
+    drained = any(m.drained for m in good)
+    certified = any(m.certified for m in good)
+    # Branches no history needs are left out: each would still cost Spark its stages.
+    parts = [
+        duplicates(valid, certificate=certified),
+        pattern_violations(valid, paired, buckets, queues=queues, drained=drained),
+    ]
+    if certified:
+        parts.append(certificate_violations(
+            valid.where("certified"), buckets, queues=queues, stacks=bool(stacks),
+            drained=drained,
+        ))
+    if stacks:
+        parts.append(lifo_violations(inserts_with_removals(paired), levels_for(max(stacks)),
+                                     buckets))
+    found = union_all(parts)
+    if violations_path is not None:
+        found.write.mode("overwrite").parquet(violations_path)
+        found = spark.read.parquet(violations_path)
+    summary = (
+        found.groupBy("hid", "family", "check", "scope")
+        .agg(F.count("*").alias("n"), F.min_by("reason", "key").alias("example"))
+        .collect()
+    )
+    findings: dict[int, list[Finding]] = {}
+    for row in summary:
+        findings.setdefault(int(row["hid"]), []).append(
+            Finding(row["family"], row["check"], row["scope"], int(row["n"]), row["example"])
+        )
+    return findings
+
+
+def _overview(recs: DataFrame, names: Mapping[int, str]) -> list[HistoryCheck]:
+    """Size, structure, ords and validity of every history: two small jobs."""
+    rows = recs.groupBy("hid").agg(
+        F.count("*").alias("n"),
+        F.sum(F.col("ord").isNull().cast("long")).alias("no_ord"),
+        F.collect_set("op").alias("ops"),
+        F.max("drained").alias("drained"),
+    ).collect()
+    dups = {
+        int(r["hid"]): r["ds"]
+        for r in recs.groupBy("hid", "process", "seq")
+        .agg(F.count("*").alias("n"), F.sort_array(F.collect_list("desc")).alias("ds"))
+        .where("n > 1")
+        .groupBy("hid")
+        .agg(F.min("ds").alias("ds"))
+        .collect()
+    }
+    out = []
+    for r in sorted(rows, key=lambda r: r["hid"]):
+        hid = int(r["hid"])
+        ops = set(r["ops"])
+        structure = "queue" if ops <= QUEUE_OPS else "stack" if ops <= STACK_OPS else None
+        problem = None
+        if structure is None:
+            problem = f"history mixes queue and stack operations: {sorted(ops)}"
+        elif hid in dups:
+            ds = dups[hid]
+            problem = f"two records share one process and seq: {ds[0]} and {ds[1]}"
+        out.append(HistoryCheck(
+            hid=hid, name=names.get(hid, str(hid)), records=int(r["n"]), structure=structure,
+            problem=problem, certified=int(r["no_ord"]) == 0, drained=bool(r["drained"]),
+        ))
+    return out
+
+
+def _collect_records(records: DataFrame, hids: list[int]) -> dict[int, list[Record]]:
+    """The records of small histories, for the exact search on the driver."""
+    out: dict[int, list[Record]] = {h: [] for h in hids}
+    rows = records.where(F.col("hid").isin(hids)).select(
+        "hid", "process", "seq", "op", "value", "invoke", "response", "position", "ord"
+    ).collect()
+    for r in rows:
+        out[int(r["hid"])].append(Record(
+            r["process"], int(r["seq"]), r["op"], r["value"], _number(r["invoke"]),
+            _number(r["response"]), r["position"], r["ord"],
+        ))
+    return out
+
+
+def _number(x: float) -> float | int:
+    # Whole numbers back to int, so descriptions match those of the Python checkers.
+    return int(x) if float(x).is_integer() else float(x)
+
+
+def _decide(m: HistoryCheck, model: str, small: list[Record] | None) -> Verdict:
+    """``check(method="auto")``'s decision from the distributed findings."""
+    assert m.structure is not None
+    cert = m.first(CERTIFICATE, model) if m.certified else None
+    if m.certified and cert is None:
+        return Verdict(True, model, "certificate", m.structure, None)
+    limit = f"{m.records} ops > {EXACT_OPS_MAX}"
+    if small is not None:
+        try:
+            return check_exact(small, model=model, structure=m.structure, drained=m.drained)
+        except ExactLimitError:
+            limit = "over the exact search's state budget"
+    if m.certified:
+        return Verdict(False, model, "certificate", m.structure,
+                       f"{cert} (too large to search: {limit})")
+    reason = m.first(PATTERNS, model)
+    return Verdict(reason is None, model, "patterns", m.structure, reason)

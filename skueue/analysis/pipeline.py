@@ -1,0 +1,287 @@
+"""``skueue analyze`` end to end: input paths in; Parquet tables, plots and a report out.
+
+Theory of operation
+-------------------
+1. Stage: every input line is parsed once into ``OUT/lines`` (Parquet, partitioned by
+   ``kind``: record, event, malformed).  Everything after reads that table.
+2. Check: :func:`.checks.check_histories`; every violation row lands in
+   ``OUT/violations``.
+3. Statistics: throughput, latency, storage per process, log events and batch sizes,
+   each written to ``OUT/<table>`` and then read back small for plots and the report.
+4. Plots (PNG) and ``report.md`` (and ``summary.json`` for machines) are written by the
+   driver, so ``OUT`` must be a path that both the driver and the executors can write:
+   any local path in ``local`` mode, shared storage on a cluster.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import statistics
+import time
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any, Final
+
+import attrs
+from pyspark.sql import DataFrame, SparkSession
+
+from skueue.analysis import plots, stats
+from skueue.analysis.checks import HistoryCheck, check_histories
+from skueue.analysis.readers import InputError, Inputs, line_counts, load, stage
+
+MALFORMED_SHOWN: Final = 10
+EVENT_BIN_S: Final = 1.0
+
+
+@attrs.frozen
+class Options:
+    paths: tuple[str, ...]
+    out: Path
+    per_file: bool = False
+    drained: bool = False
+    members: tuple[str, ...] = ()
+    """The cluster's process ids, for storage per process (else from logs or history)."""
+    unit: str = "auto"
+
+
+@attrs.define
+class Analysis:
+    """Everything the report shows (small: collected aggregates only)."""
+
+    options: Options
+    master: str
+    files: dict[str, dict[str, int]] = attrs.field(factory=dict)
+    malformed: list[dict[str, str]] = attrs.field(factory=list)
+    checks: list[HistoryCheck] = attrs.field(factory=list)
+    summaries: dict[int, stats.Summary] = attrs.field(factory=dict)
+    latency: dict[int, list[dict[str, Any]]] = attrs.field(factory=dict)
+    throughput: dict[int, list[dict[str, Any]]] = attrs.field(factory=dict)
+    storage: dict[int, list[dict[str, Any]]] = attrs.field(factory=dict)
+    members_source: str = ""
+    event_counts: list[dict[str, Any]] = attrs.field(factory=list)
+    batches: list[dict[str, Any]] = attrs.field(factory=list)
+    plots: list[Path] = attrs.field(factory=list)
+    tables: list[str] = attrs.field(factory=list)
+    seconds: dict[str, float] = attrs.field(factory=dict)
+
+    @property
+    def records(self) -> int:
+        return sum(f["record"] for f in self.files.values())
+
+    @property
+    def malformed_lines(self) -> int:
+        return sum(f["malformed"] for f in self.files.values())
+
+    @property
+    def ok(self) -> bool:
+        """Every history checked and found linearizable (hence also sequentially consistent)."""
+        return all(c.problem is None and c.verdicts["linearizable"].ok for c in self.checks)
+
+
+def analyze(
+    spark: SparkSession,
+    options: Options,
+    *,
+    master: str,
+    progress: Callable[[str], None] = lambda _: None,
+) -> Analysis:
+    """Run the whole pipeline; raises :class:`InputError` when nothing can be analysed."""
+    out = options.out
+    out.mkdir(parents=True, exist_ok=True)
+    result = Analysis(options, master)
+    clock = _Clock(result.seconds)
+
+    with clock("read"):
+        progress(f"reading {len(options.paths)} path(s)")
+        stage(spark, options.paths, str(out / "lines"))
+        result.files = line_counts(spark, str(out / "lines"))
+        if not result.files:
+            raise InputError(f"no lines to analyse in {', '.join(options.paths)}")
+        inputs = load(spark, str(out / "lines"), per_file=options.per_file)
+        result.malformed = [
+            r.asDict() for r in inputs.malformed.limit(MALFORMED_SHOWN).collect()
+        ]
+        result.tables.append("lines (partitioned by kind: record, event, malformed)")
+
+    if result.records:
+        with clock("check"):
+            progress(f"checking {result.records} records")
+            result.checks = check_histories(
+                spark, inputs.records, inputs.names, drained=options.drained,
+                violations_path=str(out / "violations"),
+            )
+            result.tables.append("violations")
+        with clock("statistics"):
+            progress("statistics")
+            _history_stats(spark, inputs, result, out)
+    if any(f["event"] for f in result.files.values()):
+        with clock("logs"):
+            progress("log events")
+            _log_stats(inputs.events, result, out)
+    with clock("report"):
+        from skueue.analysis.report import render
+
+        (out / "report.md").write_text(render(result), encoding="utf-8")
+        (out / "summary.json").write_text(json.dumps(summary_json(result), indent=2) + "\n",
+                                          encoding="utf-8")
+    return result
+
+
+class _Clock:
+    """Records the wall time of each step into a dict, for the report."""
+
+    def __init__(self, into: dict[str, float]) -> None:
+        self.into = into
+        self.step = ""
+        self.started = 0.0
+
+    def __call__(self, step: str) -> _Clock:
+        self.step = step
+        return self
+
+    def __enter__(self) -> None:
+        self.started = time.perf_counter()
+
+    def __exit__(self, *exc: object) -> None:
+        self.into[self.step] = time.perf_counter() - self.started
+
+
+def _write_small(df: DataFrame, path: Path) -> list[dict[str, Any]]:
+    """Write an aggregate as Parquet (one file), then read it back to the driver."""
+    df.coalesce(1).write.mode("overwrite").parquet(str(path))
+    return [r.asDict() for r in df.sparkSession.read.parquet(str(path)).collect()]
+
+
+def _by_hid(rows: list[dict[str, Any]]) -> dict[int, list[dict[str, Any]]]:
+    out: dict[int, list[dict[str, Any]]] = {}
+    for r in rows:
+        out.setdefault(int(r["hid"]), []).append(r)
+    return out
+
+
+def _history_stats(spark: SparkSession, inputs: Inputs, result: Analysis, out: Path) -> None:
+    records = inputs.records
+    opts = result.options
+    result.summaries = stats.history_summaries(records, opts.unit)
+    result.latency = _by_hid(_write_small(stats.latency(records), out / "latency"))
+    result.throughput = _by_hid(
+        _write_small(stats.throughput(records, result.summaries), out / "throughput")
+    )
+    members, result.members_source = _members(spark, inputs, opts.members)
+    result.storage = _by_hid(_write_small(stats.storage(records, members), out / "storage"))
+    result.tables += ["latency", "throughput", "storage"]
+    for hid, s in result.summaries.items():
+        tag = _tag(inputs.names.get(hid, str(hid)), len(result.summaries))
+        title = f"{tag}: {s.records} operations"
+        result.plots.append(plots.plot_throughput(
+            result.throughput.get(hid, []), s.unit, f"Throughput, {title}",
+            out / f"throughput{tag.suffix}.png"))
+        result.plots.append(plots.plot_latency(
+            result.latency.get(hid, []), s.unit, f"Latency per operation kind, {title}",
+            out / f"latency{tag.suffix}.png"))
+        if result.storage.get(hid):
+            result.plots.append(plots.plot_storage(
+                result.storage[hid], f"Entries stored per process (Corollary 19), {tag}",
+                out / f"storage{tag.suffix}.png"))
+
+
+@attrs.frozen
+class _Tag:
+    """A history's name in titles, and its file-name suffix when there are several."""
+
+    name: str
+    suffix: str
+
+    def __str__(self) -> str:
+        return self.name
+
+
+def _tag(name: str, count: int) -> _Tag:
+    if count <= 1:
+        return _Tag("history", "")
+    stem = Path(name).name.split(".")[0] or "history"
+    return _Tag(stem, f"-{stem}")
+
+
+def _members(
+    spark: SparkSession, inputs: Inputs, given: Sequence[str]
+) -> tuple[dict[int, list[str]], str]:
+    """The processes whose DHT stores entries, per history, and where they came from."""
+    hids = sorted(inputs.names)
+    if given:
+        return {h: list(given) for h in hids}, "--members"
+    daemons = sorted(
+        r["daemon"] for r in inputs.events.select("daemon").distinct().collect()
+        if r["daemon"] is not None
+    )
+    if daemons:
+        return {h: daemons for h in hids}, "the daemons' ready events in the logs"
+    rows = inputs.records.select("hid", "process").distinct().collect()
+    per: dict[int, list[str]] = {}
+    for r in rows:
+        per.setdefault(int(r["hid"]), []).append(r["process"])
+    return (
+        {h: sorted(p) for h, p in per.items()},
+        "the history's process ids (right for `skueue sim`; for `skueue bench` they are "
+        "clients: pass --members or the daemons' logs)",
+    )
+
+
+def _log_stats(events: DataFrame, result: Analysis, out: Path) -> None:
+    out_events = out / "events"
+    events.write.mode("overwrite").parquet(str(out_events))
+    events = events.sparkSession.read.parquet(str(out_events))
+    result.tables.append("events")
+    result.event_counts = _write_small(stats.event_counts(events), out / "event_counts")
+    timeline = _write_small(stats.event_timeline(events, EVENT_BIN_S), out / "event_timeline")
+    result.tables += ["event_counts", "event_timeline"]
+    if timeline:
+        result.plots.append(plots.plot_events(timeline, "Daemon log events per second",
+                                              out / "events.png"))
+    batches = stats.batch_sizes(events)
+    summary = _write_small(stats.batch_summary(batches), out / "batch_sizes")
+    result.batches = summary
+    if summary:
+        result.tables.append("batch_sizes")
+        sizes = [float(r["size"]) for r in batches.select("size").limit(100_000).collect()]
+        result.plots.append(plots.plot_histogram(sizes, "batch size (operations)",
+                                                 "Batch sizes in the daemon logs",
+                                                 out / "batches.png"))
+
+
+def fairness(rows: Sequence[Mapping[str, Any]]) -> dict[str, float]:
+    """min, mean, max and coefficient of variation of the entries stored per process."""
+    stored = [int(r["stored"]) for r in rows]
+    if not stored:
+        return {}
+    mean = statistics.fmean(stored)
+    cv = statistics.pstdev(stored) / mean if mean else math.nan
+    return {"min": min(stored), "mean": mean, "max": max(stored), "cv": cv}
+
+
+def summary_json(result: Analysis) -> dict[str, Any]:
+    """The verdicts and headline numbers, for scripts."""
+    return {
+        "ok": result.ok,
+        "master": result.master,
+        "records": result.records,
+        "malformed_lines": result.malformed_lines,
+        "files": result.files,
+        "histories": [
+            {
+                "name": c.name,
+                "records": c.records,
+                "structure": c.structure,
+                "problem": c.problem,
+                "verdicts": {
+                    m: {"ok": v.ok, "method": v.method, "reason": v.reason}
+                    for m, v in c.verdicts.items()
+                },
+                "findings": [attrs.asdict(f) for f in c.findings],
+            }
+            for c in result.checks
+        ],
+        "seconds": {k: round(v, 3) for k, v in result.seconds.items()},
+    }
+

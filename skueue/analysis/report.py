@@ -1,0 +1,174 @@
+"""``report.md``: the analysis in a page of Markdown (collected numbers only)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from skueue.analysis.checks import HistoryCheck
+from skueue.analysis.pipeline import Analysis, fairness
+
+_METHOD = {
+    "certificate": "the anchor's `ord` certificate (a proof)",
+    "exact": "exact search (small history)",
+    "patterns": "violation patterns (a pass is not a proof)",
+}
+
+
+def _table(header: Sequence[str], rows: Iterable[Sequence[object]]) -> list[str]:
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(_cell(c) for c in row) + " |" for row in rows]
+    return lines
+
+
+def _cell(c: object) -> str:
+    if isinstance(c, float):
+        return f"{c:.4g}"
+    return str(c).replace("|", "\\|").replace("\n", " ")
+
+
+def _verdict(c: HistoryCheck, model: str) -> str:
+    v = c.verdicts[model]
+    return "yes" if v.ok else "**no**"
+
+
+def render(a: Analysis) -> str:
+    o = a.options
+    out = ["# Skueue analysis", ""]
+    out += [
+        f"Inputs: {', '.join(f'`{p}`' for p in o.paths)}; Spark master {a.master}.",
+        f"{a.records} history records, "
+        f"{sum(f['event'] for f in a.files.values())} log events, "
+        f"**{a.malformed_lines} malformed line(s)** (counted, skipped).",
+        "",
+    ]
+    out += _table(
+        ["file", "records", "log events", "malformed"],
+        [(f, c["record"], c["event"], c["malformed"]) for f, c in sorted(a.files.items())],
+    )
+    if a.malformed:
+        out += ["", f"First malformed lines (of {a.malformed_lines}):", ""]
+        out += _table(["file", "reason", "line"],
+                      [(m["file"], m["reason"], f"`{m['text']}`") for m in a.malformed])
+    out += _checks(a)
+    out += _history_stats(a)
+    out += _logs(a)
+    out += ["", "## Tables and plots", ""]
+    out += [f"- Parquet: `{t}`" for t in a.tables]
+    out += [f"- ![{p.stem}]({p.name})" for p in a.plots]
+    out += ["", "## Timings", ""]
+    out += _table(["step", "seconds"], [(k, f"{v:.1f}") for k, v in a.seconds.items()])
+    return "\n".join(out) + "\n"
+
+
+def _checks(a: Analysis) -> list[str]:
+    if not a.checks:
+        return []
+    out = ["", "## Consistency verdicts", ""]
+    if a.options.drained:
+        out += ["The run is taken to have drained: an element never removed is lost.", ""]
+    rows: list[tuple[object, ...]] = []
+    for c in a.checks:
+        if c.problem is not None:
+            rows.append((c.name, c.records, c.structure or "-", "-", "-", "-",
+                         f"not checkable: {c.problem}"))
+            continue
+        lin = c.verdicts["linearizable"]
+        rows.append((
+            c.name, c.records, c.structure, "yes" if c.certified else "no",
+            _verdict(c, "linearizable"), _verdict(c, "sc"), _METHOD[lin.method],
+        ))
+    out += _table(["history", "records", "structure", "ord on every record", "linearizable",
+                   "sequentially consistent", "decided by"], rows)
+    for c in a.checks:
+        for model, v in c.verdicts.items():
+            if not v.ok:
+                out += ["", f"- {c.name}, {model}: {v.reason}"]
+    for c in a.checks:
+        if c.problem is not None:
+            continue
+        out += ["", f"### Distributed checks: {c.name}", ""]
+        fams = ["certificate"] if c.certified else []
+        fams.append("patterns")
+        for fam in fams:
+            verdict = "; ".join(
+                f"{m}: {'no violation' if c.first(fam, m) is None else 'VIOLATION'}"
+                for m in ("linearizable", "sc")
+            )
+            out.append(f"- {fam}: {verdict}")
+        if c.findings:
+            out += [""] + _table(
+                ["family", "check", "breaks", "count", "first example"],
+                [(f.family, f.check, "both models" if f.scope == "sc" else "linearizability",
+                  f.count, f.example) for f in c.findings],
+            )
+    return out
+
+
+def _history_stats(a: Analysis) -> list[str]:
+    out: list[str] = []
+    for hid, s in sorted(a.summaries.items()):
+        name = next((c.name for c in a.checks if c.hid == hid), str(hid))
+        ops = ", ".join(f"{n} {op}" for op, n in s.by_op.items())
+        rate = s.records / s.span if s.span > 0 else float("nan")
+        unit1 = s.unit[:-1]
+        out += ["", f"## Statistics: {name}", "",
+                f"{s.records} operations ({ops}; {s.empty} found the structure empty) by "
+                f"{s.processes} processes over {s.span:.6g} {s.unit}: "
+                f"{rate:.4g} operations per {unit1} on average.", ""]
+        scale, shown = (1000.0, "ms") if s.unit == "seconds" else (1.0, s.unit)
+        lat = sorted(a.latency.get(hid, []), key=lambda r: (r["kind"] == "all", r["kind"]))
+        out += [f"Latency (response - invoke, {shown}; percentiles approximate to 0.001%):", ""]
+        out += _table(["kind", "count", "mean", "p50", "p90", "p99", "max"], [
+            (r["kind"], r["count"], *[float(r[k]) * scale for k in ("mean", "p50", "p90", "p99",
+                                                                      "max")])
+            for r in lat
+        ])
+        peak = max((float(b["rate"]) for b in a.throughput.get(hid, [])
+                    if b["kind"] != "all"), default=0.0)
+        out += ["", f"Throughput over time: `throughput` table and plot (busiest op kind peaks "
+                    f"at {peak:.4g} completions per {unit1})."]
+        out += _storage(a, hid)
+    return out
+
+
+def _storage(a: Analysis, hid: int) -> list[str]:
+    rows = a.storage.get(hid, [])
+    if not rows:
+        return []
+    f = fairness(rows)
+    removed = sum(int(r["stored"]) - int(r["held"]) for r in rows)
+    out = ["", f"Entries stored per process (DHT fairness, paper Corollary 19), over "
+               f"{len(rows)} process(es) from {a.members_source}:", ""]
+    out += _table(["min", "mean", "max", "max / mean", "coefficient of variation"],
+                  [(f["min"], f["mean"], f["max"],
+                    f["max"] / f["mean"] if f["mean"] else float("nan"), f["cv"])])
+    out += ["", f"({removed} of the stored entries were removed by the end of the history.)"]
+    return out
+
+
+def _logs(a: Analysis) -> list[str]:
+    if not a.event_counts:
+        return []
+    out = ["", "## Daemon logs", ""]
+    counts: dict[tuple[str, str], int] = {}
+    for r in a.event_counts:
+        key = (str(r["level"]), str(r["event"]))
+        counts[key] = counts.get(key, 0) + int(r["count"])
+    daemons = sorted({str(r["daemon"]) for r in a.event_counts if r["daemon"]})
+    if daemons:
+        out += [f"Daemons (from their `ready` events): {', '.join(daemons)}.", ""]
+    out += _table(["level", "event", "count"],
+                  [(lv, ev, n) for (lv, ev), n in sorted(counts.items(), key=lambda kv: -kv[1])])
+    out += [""]
+    if a.batches:
+        out += ["Batch sizes logged:", ""]
+        out += _table(["field", "count", "mean", "p50", "p90", "p99", "max"],
+                      [_batch_row(r) for r in a.batches])
+    else:
+        out += ["No batch sizes in the logs (no numeric field named like `batch`)."]
+    return out
+
+
+def _batch_row(r: dict[str, Any]) -> tuple[object, ...]:
+    return (r["field"], r["count"], *[float(r[k]) for k in ("mean", "p50", "p90", "p99", "max")])

@@ -1,0 +1,256 @@
+"""Statistics of histories and logs: throughput, latency, storage fairness, batches, events.
+
+Every function returns a small DataFrame (one row per bin, kind or process); the big
+input never reaches the driver.  Times are whatever the history holds: rounds from
+``skueue sim``, seconds from ``skueue bench``; :func:`history_summaries` tells which
+(whole numbers only means rounds).
+
+Storage fairness (paper Lemma 4, Corollary 19) needs the DHT owner of every inserted
+position: the process whose virtual node is ``pred(k(p))`` on the ring of the members.
+The key hash is mmh3, which Spark lacks, so one Python UDF call handles a whole chunk of
+positions (grouped by ``position >> CHUNK_BITS``): per-call overhead, not hashing, is
+what makes row-at-a-time Python UDFs slow.
+"""
+
+from __future__ import annotations
+
+import bisect
+import math
+from collections.abc import Mapping, Sequence
+from typing import Any, Final
+
+import attrs
+from pyspark.sql import Column, DataFrame
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
+
+from dht.keys import POSITION_MAX, position_key
+from overlay.ring import ring_nodes
+from skueue.history import INSERT_OPS
+
+PERCENTILES: Final = (0.5, 0.9, 0.99)
+PERCENTILE_ACCURACY: Final = 100_000
+"""Rank error of ``percentile_approx`` is at most 1/accuracy of the count."""
+BINS_TARGET: Final = 100
+CHUNK_BITS: Final = 12
+BATCH_KEY: Final = "batch"
+"""Log fields whose name contains this and whose value is a number count as batch sizes."""
+
+
+@attrs.frozen
+class Summary:
+    """One history at a glance."""
+
+    hid: int
+    records: int
+    by_op: Mapping[str, int]
+    empty: int
+    start: float
+    end: float
+    unit: str
+    """``rounds`` or ``seconds``."""
+    processes: int
+
+    @property
+    def span(self) -> float:
+        return self.end - self.start
+
+
+def kind() -> Column:
+    """Operation kind for latency: the op, with ``(empty)`` for a removal that found none."""
+    ins = F.col("op").isin(*sorted(INSERT_OPS))
+    return F.when(~ins & F.col("value").isNull(), F.concat(F.col("op"), F.lit(" (empty)"))
+                  ).otherwise(F.col("op"))
+
+
+def history_summaries(records: DataFrame, unit: str = "auto") -> dict[int, Summary]:
+    """Counts, time span and time unit of every history: one small job."""
+    frac = F.greatest(F.abs(F.col("invoke") - F.floor("invoke")),
+                      F.abs(F.col("response") - F.floor("response")))
+    rows = records.groupBy("hid").agg(
+        F.count("*").alias("n"),
+        F.sum(F.when(~F.col("op").isin(*sorted(INSERT_OPS)) & F.col("value").isNull(), 1)
+              .otherwise(0)).alias("empty"),
+        F.min("invoke").alias("start"),
+        F.max("response").alias("end"),
+        F.max(frac).alias("frac"),
+        F.countDistinct("process").alias("processes"),
+    ).collect()
+    ops = {
+        (int(r["hid"]), r["op"]): int(r["count"])
+        for r in records.groupBy("hid", "op").count().collect()
+    }
+    out = {}
+    for r in rows:
+        hid = int(r["hid"])
+        guessed = "rounds" if float(r["frac"]) == 0.0 else "seconds"
+        out[hid] = Summary(
+            hid=hid,
+            records=int(r["n"]),
+            by_op={op: n for (h, op), n in sorted(ops.items()) if h == hid},
+            empty=int(r["empty"]),
+            start=float(r["start"]),
+            end=float(r["end"]),
+            unit=guessed if unit == "auto" else unit,
+            processes=int(r["processes"]),
+        )
+    return out
+
+
+def nice_width(span: float, bins: int = BINS_TARGET, whole: bool = False) -> float:
+    """A bin width of 1, 2 or 5 times a power of ten giving at most about ``bins`` bins."""
+    raw = max(span, 1e-9) / bins
+    exp = math.floor(math.log10(raw))
+    for m in (1, 2, 5, 10):
+        width = m * 10.0**exp
+        if width >= raw:
+            break
+    return max(1.0, round(width)) if whole else width
+
+
+def throughput(records: DataFrame, summaries: Mapping[int, Summary]) -> DataFrame:
+    """Completions per time unit, per history, time bin and op kind.
+
+    ``hid, bin, start, width, kind, count, rate``: ``rate`` is completions per unit.
+    """
+    starts = F.create_map(*[x for s in summaries.values() for x in (F.lit(s.hid), F.lit(s.start))])
+    widths = F.create_map(*[
+        x for s in summaries.values()
+        for x in (F.lit(s.hid), F.lit(nice_width(s.span, whole=s.unit == "rounds")))
+    ])
+    binned = records.select(
+        "hid", kind().alias("kind"), starts[F.col("hid")].alias("t0"),
+        widths[F.col("hid")].alias("width"), "response",
+    ).withColumn("bin", F.floor((F.col("response") - F.col("t0")) / F.col("width")))
+    return binned.groupBy("hid", "bin", "kind").agg(
+        F.count("*").alias("count"), F.first("t0").alias("t0"), F.first("width").alias("width")
+    ).select(
+        "hid", "bin", (F.col("t0") + F.col("bin") * F.col("width")).alias("start"), "width",
+        "kind", "count", (F.col("count") / F.col("width")).alias("rate"),
+    )
+
+
+def latency(records: DataFrame) -> DataFrame:
+    """Per history and op kind (and ``all``): count, mean, p50/p90/p99, max of response-invoke."""
+    lat = records.select("hid", kind().alias("kind"),
+                         (F.col("response") - F.col("invoke")).alias("latency"))
+    every = lat.withColumn("kind", F.lit("all"))
+    both = lat.unionByName(every)
+    pct = F.percentile_approx("latency", list(PERCENTILES), PERCENTILE_ACCURACY)
+    return both.groupBy("hid", "kind").agg(
+        F.count("*").alias("count"),
+        F.mean("latency").alias("mean"),
+        pct.alias("pct"),
+        F.max("latency").alias("max"),
+    ).select(
+        "hid", "kind", "count", "mean",
+        *[F.col("pct")[i].alias(f"p{round(q * 100)}") for i, q in enumerate(PERCENTILES)],
+        "max",
+    )
+
+
+# -- storage ------------------------------------------------------------------------------
+
+
+def ring_of(members: Sequence[str]) -> tuple[list[int], list[str]]:
+    """Sorted node labels of the members' ring and the process owning each label."""
+    nodes = ring_nodes(members)
+    return [n.label for n in nodes], [n.process for n in nodes]
+
+
+def owners_of_chunk(
+    ring: tuple[list[int], list[str]], positions: Sequence[int], kept: Sequence[bool]
+) -> list[tuple[str, int, int]]:
+    """``(owner, stored, still held)`` counts for one chunk of inserted positions.
+
+    The owner of position ``p`` is the node ``u`` with ``u <= k(p) < succ(u)`` (below the
+    lowest label, the highest node's: the ring wraps), as the DHT stores it.
+    """
+    labels, owners = ring
+    counts: dict[str, list[int]] = {}
+    for p, keep in zip(positions, kept, strict=True):
+        if not 1 <= p <= POSITION_MAX:
+            continue
+        owner = owners[bisect.bisect_right(labels, position_key(p)) - 1]
+        c = counts.setdefault(owner, [0, 0])
+        c[0] += 1
+        c[1] += int(keep)
+    return [(o, c[0], c[1]) for o, c in counts.items()]
+
+
+def storage(records: DataFrame, members: Mapping[int, Sequence[str]]) -> DataFrame:
+    """Entries each member stored over the run, and still held at the end, per history.
+
+    ``hid, process, stored, held``; every member appears, also with zero entries.
+    """
+    rings = {hid: ring_of(m) for hid, m in members.items() if m}
+    schema = T.ArrayType(T.StructType([
+        T.StructField("process", T.StringType()),
+        T.StructField("stored", T.LongType()),
+        T.StructField("held", T.LongType()),
+    ]))
+
+    def count(hid: int, positions: list[int], kept: list[bool]) -> list[Any]:
+        ring = rings.get(hid)
+        return [] if ring is None else owners_of_chunk(ring, positions, kept)
+
+    # useArrow=False: plain pickled rows (no pandas, no pyarrow), and no type-hint guessing.
+    chunk_udf = F.udf(count, schema, useArrow=False)
+    ins = records.where(F.col("op").isin(*sorted(INSERT_OPS)) & F.col("position").isNotNull())
+    removed = records.where(~F.col("op").isin(*sorted(INSERT_OPS)) & F.col("value").isNotNull()
+                            ).select("hid", "value", F.lit(True).alias("removed"))
+    flagged = ins.join(removed, ["hid", "value"], "left").select(
+        "hid", "position", F.col("removed").isNull().alias("kept")
+    )
+    chunks = flagged.groupBy("hid", F.shiftright("position", CHUNK_BITS).alias("chunk")).agg(
+        F.collect_list("position").alias("positions"), F.collect_list("kept").alias("kept")
+    )
+    counted = chunks.select("hid", F.explode(chunk_udf("hid", "positions", "kept")).alias("c"))
+    totals = counted.groupBy("hid", F.col("c.process").alias("process")).agg(
+        F.sum("c.stored").alias("stored"), F.sum("c.held").alias("held")
+    )
+    session = records.sparkSession
+    everyone = session.createDataFrame(
+        [(hid, p) for hid, m in members.items() for p in sorted(set(m))],
+        "hid int, process string",
+    )
+    return everyone.join(totals, ["hid", "process"], "left").select(
+        "hid", "process", F.coalesce("stored", F.lit(0)).alias("stored"),
+        F.coalesce("held", F.lit(0)).alias("held"),
+    )
+
+
+# -- logs ---------------------------------------------------------------------------------
+
+
+def event_counts(events: DataFrame) -> DataFrame:
+    """``daemon, level, event, count``."""
+    return events.groupBy("daemon", "level", "event").count()
+
+
+def event_timeline(events: DataFrame, width_s: float) -> DataFrame:
+    """Events per level and time bin: ``start, level, count`` (``start`` in epoch seconds)."""
+    t = F.unix_micros("timestamp") / 1e6
+    return events.where(F.col("timestamp").isNotNull()).groupBy(
+        (F.floor(t / width_s) * width_s).alias("start"), "level"
+    ).count()
+
+
+def batch_sizes(events: DataFrame) -> DataFrame:
+    """Numeric log fields named like batches: ``daemon, event, field, size``."""
+    kv = events.select("daemon", "event", F.explode("fields").alias("field", "text"))
+    return kv.where(F.lower("field").contains(BATCH_KEY)).select(
+        "daemon", "event", "field", F.col("text").try_cast("double").alias("size")
+    ).where(F.col("size").isNotNull())
+
+
+def batch_summary(batches: DataFrame) -> DataFrame:
+    """Per field: count, mean, p50/p90/p99 and max of the logged batch sizes."""
+    pct = F.percentile_approx("size", list(PERCENTILES), PERCENTILE_ACCURACY)
+    return batches.groupBy("field").agg(
+        F.count("*").alias("count"), F.mean("size").alias("mean"), pct.alias("pct"),
+        F.max("size").alias("max"),
+    ).select(
+        "field", "count", "mean",
+        *[F.col("pct")[i].alias(f"p{round(q * 100)}") for i, q in enumerate(PERCENTILES)], "max",
+    )
