@@ -19,6 +19,7 @@ records the exact checker needs.
   decides it.
 - :mod:`.stats`, :mod:`.plots`, :mod:`.report`, :mod:`.pipeline`: ``skueue analyze``.
 - :mod:`.experiment`: ``skueue experiment``, the paper's sweeps as Spark tasks.
+- ``cli/spark_submit.py``: the ``.py`` entry file ``spark-submit`` needs for both commands.
 
 Nothing in :mod:`skueue` outside this package imports it, so the core never needs a JVM.
 """

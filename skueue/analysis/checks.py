@@ -128,9 +128,10 @@ def check_histories(
     valid = recs.drop("drained").join(F.broadcast(table), "hid").withColumnRenamed(
         "drained_h", "drained"
     )
-    total = sum(m.records for m in good)
+    # Scans sort each history apart, so the largest one decides how to cut them.
+    largest = max(m.records for m in good)
     per_bucket = int(spark.conf.get(ROWS_PER_BUCKET_CONF, None) or ROWS_PER_BUCKET)
-    buckets = buckets_for(total, shuffle_partitions(spark), per_bucket)
+    buckets = buckets_for(largest, shuffle_partitions(spark), per_bucket)
     # Every check reads these two; cached, they are computed once, not once per branch.
     valid = valid.persist(StorageLevel.MEMORY_AND_DISK)
     paired = pairs(valid).persist(StorageLevel.MEMORY_AND_DISK)

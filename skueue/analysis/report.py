@@ -23,7 +23,7 @@ def _table(header: Sequence[str], rows: Iterable[Sequence[object]]) -> list[str]
 
 def _cell(c: object) -> str:
     if isinstance(c, float):
-        return f"{c:.4g}"
+        return f"{c:,.0f}" if abs(c) >= 1000 else f"{c:.4g}"
     return str(c).replace("|", "\\|").replace("\n", " ")
 
 
@@ -114,8 +114,8 @@ def _history_stats(a: Analysis) -> list[str]:
         unit1 = s.unit[:-1]
         out += ["", f"## Statistics: {name}", "",
                 f"{s.records} operations ({ops}; {s.empty} found the structure empty) by "
-                f"{s.processes} processes over {s.span:.6g} {s.unit}: "
-                f"{rate:.4g} operations per {unit1} on average.", ""]
+                f"{s.processes} processes over {_cell(s.span)} {s.unit}: "
+                f"{_cell(rate)} operations per {unit1} on average.", ""]
         scale, shown = (1000.0, "ms") if s.unit == "seconds" else (1.0, s.unit)
         lat = sorted(a.latency.get(hid, []), key=lambda r: (r["kind"] == "all", r["kind"]))
         out += [f"Latency (response - invoke, {shown}; percentiles approximate to 0.001%):", ""]

@@ -1,7 +1,7 @@
 """Entry file for ``spark-submit``, which runs only ``.py`` files, not console scripts::
 
     spark-submit --master spark://head:7077 \\
-        "$(python -c 'import skueue.analysis.spark_submit as m; print(m.__file__)')" \\
+        "$(python -c 'import cli.spark_submit as m; print(m.__file__)')" \\
         analyze hdfs://nn/histories --out /shared/analysis
 
 The arguments are those of the ``skueue`` command.  Run as a script, this file's folder
