@@ -29,9 +29,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from overlay import routing, tree  # noqa: E402
+from overlay import routing  # noqa: E402
 from overlay.labels import LABEL_SPACE, NodeRef  # noqa: E402
-from overlay.ring import build_views  # noqa: E402
+from overlay.ring import build_views, tree_height  # noqa: E402
 from overlay.view import View  # noqa: E402
 
 CALIBRATION_HOPS = {16: 18, 256: 27, 1024: 32, 4096: 40, 16384: 43}
@@ -43,21 +43,6 @@ def random_ring(n: int, seed: int) -> dict[NodeRef, View]:
     rng = random.Random(seed)
     return build_views(f"p{rng.getrandbits(64):016x}" for _ in range(n))
 
-
-def tree_height(views: dict[NodeRef, View]) -> int:
-    """Parent edges from the deepest node to the anchor (memoised walk up the parents)."""
-    depth: dict[NodeRef, int] = {}
-    for node in views:
-        path: list[NodeRef] = []
-        up: NodeRef | None = node
-        while up is not None and up not in depth:
-            path.append(up)
-            up = tree.parent(views[up])
-        d = -1 if up is None else depth[up]
-        for walked in reversed(path):
-            d += 1
-            depth[walked] = d
-    return max(depth.values())
 
 
 def route(views: dict[NodeRef, View], start: NodeRef, target: int) -> tuple[int, int, int]:

@@ -6,9 +6,10 @@ member list) hands every node its initial local view.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 
 from overlay.labels import NodeRef, process_nodes, ring_order
+from overlay.tree import parent
 from overlay.view import View
 
 
@@ -25,3 +26,19 @@ def build_views(process_ids: Iterable[str]) -> dict[NodeRef, View]:
         node: View(me=node, pred=nodes[i - 1], succ=nodes[(i + 1) % count])
         for i, node in enumerate(nodes)
     }
+
+
+def tree_height(views: Mapping[NodeRef, View]) -> int:
+    """Parent edges from the deepest node up to the anchor (a memoised walk up)."""
+    depth: dict[NodeRef, int] = {}
+    for node in views:
+        path: list[NodeRef] = []
+        up: NodeRef | None = node
+        while up is not None and up not in depth:
+            path.append(up)
+            up = parent(views[up])
+        d = -1 if up is None else depth[up]
+        for walked in reversed(path):
+            d += 1
+            depth[walked] = d
+    return max(depth.values())

@@ -7,8 +7,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from overlay.labels import Kind, NodeRef
+from overlay.labels import Kind
 from overlay.ring import build_views
+from overlay.ring import tree_height as ring_tree_height
 from overlay.tree import children, parent
 from overlay.view import View
 from skueue.ops import Structure
@@ -36,24 +37,9 @@ def build_cluster(
 
 def tree_height(processes: dict[str, Process]) -> int:
     """Longest path from any node up to the anchor, in tree edges."""
-    views: dict[NodeRef, View] = {
-        node.view.me: node.view for p in processes.values() for node in p.nodes.values()
-    }
-    depth: dict[NodeRef, int] = {}
-
-    def depth_of(start: NodeRef) -> int:
-        path = []
-        node: NodeRef | None = start
-        while node is not None and node not in depth:
-            path.append(node)
-            node = parent(views[node])
-        base = -1 if node is None else depth[node]
-        for n in reversed(path):
-            base += 1
-            depth[n] = base
-        return depth[start]
-
-    return max(depth_of(n) for n in views)
+    return ring_tree_height(
+        {node.view.me: node.view for p in processes.values() for node in p.nodes.values()}
+    )
 
 
 def ring_problems(processes: Iterable[Process]) -> list[str]:

@@ -13,9 +13,8 @@ import statistics
 
 import pytest
 
-from overlay import tree
 from overlay.labels import LABEL_SPACE, NodeRef
-from overlay.ring import build_views
+from overlay.ring import build_views, tree_height
 from overlay.routing import next_hop, start_route
 from overlay.view import View
 
@@ -32,21 +31,6 @@ def random_ring(n: int, seed: int) -> Views:
     rng = random.Random(seed)
     return build_views(f"p{rng.getrandbits(64):016x}" for _ in range(n))
 
-
-def tree_height(views: Views) -> int:
-    """Parent edges from the deepest node up to the anchor (memoised walk up)."""
-    depth: dict[NodeRef, int] = {}
-    for node in views:
-        path: list[NodeRef] = []
-        up: NodeRef | None = node
-        while up is not None and up not in depth:
-            path.append(up)
-            up = tree.parent(views[up])
-        d = -1 if up is None else depth[up]
-        for walked in reversed(path):
-            d += 1
-            depth[walked] = d
-    return max(depth.values())
 
 
 def route_hops(views: Views, start: NodeRef, target: int) -> int:
