@@ -25,7 +25,6 @@ connection closed; everyone else is served on.
 
 from __future__ import annotations
 
-import itertools
 from typing import Any
 
 import attrs
@@ -43,21 +42,19 @@ from skueue.process import Process, TickDue
 from skueue.runtime.address import Address, AddressError, parse_address
 from skueue.runtime.client_protocol import (
     PROTOCOL_VERSION,
-    ClientRequest,
     InsertRequest,
     JoinClusterRequest,
     LeaveRequest,
     RemoveRequest,
     StatsRequest,
-    parse_request,
-    request_id,
 )
-from skueue.runtime.connections import coalescing_writer, first_frame, frames
+from skueue.runtime.connections import first_frame, frames
 from skueue.runtime.errors import DaemonError, RemoteProtocolError
 from skueue.runtime.framing import FrameDecoder, pack, pack_many
 from skueue.runtime.host import Host
 from skueue.runtime.limits import Limits
 from skueue.runtime.peers import PeerLinks, parse_peer_frame
+from skueue.runtime.sessions import DISCONNECTED, ClientGone, ClientInput, ClientSessions
 from skueue.runtime.stats import StatsGathering
 
 log = structlog.get_logger("skueued")
@@ -87,17 +84,6 @@ class PeerControl:
 
 
 @attrs.frozen
-class ClientInput:
-    client: int
-    request: ClientRequest
-
-
-@attrs.frozen
-class ClientGone:
-    client: int
-
-
-@attrs.frozen
 class JoinStart:
     """A ``skueue join`` reached its seed: become a joining process of that cluster."""
 
@@ -113,13 +99,6 @@ class ClientError:
     message: str
 
 
-@attrs.define
-class ClientSession:
-    replies: trio.MemorySendChannel[bytes]
-    slots: trio.Semaphore
-    closed: bool = False
-
-
 Input = PeerInput | PeerControl | ClientInput | ClientGone | JoinStart | ClientError
 
 
@@ -128,8 +107,7 @@ class Daemon:
         self.config = config
         self.limits = config.limits
         self.inbox_send, self.inbox = trio.open_memory_channel[Input](self.limits.inbox_items_max)
-        self.clients: dict[int, ClientSession] = {}
-        self.client_ids = itertools.count(1)
+        self.sessions = ClientSessions(self.limits, self.inbox_send, self._welcome)
         self.ready = trio.Event()
         self.host: Host | None = None
         self.address: Address = config.listen
@@ -187,6 +165,9 @@ class Daemon:
             )
             task_status.started(self.address)
 
+    def _welcome(self) -> list[Any]:
+        return ["welcome", self.process_id, self.config.structure.value, PROTOCOL_VERSION]
+
     def _joining_process(self, seed: str) -> Process:
         contact = node_ref(seed, Kind.LEFT)
         process = Process.create_joining(self.process_id, contact, self.config.structure)
@@ -207,7 +188,8 @@ class Daemon:
                 if isinstance(hello, list) and hello[:1] == ["hello-peer"]:
                     await self._peer_session(stream, decoder, hello, rest)
                 elif isinstance(hello, list) and hello[:1] == ["hello-client"]:
-                    await self._client_session(stream, decoder, rest)
+                    await self.ready.wait()
+                    await self.sessions.serve(stream, decoder, rest)
                 else:
                     raise RemoteProtocolError(f"expected a hello, got {hello!r:.60}")
             except RemoteProtocolError as e:
@@ -230,52 +212,6 @@ class Daemon:
                 await self.inbox_send.send(PeerInput(peer, kind, message))
             else:
                 await self.inbox_send.send(PeerControl(peer, parsed))
-
-    async def _client_session(
-        self, stream: trio.SocketStream, decoder: FrameDecoder, rest: list[Any]
-    ) -> None:
-        if len(self.clients) >= self.limits.clients_max:
-            raise RemoteProtocolError(f"too many clients (limit {self.limits.clients_max})")
-        await self.ready.wait()
-        assert self.host is not None
-        client = next(self.client_ids)
-        send, receive = trio.open_memory_channel[bytes](self.limits.client_replies_max)
-        session = ClientSession(send, trio.Semaphore(self.limits.requests_per_client_max))
-        self.clients[client] = session
-        welcome = ["welcome", self.process_id, self.config.structure.value, PROTOCOL_VERSION]
-        send.send_nowait(pack(welcome))
-        try:
-            async with trio.open_nursery() as nursery:
-                nursery.start_soon(_write_replies, stream, receive, nursery.cancel_scope)
-                try:
-                    await self._read_requests(client, session, stream, decoder, rest)
-                except RemoteProtocolError as e:
-                    log.warning("bad client input, closing connection", client=client, error=str(e))
-                    _offer(session, pack(["error", e.rid, e.message]))
-                except DISCONNECTED:
-                    pass  # reset by the client: nobody is left to answer
-                session.closed = True
-                await send.aclose()  # the writer drains what is queued, then ends
-        finally:
-            session.closed = True
-            del self.clients[client]
-            await self.inbox_send.send(ClientGone(client))
-
-    async def _read_requests(
-        self,
-        client: int,
-        session: ClientSession,
-        stream: trio.SocketStream,
-        decoder: FrameDecoder,
-        rest: list[Any],
-    ) -> None:
-        async for frame in frames(stream, decoder, rest):
-            try:
-                request = parse_request(frame, self.limits)
-            except RemoteProtocolError as e:
-                raise RemoteProtocolError(e.message, request_id(frame)) from None
-            await session.slots.acquire()  # backpressure: wait for replies to go out
-            await self.inbox_send.send(ClientInput(client, request))
 
     # -- the owner --------------------------------------------------------------------
 
@@ -440,15 +376,7 @@ class Daemon:
         for peer, batch in peer_frames.items():
             await self.links.send(peer, pack_many(batch))
         for client, frame in client_frames:
-            session = self.clients.get(client)
-            if session is None or session.closed:
-                continue
-            if _offer(session, pack(frame)):
-                session.slots.release()
-            else:
-                log.warning("client is not reading its replies; closing it", client=client)
-                session.closed = True
-                session.replies.close()
+            self.sessions.deliver(client, frame)
 
 
 async def bind(listen: Address) -> list[trio.SocketListener]:
@@ -456,22 +384,6 @@ async def bind(listen: Address) -> list[trio.SocketListener]:
         return await trio.open_tcp_listeners(listen.port, host=listen.host)
     except OSError as e:
         raise DaemonError(f"cannot listen on {listen}: {e.strerror or e}") from None
-
-
-# An abrupt disconnect.  Inside a nursery it would arrive wrapped in an exception group
-# that ``_on_connection`` does not catch, and one client's reset would stop the daemon;
-# so the client session handles it where it happens.
-DISCONNECTED = (trio.BrokenResourceError, trio.ClosedResourceError, ConnectionError)
-
-
-async def _write_replies(
-    stream: trio.SocketStream, replies: trio.MemoryReceiveChannel[bytes], scope: trio.CancelScope
-) -> None:
-    """A client's writer: a client gone mid-write ends its own session, nothing else."""
-    try:
-        await coalescing_writer(stream, replies)
-    except DISCONNECTED:
-        scope.cancel()
 
 
 def alone_and_empty(host: Host) -> str | None:
@@ -484,14 +396,6 @@ def alone_and_empty(host: Host) -> str | None:
     if process.entries() or host.pending_ops or any(n.anchor and n.anchor.size() for n in nodes):
         return "this daemon holds elements; drain it before it joins another cluster"
     return None
-
-
-def _offer(session: ClientSession, blob: bytes) -> bool:
-    try:
-        session.replies.send_nowait(blob)
-        return True
-    except (trio.WouldBlock, trio.ClosedResourceError, trio.BrokenResourceError):
-        return False
 
 
 def _peer_hello(hello: list[Any]) -> str:
