@@ -162,6 +162,8 @@ def main() -> int:
         print(f"generated {args.ops} operations ({history.stat().st_size / 1e9:.2f} GB) in "
               f"{time.perf_counter() - started:.0f} s: {history}", flush=True)
     out = args.work / "analysis"
+    # A summary left by an earlier run must not pass for this run's.
+    (out / "summary.json").unlink(missing_ok=True)
     skueue = Path(sys.executable).with_name("skueue")
     cmd = [str(skueue), "analyze", str(history), "--out", str(out),
            "--conf", f"spark.driver.memory={args.driver_memory}"]
@@ -172,7 +174,8 @@ def main() -> int:
     code = child.wait()
     sampler.stop()
     wall = time.perf_counter() - started
-    summary = json.loads((out / "summary.json").read_text()) if code in (0, 1) else {}
+    done = code in (0, 1) and (out / "summary.json").exists()
+    summary = json.loads((out / "summary.json").read_text()) if done else {}
     print(f"\nexit {code}; wall time {wall:.0f} s for {args.ops} operations "
           f"({args.ops / wall:,.0f} ops/s)")
     for step, s in summary.get("seconds", {}).items():

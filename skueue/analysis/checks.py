@@ -51,6 +51,8 @@ from skueue.check import EXACT_OPS_MAX, ExactLimitError, Verdict, check_exact
 from skueue.history import QUEUE_OPS, STACK_OPS, Record
 
 MODELS: Final = ("sc", "linearizable")
+MEMORY_CACHE_ROWS_MAX: Final = 2_000_000
+"""Histories up to this size are cached in memory (spilling to disk); larger on disk."""
 SCOPES: Final = {"sc": (SC,), "linearizable": (SC, LIN)}
 # Which finding names a verdict when several fire: the Python checkers' order of tests.
 PRIORITY: Final = {
@@ -133,8 +135,12 @@ def check_histories(
     per_bucket = int(spark.conf.get(ROWS_PER_BUCKET_CONF, None) or ROWS_PER_BUCKET)
     buckets = buckets_for(largest, shuffle_partitions(spark), per_bucket)
     # Every check reads these two; cached, they are computed once, not once per branch.
-    valid = valid.persist(StorageLevel.MEMORY_AND_DISK)
-    paired = pairs(valid).persist(StorageLevel.MEMORY_AND_DISK)
+    # Spark builds a cached partition on the heap before it can spill it; for large
+    # histories that overflowed a small driver heap, so they go to local disk as written.
+    level = (StorageLevel.MEMORY_AND_DISK if largest <= MEMORY_CACHE_ROWS_MAX
+             else StorageLevel.DISK_ONLY)
+    valid = valid.persist(level)
+    paired = pairs(valid).persist(level)
     try:
         findings = _findings(spark, valid, paired, good, buckets, violations_path)
     finally:
