@@ -127,19 +127,19 @@ def run_enqueue(args: argparse.Namespace) -> int:
 
 
 def run_dequeue(args: argparse.Namespace) -> int:
-    async def body(q: Client) -> list[bytes | None]:
+    async def body(q: Client) -> list[bytes]:
         return await q.dequeue_many(args.count)
 
     got = with_client("skueue dequeue", args.node, body)
     out = sys.stdout.buffer
     for value in got:
-        if value is not None:
-            out.write(value + b"\n")
+        out.write(value + b"\n")
     out.flush()
-    empty = sum(1 for v in got if v is None)
+    empty = args.count - len(got)
     if empty:
         print(
-            f"skueue dequeue: the queue was empty for {empty} of {len(got)} requested element(s)",
+            f"skueue dequeue: the queue was empty for {empty} of {args.count} requested "
+            "element(s)",
             file=sys.stderr,
         )
         return EXIT_EMPTY

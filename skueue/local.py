@@ -21,6 +21,7 @@ import trio
 
 from skueue.ops import Structure
 from skueue.runtime.address import Address
+from skueue.runtime.client_protocol import PROTOCOL_VERSION
 from skueue.runtime.daemon import Daemon, DaemonConfig, bind
 from skueue.runtime.framing import FrameDecoder, pack
 from skueue.runtime.limits import Limits
@@ -121,7 +122,7 @@ async def _wait_until_serving(addresses: list[Address]) -> None:
     for a in addresses:
         stream = await trio.open_tcp_stream(a.host, a.port)
         async with stream:
-            await stream.send_all(pack(["hello-client", 1]))
+            await stream.send_all(pack(["hello-client", PROTOCOL_VERSION]))
             decoder = FrameDecoder()
             while not decoder.feed(await stream.receive_some(65536)):
                 pass
