@@ -25,6 +25,7 @@ connection closed; everyone else is served on.
 
 from __future__ import annotations
 
+import itertools
 from typing import Any
 
 import attrs
@@ -42,6 +43,7 @@ from skueue.process import Process, TickDue
 from skueue.runtime.address import Address, AddressError, parse_address
 from skueue.runtime.client_protocol import (
     PROTOCOL_VERSION,
+    ClientRequest,
     InsertRequest,
     JoinClusterRequest,
     LeaveRequest,
@@ -49,10 +51,12 @@ from skueue.runtime.client_protocol import (
     StatsRequest,
 )
 from skueue.runtime.connections import first_frame, frames
+from skueue.runtime.directory import COUNTER_NAMES, Directory
 from skueue.runtime.errors import DaemonError, RemoteProtocolError
 from skueue.runtime.framing import FrameDecoder, pack, pack_many
 from skueue.runtime.host import Host
 from skueue.runtime.limits import Limits
+from skueue.runtime.logging import DEBUG_LOGS
 from skueue.runtime.peers import PeerLinks, parse_peer_frame
 from skueue.runtime.sessions import DISCONNECTED, ClientGone, ClientInput, ClientSessions
 from skueue.runtime.stats import StatsGathering
@@ -84,6 +88,21 @@ class PeerControl:
 
 
 @attrs.frozen
+class PeerHello:
+    """A peer opened a link to us (``session`` numbers this daemon's peer sessions)."""
+
+    peer: str
+    address: Address
+    session: int
+
+
+@attrs.frozen
+class PeerGone:
+    peer: str
+    session: int
+
+
+@attrs.frozen
 class JoinStart:
     """A ``skueue join`` reached its seed: become a joining process of that cluster."""
 
@@ -99,7 +118,10 @@ class ClientError:
     message: str
 
 
-Input = PeerInput | PeerControl | ClientInput | ClientGone | JoinStart | ClientError
+Input = (
+    PeerInput | PeerControl | PeerHello | PeerGone | ClientInput | ClientGone | JoinStart
+    | ClientError
+)
 
 
 class Daemon:
@@ -113,6 +135,10 @@ class Daemon:
         self.address: Address = config.listen
         self.process_id = config.process_id or ""
         self.links: PeerLinks | None = None
+        self.directory: Directory | None = None
+        # The newest incoming session of each peer, and how to end it (a bad frame).
+        self.peer_sessions: dict[str, tuple[int, trio.CancelScope]] = {}
+        self.session_numbers = itertools.count(1)
         self.stats = StatsGathering(self.limits.stats_timeout_s)
         self.nursery: trio.Nursery | None = None
         # Membership: clients waiting for a join or a leave to go through.
@@ -141,15 +167,18 @@ class Daemon:
         async with trio.open_nursery() as nursery:
             self.nursery = nursery
             nursery.start_soon(trio.serve_listeners, self._on_connection, listeners)
-            self.links = PeerLinks(self.process_id, self.address, self.limits, nursery)
+            self.directory = Directory(self.process_id, self.address)
+            self.links = PeerLinks(
+                self.process_id, self.address, self.limits, nursery, self.directory
+            )
             if self.config.join is not None:
                 seed = await self.links.connect_seed(self.config.join, self.limits.join_timeout_s)
                 self.host = Host(self._joining_process(seed))
                 members = 0
             else:
-                ids = [self.process_id, *await self.links.connect_all(self.config.peers)]
-                if len(set(ids)) != len(ids):
-                    raise DaemonError(f"duplicate process ids among members: {sorted(ids)}")
+                peers = await self.links.connect_all(self.config.peers)
+                _check_distinct(peers)
+                ids = [self.process_id, *dict.fromkeys(peers.values())]
                 self.host = Host(self._build_process(ids))
                 members = len(ids)
             nursery.start_soon(self._owner)
@@ -201,17 +230,27 @@ class Daemon:
     async def _peer_session(
         self, stream: trio.SocketStream, decoder: FrameDecoder, hello: Any, rest: list[Any]
     ) -> None:
-        peer = _peer_hello(hello)
-        await stream.send_all(pack(["hello-peer", self.process_id, str(self.address)]))
+        assert self.links is not None  # peers are served once the links exist
+        peer, advertised = _peer_hello(hello)
+        address = _reachable(advertised, stream)
+        await stream.send_all(pack(self.links.hello()))
         log.debug("peer connected", peer=peer)
-
-        async for frame in frames(stream, decoder, rest):
-            parsed = parse_peer_frame(frame)
-            if isinstance(parsed, tuple):
-                kind, message = parsed
-                await self.inbox_send.send(PeerInput(peer, kind, message))
-            else:
-                await self.inbox_send.send(PeerControl(peer, parsed))
+        session = next(self.session_numbers)
+        with trio.CancelScope() as scope:
+            self.peer_sessions[peer] = (session, scope)
+            await self.inbox_send.send(PeerHello(peer, address, session))
+            try:
+                async for frame in frames(stream, decoder, rest):
+                    parsed = parse_peer_frame(frame)
+                    if isinstance(parsed, tuple):
+                        kind, message = parsed
+                        await self.inbox_send.send(PeerInput(peer, kind, message))
+                    else:
+                        await self.inbox_send.send(PeerControl(peer, parsed))
+            finally:
+                if self.peer_sessions.get(peer, (0,))[0] == session:
+                    del self.peer_sessions[peer]
+                self.inbox_send.send_nowait(PeerGone(peer, session))  # the inbox is large
 
     # -- the owner --------------------------------------------------------------------
 
@@ -231,7 +270,9 @@ class Daemon:
                 wait = max(0.0, last_tick + idle_delay - now)
             else:
                 wait = limits.wait_tick_ms / 1000
-            wait = min(wait, self.stats.seconds_to_deadline(now))
+            wait = min(
+                wait, self.stats.seconds_to_deadline(now), host.seconds_to_deadline(now)
+            )
             inputs: list[Input] = []
             with trio.move_on_after(wait):
                 inputs.append(await self.inbox.receive())
@@ -247,47 +288,59 @@ class Daemon:
             if due is TickDue.NOW:
                 idle_delay = limits.idle_tick_min_ms / 1000
             if due is TickDue.NOW or (due is TickDue.IDLE and now - last_tick >= idle_delay):
-                host.tick()
+                self._tick()
                 last_tick = now
                 if due is TickDue.IDLE:
                     idle_delay = min(limits.idle_tick_max_ms / 1000, idle_delay * 2)
             for rid_client, frame in self.stats.expired(now):
                 host.client_frames.append((rid_client, frame))
+            host.expire(now, self._why_no_answer())
             self._membership_progress()
             await self._flush()
             await trio.lowlevel.checkpoint()
 
-    def _dispatch(self, item: Input) -> None:
+    def _tick(self) -> None:
         assert self.host is not None
+        if not DEBUG_LOGS.enabled:
+            self.host.tick()
+            return
+        nodes = self.host.process.nodes
+        before = {kind: node.batches_sent for kind, node in nodes.items()}
+        self.host.tick()
+        for kind, node in nodes.items():
+            if node.batches_sent != before[kind] and node.inflight is not None:
+                ops = sum(batch.operations for _, batch in node.inflight.layout)
+                if ops:  # idle trees turn empty batches all the time: no news
+                    log.debug("batch up", process=self.process_id, node=kind.name.lower(),
+                              batch_ops=ops)
+
+    def _dispatch(self, item: Input) -> None:
+        assert self.host is not None and self.links is not None
         host = self.host
         match item:
             case PeerInput(peer=peer, kind=kind, message=message):
                 try:
                     host.peer_message(kind, message)
                 except (ProtocolError, ValueError) as e:
+                    # The peer's fault: the core changed nothing; drop the link so that a
+                    # peer that sends garbage is not served on.
                     log.warning(
-                        "rejected a message from a peer",
+                        "rejected a message from a peer; dropping its link",
                         peer=peer,
                         message=message.describe(),
                         error=str(e),
                     )
+                    self._drop_peer_session(peer)
+            case PeerHello(peer=peer, address=address, session=_):
+                assert self.directory is not None
+                self.links.mark_up(peer)
+                self._gossip(self.directory.on_hello(peer, address))
+                self._release_held()
+            case PeerGone(peer=peer, session=session):
+                if peer not in self.peer_sessions or self.peer_sessions[peer][0] < session:
+                    self.links.mark_down(peer)
             case ClientInput(client=client, request=request):
-                match request:
-                    case InsertRequest(rid=rid, values=values):
-                        host.insert(client, rid, list(values))
-                    case RemoveRequest(rid=rid, count=count):
-                        host.remove(client, rid, count)
-                    case LeaveRequest(rid=rid):
-                        self._leave(client, rid)
-                    case JoinClusterRequest(rid=rid, seed=seed):
-                        self._join(client, rid, seed)
-                    case StatsRequest(rid=rid):
-                        assert self.links is not None
-                        peers = self.links.peer_ids()
-                        self.stats.start(client, rid, host.stats(), peers, trio.current_time())
-                        for peer in peers:
-                            host.peer_frames[peer].append(["stats-query", self.stats.last_qid])
-                        self._stats_ready()
+                self._request(client, request)
             case ClientGone(client=client):
                 host.client_gone(client)
             case JoinStart(seed=seed, client=client, rid=rid):
@@ -299,21 +352,129 @@ class Daemon:
             case ClientError(client=client, rid=rid, message=message):
                 host.client_frames.append((client, ["error", rid, message]))
             case PeerControl(peer=peer, frame=frame):
-                if frame[0] == "stats-query":
-                    host.peer_frames[peer].append(["stats-answer", frame[1], host.stats()])
-                else:
-                    self.stats.answer(peer, frame[1], frame[2])
-                    self._stats_ready()
+                self._control(peer, frame)
+
+    def _request(self, client: int, request: ClientRequest) -> None:
+        assert self.host is not None
+        host = self.host
+        match request:
+            case InsertRequest(rid=rid, values=values):
+                if not self._refuse_while_leaving(client, rid):
+                    host.insert(client, rid, list(values), self._deadline(client))
+            case RemoveRequest(rid=rid, count=count):
+                if not self._refuse_while_leaving(client, rid):
+                    host.remove(client, rid, count, self._deadline(client))
+            case LeaveRequest(rid=rid):
+                self._leave(client, rid)
+            case JoinClusterRequest(rid=rid, seed=seed):
+                self._join(client, rid, seed)
+            case StatsRequest(rid=rid):
+                assert self.directory is not None and self.links is not None
+                peers = self.directory.others()
+                own = {**host.stats(), "address": str(self.address)}
+                now = trio.current_time()
+                self.stats.start(client, rid, own, peers, now, self.links.down())
+                for peer in peers:
+                    host.peer_frames[peer].append(["stats-query", self.stats.last_qid])
+                self._stats_ready()
+
+    def _refuse_while_leaving(self, client: int, rid: int) -> bool:
+        """A leaving process takes no new operations: say so, retryably, instead of
+        letting the core refuse them (which used to stop the daemon)."""
+        assert self.host is not None
+        if not self.host.process.leaving:
+            return False
+        message = "this daemon is leaving the cluster; send the request to another member"
+        self.host.client_frames.append((client, ["error", rid, message, "unavailable"]))
+        return True
+
+    def _deadline(self, client: int) -> float:
+        session = self.sessions.clients.get(client)
+        asked = getattr(session, "request_timeout_s", None)
+        timeout = self.limits.request_timeout_s if asked is None else asked
+        return trio.current_time() + min(timeout, self.limits.request_timeout_s_max)
+
+    def _why_no_answer(self) -> str:
+        """What the daemon knows of why the cluster is not answering (for timeouts)."""
+        assert self.links is not None and self.directory is not None
+        down = self.links.down()
+        if not down:
+            return (
+                "no member is known to be down (the cluster may be overloaded or in an "
+                "update phase); the operation may still take effect"
+            )
+        names = ", ".join(
+            f"{p} at {self.directory.address(p) or 'unknown address'} ({s:.0f} s)"
+            for p, s in down.items()
+        )
+        return f"members unreachable: {names}; the operation may still take effect"
+
+    def _control(self, peer: str, frame: list[Any]) -> None:
+        assert self.host is not None and self.directory is not None and self.links is not None
+        host = self.host
+        match frame[0]:
+            case "stats-query":
+                answer = {**host.stats(), "address": str(self.address)}
+                host.peer_frames[peer].append(["stats-answer", frame[1], answer])
+            case "stats-answer":
+                self.stats.answer(peer, frame[1], frame[2])
+                self._stats_ready()
+            case _:
+                try:
+                    out, departure = self.directory.on_gossip(peer, frame)
+                except RemoteProtocolError as e:
+                    log.warning("bad gossip; dropping the peer's link", peer=peer, error=str(e))
+                    self._drop_peer_session(peer)
+                    return
+                self._gossip(out)
+                self._release_held()
+                if departure is not None:
+                    log.info("a member left the cluster", member=departure.process)
+                    self.links.forget(departure.process)
+                    if departure.heir == self.process_id:
+                        host.inherit(departure.process, departure.counters)
+
+    def _gossip(self, out: list[tuple[str, list[Any]]]) -> None:
+        assert self.host is not None
+        for to, frame in out:
+            self.host.peer_frames[to].append(frame)
+
+    def _release_held(self) -> None:
+        """Send what was held for processes whose address has now arrived."""
+        assert self.links is not None and self.directory is not None
+        for process in list(self.links.held):
+            if self.directory.address(process) is not None and self.nursery is not None:
+                self.nursery.start_soon(self.links.release_held, process)
+
+    def _drop_peer_session(self, peer: str) -> None:
+        session = self.peer_sessions.get(peer)
+        if session is not None:
+            session[1].cancel()
 
     # -- membership -------------------------------------------------------------------
 
     def _leave(self, client: int, rid: int) -> None:
         assert self.host is not None
+        host = self.host
+        if is_alone(host.process):
+            # The last member: nobody can take its data, and no update phase can run.
+            held = held_elements(host)
+            if held:
+                message = (
+                    f"this daemon is the last member of its cluster and holds {held} "
+                    "elements: they would have nowhere to go; drain it first"
+                )
+                host.client_frames.append((client, ["error", rid, message, "invalid"]))
+                return
+            log.info("the last member leaves; the cluster is empty", process=self.process_id)
+            host.client_frames.append((client, ["done", rid, []]))
+            self.left.set()
+            return
         try:
-            if not self.host.process.leaving:
-                self.host.process.leave()
+            if not host.process.leaving:
+                host.process.leave()
         except ValueError as e:
-            self.host.client_frames.append((client, ["error", rid, str(e)]))
+            host.client_frames.append((client, ["error", rid, str(e), "unavailable"]))
             return
         log.info("leaving", process=self.process_id)
         self.leave_waiters.append((client, rid))
@@ -352,10 +513,24 @@ class Daemon:
             self.join_waiters.clear()
         if process.departed and not self.left.is_set():
             log.info("left the cluster; its data is held by the others", process=self.process_id)
+            self._announce_departure()
             for client, rid in self.leave_waiters:
                 self.host.client_frames.append((client, ["done", rid, []]))
             self.leave_waiters.clear()
             self.left.set()
+
+    def _announce_departure(self) -> None:
+        """Tell every member this process is gone, and hand its counters to one heir so
+        that the cluster's totals in ``skueue stats`` stay whole."""
+        assert self.host is not None and self.directory is not None
+        counters = self.host.stats()
+        frame = [
+            "departed",
+            self.process_id,
+            self.directory.heir(),
+            {k: counters[k] for k in COUNTER_NAMES},
+        ]
+        self._gossip([(p, frame) for p in self.directory.others()])
 
     async def drain_links(self, timeout_s: float = 5.0) -> None:
         """Give the last messages (a leaver's hand-over) time to reach the peers."""
@@ -386,24 +561,61 @@ async def bind(listen: Address) -> list[trio.SocketListener]:
         raise DaemonError(f"cannot listen on {listen}: {e.strerror or e}") from None
 
 
+def is_alone(process: Process) -> bool:
+    """A one-process cluster: every node is its own predecessor's process."""
+    return all(n.view.pred.process == process.process_id for n in process.nodes.values())
+
+
+def held_elements(host: Host) -> int:
+    """Elements this process holds or may still have to serve (0: it may go)."""
+    anchor = sum(n.anchor.size() for n in host.process.nodes.values() if n.anchor)
+    return max(host.process.entries(), anchor) + host.pending_ops
+
+
 def alone_and_empty(host: Host) -> str | None:
     """Why this daemon may not join another cluster (None: it may): only a one-process
     cluster with nothing stored and nothing pending can give up its own ring."""
-    process = host.process
-    nodes = process.nodes.values()
-    if any(n.view.pred.process != process.process_id for n in nodes):
+    if not is_alone(host.process):
         return "only a daemon that is alone (a one-process cluster) can join another cluster"
-    if process.entries() or host.pending_ops or any(n.anchor and n.anchor.size() for n in nodes):
+    if held_elements(host):
         return "this daemon holds elements; drain it before it joins another cluster"
     return None
 
 
-def _peer_hello(hello: list[Any]) -> str:
-    if len(hello) != 3 or type(hello[1]) is not str or not hello[1] or type(hello[2]) is not str:
-        raise RemoteProtocolError('hello-peer: expected ["hello-peer", id, address]')
-    return hello[1]
+def _peer_hello(hello: list[Any]) -> tuple[str, str]:
+    """The id and advertised address of ``["hello-peer", id, address, nonce?]``."""
+    if (
+        len(hello) not in (3, 4)
+        or type(hello[1]) is not str
+        or not hello[1]
+        or type(hello[2]) is not str
+    ):
+        raise RemoteProtocolError('hello-peer: expected ["hello-peer", id, address, nonce]')
+    return hello[1], hello[2]
 
 
+def _reachable(advertised: str, stream: trio.SocketStream) -> Address:
+    """Where a peer can be reached: the address it advertises, with a wildcard host
+    (it listens on 0.0.0.0 or ::) replaced by the address its connection came from."""
+    try:
+        address = parse_address(advertised)
+    except AddressError as e:
+        raise RemoteProtocolError(f"hello-peer: {e}") from None
+    if address.host in ("0.0.0.0", "::", ""):
+        address = Address(stream.socket.getpeername()[0], address.port)
+    return address
+
+
+def _check_distinct(peers: dict[Address, str]) -> None:
+    """Two different daemons may not share a process id (one listed twice is fine)."""
+    seen: dict[str, Address] = {}
+    for address, process in peers.items():
+        if process in seen and seen[process] != address:
+            raise DaemonError(
+                f"the daemons at {seen[process]} and {address} both have the process id "
+                f"{process!r}; give each daemon its own --id"
+            )
+        seen[process] = address
 async def _try_send(stream: trio.SocketStream, blob: bytes) -> None:
     try:
         with trio.move_on_after(1):

@@ -8,6 +8,9 @@ frames (protocol messages per peer, replies per client), and keeps the counters 
 
 from __future__ import annotations
 
+import heapq
+import itertools
+import math
 from collections import Counter, defaultdict
 from typing import Any
 
@@ -33,6 +36,9 @@ class Request:
     inserts: bool
     results: list[Any]
     remaining: int
+    # Answered with a timeout error already: its operations may still complete, but the
+    # client was told the outcome is unknown, and nothing more is sent.
+    timed_out: bool = False
 
 
 @attrs.define
@@ -58,6 +64,12 @@ class Host:
         # Requests not yet answered, per client: a gone client is remembered only while
         # it has some, or the set above would grow with every client ever served.
         self.pending_requests: Counter[int] = Counter()
+        # Request deadlines, soonest first (ties broken by arrival).
+        self.deadlines: list[tuple[float, int, Request]] = []
+        self.arrivals = itertools.count()
+        # Counters of processes that left and named this one their heir.
+        self.inherited: Counters = Counters()
+        self.inherited_from: list[str] = []
 
     @property
     def pending_ops(self) -> int:
@@ -65,18 +77,28 @@ class Host:
 
     # -- inputs -------------------------------------------------------------------------
 
-    def insert(self, client: int, rid: int, values: list[Element]) -> None:
-        self._submit(client, rid, [(insert_kind(self.structure), v) for v in values])
+    def insert(
+        self, client: int, rid: int, values: list[Element], deadline: float = math.inf
+    ) -> None:
+        self._submit(client, rid, [(insert_kind(self.structure), v) for v in values], deadline)
 
-    def remove(self, client: int, rid: int, count: int) -> None:
-        self._submit(client, rid, [(remove_kind(self.structure), None)] * count)
+    def remove(self, client: int, rid: int, count: int, deadline: float = math.inf) -> None:
+        self._submit(client, rid, [(remove_kind(self.structure), None)] * count, deadline)
 
-    def _submit(self, client: int, rid: int, ops: list[tuple[OpKind, Element | None]]) -> None:
+    def _submit(
+        self,
+        client: int,
+        rid: int,
+        ops: list[tuple[OpKind, Element | None]],
+        deadline: float,
+    ) -> None:
         if not ops:
             self.client_frames.append((client, ["done", rid, []]))
             return
         request = Request(client, rid, ops[0][0].inserts, [None] * len(ops), len(ops))
         self.pending_requests[client] += 1
+        if deadline < math.inf:
+            heapq.heappush(self.deadlines, (deadline, next(self.arrivals), request))
         for index, (kind, value) in enumerate(ops):
             op = self.process.new_op(kind, value)
             self.ops[op.op_id] = (request, index)
@@ -93,6 +115,30 @@ class Host:
     def client_gone(self, client: int) -> None:
         if self.pending_requests[client]:  # else nothing of it is left to drop
             self.gone_clients.add(client)
+
+    def expire(self, now: float, why: str) -> None:
+        """Answer every request past its deadline with a timeout error (``why`` says
+        what the daemon knows of the cause); its operations stay in the protocol."""
+        while self.deadlines and self.deadlines[0][0] <= now:
+            _, _, request = heapq.heappop(self.deadlines)
+            if _answered(request):
+                continue
+            request.timed_out = True
+            if request.client not in self.gone_clients:
+                message = f"no answer from the cluster in time; {why}"
+                frame = ["error", request.rid, message, "timeout"]
+                self.client_frames.append((request.client, frame))
+
+    def seconds_to_deadline(self, now: float) -> float:
+        while self.deadlines and _answered(self.deadlines[0][2]):
+            heapq.heappop(self.deadlines)  # no reason to wake up for it
+        return max(0.0, self.deadlines[0][0] - now) if self.deadlines else math.inf
+
+    def inherit(self, process: str, counters: dict[str, int]) -> None:
+        """A departed process named this one heir of its counters (stats stay whole)."""
+        for name, value in counters.items():
+            setattr(self.inherited, name, getattr(self.inherited, name) + value)
+        self.inherited_from.append(process)
 
     # -- outputs ------------------------------------------------------------------------
 
@@ -131,7 +177,7 @@ class Host:
         self.pending_requests[request.client] -= 1
         if not self.pending_requests[request.client]:
             del self.pending_requests[request.client]
-        if request.client in self.gone_clients:
+        if request.client in self.gone_clients or request.timed_out:
             lost = sum(1 for r in request.results if not request.inserts and r[0] is not None)
             self.counters.dropped_results += lost
             self.forget_client(request.client)
@@ -156,5 +202,12 @@ class Host:
             "joining": not self.process.joined,
             "leaving": self.process.leaving,
             "size": anchor.size() if anchor is not None else None,
-            **self.counters.as_dict(),
+            # Counters include those inherited from processes that left, so that the
+            # cluster's totals stay whole across leaves.
+            **{k: v + getattr(self.inherited, k) for k, v in self.counters.as_dict().items()},
+            "inherited_from": list(self.inherited_from),
         }
+
+
+def _answered(request: Request) -> bool:
+    return request.remaining == 0 or request.timed_out

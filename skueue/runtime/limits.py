@@ -35,3 +35,10 @@ class Limits:
     stats_timeout_s: float = 2.0
     handshake_timeout_s: float = 10.0
     idle_connection_timeout_s: float = 300.0  # a connection that never says hello
+    # Membership and failures (the lead's block; other blocks above).
+    peers_wait_report_s: float = 5.0  # how often start-up says which peers it still awaits
+    held_bytes_max: int = 64 * 1024 * 1024  # frames held for processes with no address yet
+    # A client request not answered in this time gets an error naming the members that
+    # are down (the client may ask for a shorter or longer time in its hello).
+    request_timeout_s: float = 10.0
+    request_timeout_s_max: float = 3600.0

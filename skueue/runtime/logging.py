@@ -6,10 +6,23 @@ from __future__ import annotations
 import logging
 import sys
 
+import attrs
 import structlog
 
 
+@attrs.define
+class DebugLogs:
+    """Whether debug events are on: a hot path checks this before it computes what a
+    debug event would say (a filtered logger still evaluates its arguments)."""
+
+    enabled: bool = False
+
+
+DEBUG_LOGS = DebugLogs()
+
+
 def configure(log_format: str = "console", level: str = "info") -> None:
+    DEBUG_LOGS.enabled = level.lower() == "debug"
     renderer: structlog.typing.Processor = (
         structlog.processors.JSONRenderer()
         if log_format == "json"

@@ -5,13 +5,17 @@ peers send on the connections they opened to it.  A link that breaks is reopened
 that stays unreachable (it left the cluster) is dropped with its queued messages, which
 the protocol sends to departed processes only where losing them is harmless.
 
-With dynamic membership a daemon learns of processes from the messages it handles, so a
-link to a process it has not met yet is opened on first use, with the process id as the
-address: clusters that change their members use the default ids (the listen address).
+Process ids are not addresses: where a process listens comes from the member directory
+(:mod:`skueue.runtime.directory`), which the daemons spread by gossip.  A link to a
+process met in a message is opened on first use at the directory's address; frames for
+a process whose address has not arrived yet are held (within ``held_bytes_max``) until
+it does.  The links also remember since when each peer is down, for error replies and
+``skueue stats``.
 """
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 import structlog
@@ -20,8 +24,9 @@ import trio
 from overlay.labels import Kind
 from skueue.membership_messages import MembershipMessage
 from skueue.messages import Message
-from skueue.runtime.address import Address, AddressError, parse_address
+from skueue.runtime.address import Address
 from skueue.runtime.connections import coalescing_writer, first_frame
+from skueue.runtime.directory import Directory
 from skueue.runtime.errors import DaemonError, RemoteProtocolError
 from skueue.runtime.framing import FrameDecoder, pack
 from skueue.runtime.limits import Limits
@@ -44,61 +49,125 @@ def parse_peer_frame(frame: Any) -> tuple[Kind, Message | MembershipMessage] | l
         return frame
     if isinstance(frame, list) and len(frame) == 3 and frame[0] == "stats-answer":
         return frame
+    if isinstance(frame, list) and len(frame) == 3 and frame[0] in ("member", "members"):
+        return frame
+    if isinstance(frame, list) and len(frame) == 4 and frame[0] == "departed":
+        return frame
     raise RemoteProtocolError(f"unknown peer frame {frame!r:.60}")
 
 
 class PeerLinks:
     def __init__(
-        self, process_id: str, address: Address, limits: Limits, nursery: trio.Nursery
+        self,
+        process_id: str,
+        address: Address,
+        limits: Limits,
+        nursery: trio.Nursery,
+        directory: Directory,
     ) -> None:
         self.process_id = process_id
         self.address = address
         self.limits = limits
         self.nursery = nursery
+        self.directory = directory
         self.channels: dict[str, trio.MemorySendChannel[bytes]] = {}
-        self.addresses: dict[str, Address] = {}
+        self.down_since: dict[str, float] = {}
+        # Sent in every hello: a hello that comes back with it was our own (an address of
+        # this daemon in its own --peers), one with our id but another nonce is a clash.
+        self.nonce = os.urandom(8).hex()
+        # Frames for processes whose address has not arrived yet, oldest first.
+        self.held: dict[str, list[bytes]] = {}
+        self.held_bytes = 0
 
-    def peer_ids(self) -> list[str]:
-        return sorted(self.channels)
+    def mark_down(self, peer: str) -> None:
+        if peer in self.directory.addresses:
+            self.down_since.setdefault(peer, trio.current_time())
+
+    def mark_up(self, peer: str) -> None:
+        if self.down_since.pop(peer, None) is not None:
+            log.info("peer is back", peer=peer)
+
+    def down(self) -> dict[str, float]:
+        """Members whose link is down, with the seconds since it went down."""
+        now = trio.current_time()
+        return {p: now - t for p, t in sorted(self.down_since.items()) if p != self.process_id}
 
     async def connect_seed(self, address: Address, timeout_s: float) -> str:
         """Handshake with one daemon of the cluster to join; its process id."""
-        stream, peer = await self._open(address, timeout_s)
+        stream, peer, nonce = await self._open(address, timeout_s)
+        if peer == self.process_id:
+            await stream.aclose()
+            if nonce == self.nonce:
+                raise DaemonError(f"{address} is this daemon itself, not another cluster")
+            raise DaemonError(
+                f"the daemon at {address} has this daemon's process id {peer!r}; "
+                "give each daemon its own --id"
+            )
+        self.directory.learn(peer, address)
         self._start_writer(peer, address, stream)
         return peer
 
-    async def connect_all(self, addresses: tuple[Address, ...]) -> list[str]:
-        """Handshake with every peer (in parallel); their process ids."""
+    async def connect_all(self, addresses: tuple[Address, ...]) -> dict[Address, str]:
+        """Handshake with every peer (in parallel); their process ids.  An address that
+        turns out to be this daemon itself (listed in its own ``--peers``) is left out."""
         ids: dict[Address, str] = {}
+        done: set[Address] = set()
 
         async def one(address: Address) -> None:
-            stream, peer = await self._open(address, self.limits.connect_timeout_s)
+            stream, peer, nonce = await self._open(address, self.limits.connect_timeout_s)
+            done.add(address)
+            if peer == self.process_id:
+                await stream.aclose()
+                if nonce != self.nonce:
+                    raise DaemonError(
+                        f"the daemon at {address} has this daemon's process id "
+                        f"{peer!r}; give each daemon its own --id"
+                    )
+                log.info("left this daemon's own address out of its peers", address=str(address))
+                return
             ids[address] = peer
+            self.directory.learn(peer, address)
             self._start_writer(peer, address, stream)
 
-        async with trio.open_nursery() as n:
-            for address in addresses:
-                n.start_soon(one, address)
-        return [ids[a] for a in addresses]
+        async with trio.open_nursery() as outer:
+            outer.start_soon(self._report_waiting, addresses, done)
+            async with trio.open_nursery() as n:
+                for address in addresses:
+                    n.start_soon(one, address)
+            outer.cancel_scope.cancel()
+        return ids
 
-    async def _open(self, address: Address, timeout_s: float) -> tuple[trio.SocketStream, str]:
+    async def _report_waiting(self, addresses: tuple[Address, ...], done: set[Address]) -> None:
+        """Say now and then whom start-up still waits for, so that it is not silent."""
+        while True:
+            await trio.sleep(self.limits.peers_wait_report_s)
+            missing = [str(a) for a in addresses if a not in done]
+            log.info("waiting for peers", missing=missing)
+
+    def hello(self) -> list[Any]:
+        return ["hello-peer", self.process_id, str(self.address), self.nonce]
+
+    async def _open(
+        self, address: Address, timeout_s: float
+    ) -> tuple[trio.SocketStream, str, str | None]:
+        """Connect and shake hands: the stream, the peer's id and its nonce."""
         delay = RETRY_START_S
         last_error = "no attempt"
         with trio.move_on_after(timeout_s):
             while True:
                 try:
                     stream = await trio.open_tcp_stream(address.host, address.port)
-                    await stream.send_all(pack(["hello-peer", self.process_id, str(self.address)]))
+                    await stream.send_all(pack(self.hello()))
                     decoder = FrameDecoder(self.limits.frame_bytes_max)
                     hello, _ = await first_frame(stream, decoder, self.limits.handshake_timeout_s)
                     if (
                         not isinstance(hello, list)
-                        or len(hello) != 3
+                        or len(hello) not in (3, 4)
                         or hello[0] != "hello-peer"
                         or type(hello[1]) is not str
                     ):
                         raise RemoteProtocolError(f"{address} is not a skueued peer")
-                    return stream, hello[1]
+                    return stream, hello[1], hello[3] if len(hello) == 4 else None
                 except (OSError, trio.BrokenResourceError, RemoteProtocolError) as e:
                     last_error = str(e)
                 await trio.sleep(delay)
@@ -110,7 +179,6 @@ class PeerLinks:
     ) -> trio.MemorySendChannel[bytes]:
         send, receive = trio.open_memory_channel[bytes](self.limits.peer_writes_max)
         self.channels[peer] = send
-        self.addresses[peer] = address
         self.nursery.start_soon(self._writer, peer, address, stream, receive)
         return send
 
@@ -124,30 +192,63 @@ class PeerLinks:
         try:
             while True:
                 if stream is None:
-                    stream, _ = await self._open(address, self.limits.connect_timeout_s)
+                    stream, _, _ = await self._open(address, self.limits.connect_timeout_s)
+                self.mark_up(peer)
                 try:
                     async with stream:
                         await coalescing_writer(stream, blobs)
                     return
                 except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as e:
                     log.warning("lost the link to a peer; reconnecting", peer=peer, error=str(e))
+                    self.mark_down(peer)
                     stream = None
         except DaemonError as e:
             log.warning("peer unreachable; dropping its link", peer=peer, error=str(e))
+            self.mark_down(peer)
             if self.channels.get(peer) is not None:
                 del self.channels[peer]
             blobs.close()
 
+    def forget(self, peer: str) -> None:
+        """A member left: close its link and forget that it was down."""
+        channel = self.channels.pop(peer, None)
+        if channel is not None:
+            channel.close()
+        self.down_since.pop(peer, None)
+        self.held_bytes -= sum(len(b) for b in self.held.pop(peer, []))
+
     async def send(self, peer: str, blob: bytes) -> None:
         channel = self.channels.get(peer)
         if channel is None:
-            try:
-                address = parse_address(peer)
-            except AddressError:
-                log.error("no link to process and its id is no address; dropped", peer=peer)
+            if peer in self.directory.departed:
+                log.debug("message for a departed process dropped", peer=peer)
+                return
+            address = self.directory.address(peer)
+            if address is None:
+                self._hold(peer, blob)
                 return
             channel = self._start_writer(peer, address, None)
         try:
             await channel.send(blob)
         except (trio.BrokenResourceError, trio.ClosedResourceError):
             log.warning("link to a departed peer is closed; message dropped", peer=peer)
+
+    def _hold(self, peer: str, blob: bytes) -> None:
+        if self.held_bytes + len(blob) > self.limits.held_bytes_max:
+            log.error(
+                "no address for a process and the held frames are full; message dropped",
+                peer=peer,
+                held_bytes=self.held_bytes,
+            )
+            return
+        if peer not in self.held:
+            log.info("no address for a process yet; holding its messages", peer=peer)
+        self.held.setdefault(peer, []).append(blob)
+        self.held_bytes += len(blob)
+
+    async def release_held(self, peer: str) -> None:
+        """The address of ``peer`` arrived: send what was held for it."""
+        blobs = self.held.pop(peer, [])
+        self.held_bytes -= sum(len(b) for b in blobs)
+        for blob in blobs:
+            await self.send(peer, blob)

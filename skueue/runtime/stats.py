@@ -17,6 +17,7 @@ class Gathering:
     deadline: float
     waiting: set[str]
     answers: dict[str, Any]
+    down: dict[str, float]  # members whose link is down, seconds since
 
 
 class StatsGathering:
@@ -27,11 +28,19 @@ class StatsGathering:
         self.last_qid = 0
 
     def start(
-        self, client: int, rid: int, own: dict[str, Any], peers: list[str], now: float
+        self,
+        client: int,
+        rid: int,
+        own: dict[str, Any],
+        peers: list[str],
+        now: float,
+        down: dict[str, float] | None = None,
     ) -> None:
+        """Ask ``peers`` (every other member in the directory); ``down`` are those whose
+        link is down (they are still asked: a link may just have come back)."""
         self.last_qid = next(self.qids)
         self.pending[self.last_qid] = Gathering(
-            client, rid, now + self.timeout_s, set(peers), {own["process"]: own}
+            client, rid, now + self.timeout_s, set(peers), {own["process"]: own}, dict(down or {})
         )
 
     def answer(self, peer: str, qid: Any, stats: Any) -> None:
@@ -65,8 +74,12 @@ class StatsGathering:
         summary = {
             "processes": len(members) + len(g.waiting),
             "size": anchor.get("size") if anchor else None,
+            # Why the size may be unknown: no answer came from the anchor's process, or
+            # every member answered and the anchor is being handed over (update phase).
+            "anchor": anchor.get("process") if anchor else None,
             "totals": totals,
             "members": members,
             "unreachable": sorted(g.waiting),
+            "down": {p: round(s, 1) for p, s in sorted(g.down.items()) if p in g.waiting},
         }
         return g.client, ["stats", g.rid, summary]

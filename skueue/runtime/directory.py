@@ -1,0 +1,169 @@
+"""The member directory: which processes are in the cluster, and where each listens.
+
+Process ids and addresses are independent (``skueued --id`` names a process freely), so
+a daemon cannot derive where to send from an id.  Every daemon keeps this directory and
+the members spread it by gossip over the peer links:
+
+- a peer handshake tells both sides the other's id and listen address;
+- whoever learns a new member tells every member it knows (``["member", id, address]``);
+  a link that opens first gets the whole directory (``["members", [[id, address]...],
+  [departed id...]]``), so a joiner learns everyone from its seed;
+- a process that left tells everyone (``["departed", id, heir, counters]``); departed ids
+  are remembered so that a late ``member`` frame cannot bring one back.
+
+Links are FIFO and a daemon forwards a gossip frame before it forwards the protocol
+messages it handles after it, so a message that names a new process normally arrives
+after the address of that process; :class:`~skueue.runtime.peers.PeerLinks` holds the few
+that do not until the address comes.
+
+The directory is also the list ``skueue stats`` asks, so counts stay right across joins
+and leaves.  It does no I/O.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import attrs
+
+from skueue.runtime.address import Address, AddressError, parse_address
+from skueue.runtime.errors import RemoteProtocolError
+
+MEMBERS_MAX = 4096  # far above any cluster we run; bounds what a bad peer can make us hold
+COUNTER_NAMES = ("inserted", "removed", "empty", "dropped_results")
+
+Out = tuple[str, list[Any]]
+"""A gossip frame and the process to send it to."""
+
+
+@attrs.frozen
+class Departure:
+    """A process left: who, who inherits its counters, and the counters."""
+
+    process: str
+    heir: str | None
+    counters: dict[str, int]
+
+
+class Directory:
+    def __init__(self, own_id: str, own_address: Address) -> None:
+        self.own_id = own_id
+        self.addresses: dict[str, Address] = {own_id: own_address}
+        self.departed: set[str] = set()
+
+    def others(self) -> list[str]:
+        return sorted(p for p in self.addresses if p != self.own_id)
+
+    def address(self, process: str) -> Address | None:
+        return self.addresses.get(process)
+
+    def learn(self, process: str, address: Address) -> bool:
+        """Record a member's address; True if that is news worth passing on."""
+        if process in self.departed or process == self.own_id:
+            return False
+        if self.addresses.get(process) == address:
+            return False
+        if process not in self.addresses and len(self.addresses) >= MEMBERS_MAX:
+            raise RemoteProtocolError(f"more than {MEMBERS_MAX} members in the directory")
+        self.addresses[process] = address
+        return True
+
+    def depart(self, process: str) -> bool:
+        """Forget a member that left; True if that is news worth passing on."""
+        if process in self.departed or process == self.own_id:
+            return False
+        if len(self.departed) >= MEMBERS_MAX:
+            self.departed.pop()  # a bound, not an exact memory: old departures are long done
+        self.departed.add(process)
+        self.addresses.pop(process, None)
+        return True
+
+    def heir(self) -> str | None:
+        """Who inherits this process's counters when it leaves: the least other id."""
+        others = self.others()
+        return others[0] if others else None
+
+    # -- gossip -------------------------------------------------------------------------
+
+    def member_frame(self, process: str) -> list[Any]:
+        return ["member", process, str(self.addresses[process])]
+
+    def full_frame(self) -> list[Any]:
+        members = [[p, str(a)] for p, a in sorted(self.addresses.items())]
+        return ["members", members, sorted(self.departed)]
+
+    def on_hello(self, peer: str, address: Address) -> list[Out]:
+        """A peer said hello: pass it on if it is news, and tell it everyone we know."""
+        out = self._tell_others(peer, peer) if self.learn(peer, address) else []
+        if peer != self.own_id:
+            out.append((peer, self.full_frame()))
+        return out
+
+    def on_gossip(self, source: str, frame: list[Any]) -> tuple[list[Out], Departure | None]:
+        """A ``member``, ``members`` or ``departed`` frame from ``source``: what to pass
+        on, and the departure it announced (if any)."""
+        kind = frame[0]
+        if kind == "member":
+            process, address = parse_member(frame[1], frame[2])
+            news = self.learn(process, address)
+            return (self._tell_others(process, source) if news else []), None
+        if kind == "members":
+            members, departed = frame[1], frame[2]
+            if not isinstance(members, list) or not isinstance(departed, list):
+                raise RemoteProtocolError("members: expected two lists")
+            if len(members) > MEMBERS_MAX or len(departed) > MEMBERS_MAX:
+                raise RemoteProtocolError(f"members: more than {MEMBERS_MAX} entries")
+            parsed = [parse_member(*_pair(m)) for m in members]
+            gone = [_process_id(p) for p in departed]
+            out: list[Out] = []
+            for process in gone:
+                self.depart(process)
+            for process, address in parsed:
+                if self.learn(process, address):
+                    out += self._tell_others(process, source)
+            return out, None
+        departure = parse_departure(frame)
+        if not self.depart(departure.process):
+            return [], None
+        forward = [(p, frame) for p in self.others() if p != source]
+        return forward, departure
+
+    def _tell_others(self, process: str, source: str) -> list[Out]:
+        frame = self.member_frame(process)
+        return [(p, frame) for p in self.others() if p not in (process, source)]
+
+
+def parse_member(process: Any, address: Any) -> tuple[str, Address]:
+    """Check one ``[id, address]`` pair from a peer."""
+    _process_id(process)
+    if type(address) is not str:
+        raise RemoteProtocolError("member: expected the address as a string")
+    try:
+        return process, parse_address(address)
+    except AddressError as e:
+        raise RemoteProtocolError(f"member {process!r:.40}: {e}") from None
+
+
+def parse_departure(frame: list[Any]) -> Departure:
+    """Check a ``["departed", id, heir, counters]`` frame."""
+    process, heir, counters = frame[1], frame[2], frame[3]
+    _process_id(process)
+    if heir is not None:
+        _process_id(heir)
+    if not isinstance(counters, dict) or not all(
+        type(counters.get(k, 0)) is int and counters.get(k, 0) >= 0 for k in COUNTER_NAMES
+    ):
+        raise RemoteProtocolError("departed: counters must be non-negative integers")
+    return Departure(process, heir, {k: counters.get(k, 0) for k in COUNTER_NAMES})
+
+
+def _process_id(x: Any) -> str:
+    if type(x) is not str or not 0 < len(x) <= 256:
+        raise RemoteProtocolError("expected a process id (a string of 1 to 256 characters)")
+    return x
+
+
+def _pair(x: Any) -> tuple[Any, Any]:
+    if not isinstance(x, list) or len(x) != 2:
+        raise RemoteProtocolError("members: expected [id, address] pairs")
+    return x[0], x[1]

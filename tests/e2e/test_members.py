@@ -1,0 +1,229 @@
+"""Membership as a new user meets it (issue 8, items 1-6), on real daemons.
+
+- Process ids are not addresses: daemons started with ``--id`` can be joined, and the
+  cluster keeps serving.
+- ``skueue leave`` of the last member that holds elements is refused; an empty last
+  member may leave.
+- A member that stops without leaving makes requests fail in bounded time with an
+  error that names it, and ``skueue stats`` names it too.
+- ``skueue stats`` counts members right after joins and leaves, and its totals stay
+  whole when a member leaves.
+- A daemon listed in its own ``--peers`` starts.
+- Clients of a leaving daemon get a retryable error; the daemon finishes its leave and
+  exits 0, and no acknowledged element is lost.
+"""
+
+from __future__ import annotations
+
+import signal
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+import trio
+
+import skueue
+from skueue.client import SkueueError
+from tests.e2e.daemons import HOST, Cluster, Daemon, free_ports, spawn, stop, wait_ready
+
+DEADLINE_S = 60.0
+
+
+def start_named(tmp_path: Path, names: list[str], started: list[Daemon]) -> list[Daemon]:
+    """A static cluster whose daemons have ids that are not their addresses."""
+    addresses = [f"{HOST}:{p}" for p in free_ports(len(names))]
+    daemons = []
+    for i, (name, address) in enumerate(zip(names, addresses, strict=True)):
+        args = ["--listen", address, "--id", name]
+        peers = ",".join(a for j, a in enumerate(addresses) if j != i)
+        if peers:
+            args += ["--peers", peers]
+        daemons.append(spawn(args, tmp_path, name))
+    started.extend(daemons)
+    wait_ready(daemons)
+    return daemons
+
+
+@pytest.fixture
+def started() -> Callable[[], list[Daemon]]:
+    daemons: list[Daemon] = []
+    yield lambda: daemons  # type: ignore[misc]
+    problems = stop([d for d in daemons if d.alive()])
+    assert not problems, problems
+
+
+def test_custom_ids_join_and_keep_serving(
+    tmp_path: Path, started: Callable[[], list[Daemon]]
+) -> None:
+    """Item 1: a join between daemons with custom ids goes through, and every member
+    serves afterwards (it used to hang and freeze the cluster)."""
+    a, b = start_named(tmp_path, ["skueue-a", "skueue-b"], started())
+    (c,) = start_named(tmp_path, ["skueue-c"], started())
+
+    async def main() -> None:
+        with trio.fail_after(DEADLINE_S):
+            async with skueue.connect(c.address) as q:
+                await q.join(a.address)
+            for i, d in enumerate((a, b, c)):
+                async with skueue.connect(d.address) as q:
+                    await q.enqueue(f"v{i}".encode())
+            got = []
+            for d in (c, b, a):
+                async with skueue.connect(d.address) as q:
+                    got.append(await q.dequeue())
+            assert sorted(got) == [b"v0", b"v1", b"v2"]
+            for d in (a, b, c):
+                async with skueue.connect(d.address) as q:
+                    stats = await q.stats()
+                names = sorted(m["process"] for m in stats["members"])
+                assert names == ["skueue-a", "skueue-b", "skueue-c"], (d.address, stats)
+                assert stats["processes"] == 3 and stats["unreachable"] == []
+
+    trio.run(main)
+    assert "no link to process" not in "".join(d.stderr() for d in (a, b, c))
+
+
+def test_the_last_member_may_not_leave_with_elements(
+    skueued_cluster: Callable[..., Cluster],
+) -> None:
+    """Item 2: refused with one line while it holds elements; allowed once empty."""
+    (daemon,) = skueued_cluster(1).daemons
+
+    async def main() -> None:
+        with trio.fail_after(DEADLINE_S):
+            async with skueue.connect(daemon.address) as q:
+                await q.enqueue(b"precious")
+                with pytest.raises(SkueueError, match="last member.*holds 1 elements"):
+                    await q.leave()
+                assert await q.dequeue() == b"precious"
+                await q.leave()
+
+    trio.run(main)
+    assert daemon.proc.wait(timeout=10) == 0
+
+
+def test_a_stopped_member_is_named_in_errors_and_stats(
+    skueued_cluster: Callable[..., Cluster],
+) -> None:
+    """Item 3: after a member stops without leaving, a request fails in bounded time
+    naming it, and stats names it as unreachable."""
+    cluster = skueued_cluster(3)
+    victim, survivor = cluster.daemons[2], cluster.daemons[0]
+
+    async def main() -> None:
+        async with skueue.connect(survivor.address) as q:
+            await q.enqueue(b"before")
+        victim.proc.send_signal(signal.SIGTERM)
+        assert victim.proc.wait(timeout=10) == 0
+        with trio.fail_after(30):
+            async with skueue.connect(survivor.address, request_timeout_s=2.0) as q:
+                with pytest.raises(SkueueError) as caught:
+                    for i in range(50):  # some requests may still find a path; one cannot
+                        await q.enqueue(f"after-{i}".encode())
+                assert victim.address in str(caught.value), str(caught.value)
+                stats = await q.stats()
+        assert victim.address in stats["unreachable"], stats
+        assert stats["processes"] == 3
+
+    trio.run(main)
+
+
+def test_stats_after_joins_and_a_leave(
+    skueued_cluster: Callable[..., Cluster], tmp_path: Path, started: Callable[[], list[Daemon]]
+) -> None:
+    """Item 4: joiners count each other; a departed member is no longer counted; the
+    totals keep the departed member's counters."""
+    cluster = skueued_cluster(2)
+    joiners = [
+        spawn(["--listen", f"{HOST}:0", "--join", cluster.addresses[0]], tmp_path, f"j{i}")
+        for i in range(2)
+    ]
+    started().extend(joiners)
+    wait_ready(joiners)
+    everyone = [*cluster.addresses, *(j.address for j in joiners)]
+
+    async def stats_of(address: str) -> dict:
+        async with skueue.connect(address) as q:
+            return await q.stats()
+
+    async def main() -> None:
+        with trio.fail_after(DEADLINE_S):
+            for address in everyone:
+                s = await stats_of(address)
+                assert s["processes"] == 4 and s["unreachable"] == [], (address, s)
+                assert s["size"] is not None, (address, s)
+            # The leaver takes inserts of its own with it; the totals must keep them.
+            async with skueue.connect(joiners[1].address) as q:
+                await q.enqueue_many([b"x"] * 30)
+                await q.leave()
+            assert joiners[1].proc.wait(timeout=20) == 0
+            for address in everyone[:3]:
+                s = await stats_of(address)
+                assert s["processes"] == 3, (address, s)
+                assert joiners[1].address not in {m["process"] for m in s["members"]}
+                assert s["size"] == 30 and s["totals"]["inserted"] >= 30, (address, s)
+
+    trio.run(main)
+
+
+def test_own_address_in_peers_is_accepted(tmp_path: Path, started: Callable[[], list[Daemon]]) -> None:
+    """Item 5: a daemon listed in its own --peers drops itself from the list."""
+    addresses = [f"{HOST}:{p}" for p in free_ports(2)]
+    everyone = ",".join(addresses)
+    daemons = [
+        spawn(["--listen", a, "--peers", everyone], tmp_path, f"d{i}")
+        for i, a in enumerate(addresses)
+    ]
+    started().extend(daemons)
+    wait_ready(daemons)
+
+    async def main() -> None:
+        with trio.fail_after(DEADLINE_S):
+            async with skueue.connect(addresses[0]) as q:
+                await q.enqueue(b"one")
+                assert (await q.stats())["processes"] == 2
+            async with skueue.connect(addresses[1]) as q:
+                assert await q.dequeue() == b"one"
+
+    trio.run(main)
+
+
+def test_clients_of_a_leaving_daemon(skueued_cluster: Callable[..., Cluster]) -> None:
+    """Item 6: requests sent to a daemon that is leaving are refused (retryably), the
+    daemon finishes its leave and exits 0, and every acknowledged element survives."""
+    cluster = skueued_cluster(4)
+    leaver = cluster.daemons[3]
+    acknowledged: list[bytes] = []
+    refused: list[str] = []
+
+    async def client(name: str) -> None:
+        async with skueue.connect(leaver.address) as q:
+            for i in range(10_000):
+                try:
+                    await q.enqueue(f"{name}-{i}".encode())
+                except SkueueError as e:
+                    refused.append(str(e))
+                    return
+                acknowledged.append(f"{name}-{i}".encode())
+
+    async def main() -> None:
+        with trio.fail_after(DEADLINE_S):
+            async with trio.open_nursery() as n:
+                for k in range(4):
+                    n.start_soon(client, f"c{k}")
+                await trio.sleep(0.5)
+                async with skueue.connect(leaver.address) as admin:
+                    await admin.leave()
+            drained: list[bytes] = []
+            async with skueue.connect(cluster.addresses[0]) as q:
+                while True:
+                    got = [v for v in await q.dequeue_many(500) if v is not None]
+                    drained += got
+                    if len(got) < 500:
+                        break
+        assert sorted(drained) == sorted(acknowledged)
+
+    trio.run(main)
+    assert leaver.proc.wait(timeout=20) == 0, leaver.stderr()[-2000:]
+    assert refused and all("leaving" in r or "closed" in r for r in refused), refused[:3]
+    assert "Traceback" not in leaver.stderr()
