@@ -166,7 +166,9 @@ def test_stats_after_joins_and_a_leave(
     trio.run(main)
 
 
-def test_own_address_in_peers_is_accepted(tmp_path: Path, started: Callable[[], list[Daemon]]) -> None:
+def test_own_address_in_peers_is_accepted(
+    tmp_path: Path, started: Callable[[], list[Daemon]]
+) -> None:
     """Item 5: a daemon listed in its own --peers drops itself from the list."""
     addresses = [f"{HOST}:{p}" for p in free_ports(2)]
     everyone = ",".join(addresses)
