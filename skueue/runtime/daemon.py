@@ -231,8 +231,13 @@ class Daemon:
         self, stream: trio.SocketStream, decoder: FrameDecoder, hello: Any, rest: list[Any]
     ) -> None:
         assert self.links is not None  # peers are served once the links exist
-        peer, advertised = _peer_hello(hello)
+        peer, advertised, nonce = _peer_hello(hello)
         address = _reachable(advertised, stream)
+        if not self.links.same_incarnation(peer, nonce):
+            raise RemoteProtocolError(
+                f"{peer} restarted without its state; the cluster cannot take it back "
+                "(no durable storage yet): restart the whole cluster"
+            )
         await stream.send_all(pack(self.links.hello()))
         log.debug("peer connected", peer=peer)
         session = next(self.session_numbers)
@@ -404,7 +409,9 @@ class Daemon:
                 "update phase); the operation may still take effect"
             )
         names = ", ".join(
-            f"{p} at {self.directory.address(p) or 'unknown address'} ({s:.0f} s)"
+            f"{p} at {self.directory.address(p) or 'unknown address'} "
+            f"({'restarted without its state' if p in self.links.restarted else 'down'} "
+            f"for {s:.0f} s)"
             for p, s in down.items()
         )
         return f"members unreachable: {names}; the operation may still take effect"
@@ -582,16 +589,17 @@ def alone_and_empty(host: Host) -> str | None:
     return None
 
 
-def _peer_hello(hello: list[Any]) -> tuple[str, str]:
-    """The id and advertised address of ``["hello-peer", id, address, nonce?]``."""
+def _peer_hello(hello: list[Any]) -> tuple[str, str, str | None]:
+    """The id, advertised address and nonce of ``["hello-peer", id, address, nonce?]``."""
     if (
         len(hello) not in (3, 4)
         or type(hello[1]) is not str
         or not hello[1]
         or type(hello[2]) is not str
+        or (len(hello) == 4 and type(hello[3]) is not str)
     ):
         raise RemoteProtocolError('hello-peer: expected ["hello-peer", id, address, nonce]')
-    return hello[1], hello[2]
+    return hello[1], hello[2], hello[3] if len(hello) == 4 else None
 
 
 def _reachable(advertised: str, stream: trio.SocketStream) -> Address:

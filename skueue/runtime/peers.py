@@ -75,6 +75,11 @@ class PeerLinks:
         # Sent in every hello: a hello that comes back with it was our own (an address of
         # this daemon in its own --peers), one with our id but another nonce is a clash.
         self.nonce = os.urandom(8).hex()
+        # The nonce each peer first said hello with.  A daemon that restarts comes back
+        # with a new one and without its state (there is no durable storage yet), and
+        # serving it as if it were the same member would corrupt the queue; it is refused.
+        self.incarnations: dict[str, str] = {}
+        self.restarted: set[str] = set()
         # Frames for processes whose address has not arrived yet, oldest first.
         self.held: dict[str, list[bytes]] = {}
         self.held_bytes = 0
@@ -95,6 +100,7 @@ class PeerLinks:
     async def connect_seed(self, address: Address, timeout_s: float) -> str:
         """Handshake with one daemon of the cluster to join; its process id."""
         stream, peer, nonce = await self._open(address, timeout_s)
+        self.same_incarnation(peer, nonce)
         if peer == self.process_id:
             await stream.aclose()
             if nonce == self.nonce:
@@ -126,6 +132,7 @@ class PeerLinks:
                 log.info("left this daemon's own address out of its peers", address=str(address))
                 return
             ids[address] = peer
+            self.same_incarnation(peer, nonce)
             self.directory.learn(peer, address)
             self._start_writer(peer, address, stream)
 
@@ -144,6 +151,23 @@ class PeerLinks:
             missing = [str(a) for a in addresses if a not in done]
             log.info("waiting for peers", missing=missing)
 
+    def same_incarnation(self, peer: str, nonce: str | None) -> bool:
+        """False for a member that came back from a restart (its nonce changed)."""
+        if nonce is None or peer == self.process_id:
+            return True
+        first = self.incarnations.setdefault(peer, nonce)
+        if first == nonce:
+            return True
+        if peer not in self.restarted:
+            self.restarted.add(peer)
+            log.error(
+                "a member restarted and lost its state; refusing it (this cluster cannot "
+                "take it back until daemons keep their data on disk)",
+                peer=peer,
+            )
+        self.mark_down(peer)
+        return False
+
     def hello(self) -> list[Any]:
         return ["hello-peer", self.process_id, str(self.address), self.nonce]
 
@@ -160,6 +184,11 @@ class PeerLinks:
                     await stream.send_all(pack(self.hello()))
                     decoder = FrameDecoder(self.limits.frame_bytes_max)
                     hello, _ = await first_frame(stream, decoder, self.limits.handshake_timeout_s)
+                    if isinstance(hello, list) and len(hello) >= 3 and hello[0] == "error":
+                        # Refused on purpose (e.g. we restarted without our state):
+                        # trying again cannot help.
+                        await stream.aclose()
+                        raise DaemonError(f"{address} refused this daemon: {hello[2]!s:.300}")
                     if (
                         not isinstance(hello, list)
                         or len(hello) not in (3, 4)
@@ -192,7 +221,12 @@ class PeerLinks:
         try:
             while True:
                 if stream is None:
-                    stream, _, _ = await self._open(address, self.limits.connect_timeout_s)
+                    stream, _, nonce = await self._open(address, self.limits.connect_timeout_s)
+                    if not self.same_incarnation(peer, nonce):
+                        await stream.aclose()
+                        stream = None
+                        await trio.sleep(RETRY_MAX_S)
+                        continue
                 self.mark_up(peer)
                 try:
                     async with stream:

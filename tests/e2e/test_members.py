@@ -16,6 +16,7 @@
 from __future__ import annotations
 
 import signal
+import subprocess
 from collections.abc import Callable
 from pathlib import Path
 
@@ -103,10 +104,11 @@ def test_the_last_member_may_not_leave_with_elements(
 
 
 def test_a_stopped_member_is_named_in_errors_and_stats(
-    skueued_cluster: Callable[..., Cluster],
+    skueued_cluster: Callable[..., Cluster], tmp_path: Path
 ) -> None:
     """Item 3: after a member stops without leaving, a request fails in bounded time
-    naming it, and stats names it as unreachable."""
+    naming it, stats names it as unreachable, and the member restarted without its
+    state is refused with one line."""
     cluster = skueued_cluster(3)
     victim, survivor = cluster.daemons[2], cluster.daemons[0]
 
@@ -126,6 +128,19 @@ def test_a_stopped_member_is_named_in_errors_and_stats(
         assert stats["processes"] == 3
 
     trio.run(main)
+    # Restarted with the same flags (systemd's Restart=on-failure), it has lost its
+    # state: the members refuse it with one line instead of serving a corrupt queue.
+    again = tmp_path / "restart.stderr"
+    with again.open("wb") as err:
+        proc = subprocess.Popen(victim.proc.args, stdout=subprocess.DEVNULL, stderr=err)
+    try:
+        assert proc.wait(timeout=40) == 1
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    said = again.read_text()
+    assert "restarted without its state" in said and "Traceback" not in said, said
 
 
 def test_stats_after_joins_and_a_leave(
@@ -219,7 +234,7 @@ def test_clients_of_a_leaving_daemon(skueued_cluster: Callable[..., Cluster]) ->
             drained: list[bytes] = []
             async with skueue.connect(cluster.addresses[0]) as q:
                 while True:
-                    got = [v for v in await q.dequeue_many(500) if v is not None]
+                    got = await q.dequeue_many(500)
                     drained += got
                     if len(got) < 500:
                         break
