@@ -35,8 +35,6 @@ import trio
 from overlay.labels import Kind, node_ref
 from overlay.ring import build_views
 from skueue.effects import Effect
-from skueue.membership_messages import MembershipMessage
-from skueue.messages import Message
 from skueue.node import ProtocolError
 from skueue.ops import Structure
 from skueue.process import Process, TickDue
@@ -54,7 +52,17 @@ from skueue.runtime.connections import first_frame, frames
 from skueue.runtime.directory import COUNTER_NAMES, Directory
 from skueue.runtime.errors import DaemonError, RemoteProtocolError
 from skueue.runtime.framing import FrameDecoder, pack, pack_many
+from skueue.runtime.handshake import check_distinct, parse_peer_hello, reachable
 from skueue.runtime.host import Host
+from skueue.runtime.inputs import (
+    ClientError,
+    Input,
+    JoinStart,
+    PeerControl,
+    PeerGone,
+    PeerHello,
+    PeerInput,
+)
 from skueue.runtime.limits import Limits
 from skueue.runtime.logging import DEBUG_LOGS
 from skueue.runtime.peers import PeerLinks, parse_peer_frame
@@ -72,56 +80,6 @@ class DaemonConfig:
     structure: Structure = Structure.QUEUE
     limits: Limits = Limits()
     join: Address | None = None  # join the cluster this daemon belongs to (SPEC §8)
-
-
-@attrs.frozen
-class PeerInput:
-    peer: str
-    kind: Kind
-    message: Message | MembershipMessage
-
-
-@attrs.frozen
-class PeerControl:
-    peer: str
-    frame: list[Any]
-
-
-@attrs.frozen
-class PeerHello:
-    """A peer opened a link to us (``session`` numbers this daemon's peer sessions)."""
-
-    peer: str
-    address: Address
-    session: int
-
-
-@attrs.frozen
-class PeerGone:
-    peer: str
-    session: int
-
-
-@attrs.frozen
-class JoinStart:
-    """A ``skueue join`` reached its seed: become a joining process of that cluster."""
-
-    seed: str
-    client: int
-    rid: int
-
-
-@attrs.frozen
-class ClientError:
-    client: int
-    rid: int
-    message: str
-
-
-Input = (
-    PeerInput | PeerControl | PeerHello | PeerGone | ClientInput | ClientGone | JoinStart
-    | ClientError
-)
 
 
 class Daemon:
@@ -177,7 +135,7 @@ class Daemon:
                 members = 0
             else:
                 peers = await self.links.connect_all(self.config.peers)
-                _check_distinct(peers)
+                check_distinct(peers)
                 ids = [self.process_id, *dict.fromkeys(peers.values())]
                 self.host = Host(self._build_process(ids))
                 members = len(ids)
@@ -231,8 +189,8 @@ class Daemon:
         self, stream: trio.SocketStream, decoder: FrameDecoder, hello: Any, rest: list[Any]
     ) -> None:
         assert self.links is not None  # peers are served once the links exist
-        peer, advertised, nonce = _peer_hello(hello)
-        address = _reachable(advertised, stream)
+        peer, advertised, nonce = parse_peer_hello(hello)
+        address = reachable(advertised, stream)
         if not self.links.same_incarnation(peer, nonce):
             raise RemoteProtocolError(
                 f"{peer} restarted without its state; the cluster cannot take it back "
@@ -589,41 +547,6 @@ def alone_and_empty(host: Host) -> str | None:
     return None
 
 
-def _peer_hello(hello: list[Any]) -> tuple[str, str, str | None]:
-    """The id, advertised address and nonce of ``["hello-peer", id, address, nonce?]``."""
-    if (
-        len(hello) not in (3, 4)
-        or type(hello[1]) is not str
-        or not hello[1]
-        or type(hello[2]) is not str
-        or (len(hello) == 4 and type(hello[3]) is not str)
-    ):
-        raise RemoteProtocolError('hello-peer: expected ["hello-peer", id, address, nonce]')
-    return hello[1], hello[2], hello[3] if len(hello) == 4 else None
-
-
-def _reachable(advertised: str, stream: trio.SocketStream) -> Address:
-    """Where a peer can be reached: the address it advertises, with a wildcard host
-    (it listens on 0.0.0.0 or ::) replaced by the address its connection came from."""
-    try:
-        address = parse_address(advertised)
-    except AddressError as e:
-        raise RemoteProtocolError(f"hello-peer: {e}") from None
-    if address.host in ("0.0.0.0", "::", ""):
-        address = Address(stream.socket.getpeername()[0], address.port)
-    return address
-
-
-def _check_distinct(peers: dict[Address, str]) -> None:
-    """Two different daemons may not share a process id (one listed twice is fine)."""
-    seen: dict[str, Address] = {}
-    for address, process in peers.items():
-        if process in seen and seen[process] != address:
-            raise DaemonError(
-                f"the daemons at {seen[process]} and {address} both have the process id "
-                f"{process!r}; give each daemon its own --id"
-            )
-        seen[process] = address
 async def _try_send(stream: trio.SocketStream, blob: bytes) -> None:
     try:
         with trio.move_on_after(1):

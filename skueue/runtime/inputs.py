@@ -1,0 +1,67 @@
+"""What the daemon's owner task takes from its inbox: one frozen class per kind of input.
+
+Reader tasks (peer and client sessions) and helper tasks (a join reaching its seed) put
+these in the inbox; only the owner task acts on them, so nothing else touches the host.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import attrs
+
+from overlay.labels import Kind
+from skueue.membership_messages import MembershipMessage
+from skueue.messages import Message
+from skueue.runtime.address import Address
+from skueue.runtime.sessions import ClientGone, ClientInput
+
+
+@attrs.frozen
+class PeerInput:
+    peer: str
+    kind: Kind
+    message: Message | MembershipMessage
+
+
+@attrs.frozen
+class PeerControl:
+    peer: str
+    frame: list[Any]
+
+
+@attrs.frozen
+class PeerHello:
+    """A peer opened a link to us (``session`` numbers this daemon's peer sessions)."""
+
+    peer: str
+    address: Address
+    session: int
+
+
+@attrs.frozen
+class PeerGone:
+    peer: str
+    session: int
+
+
+@attrs.frozen
+class JoinStart:
+    """A ``skueue join`` reached its seed: become a joining process of that cluster."""
+
+    seed: str
+    client: int
+    rid: int
+
+
+@attrs.frozen
+class ClientError:
+    client: int
+    rid: int
+    message: str
+
+
+Input = (
+    PeerInput | PeerControl | PeerHello | PeerGone | ClientInput | ClientGone | JoinStart
+    | ClientError
+)
