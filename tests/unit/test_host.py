@@ -158,3 +158,24 @@ def test_stats_describe_the_process() -> None:
     assert stats["entries"] == 2
     assert stats["pending_ops"] == 0
     assert stats["inserted"] == 2
+
+
+def test_a_request_past_its_deadline_gets_one_timeout_error_and_its_late_result_counts() -> None:
+    """Item 3: a request not answered by its deadline is answered with a timeout error
+    (once); when its operations complete later, removed elements count as dropped."""
+    host = one_process_host()
+    host.insert(client=1, rid=1, values=[b"x"])
+    settle(host)
+    host.remove(client=1, rid=2, count=1, deadline=5.0)
+    assert host.seconds_to_deadline(now=1.0) == 4.0
+    host.expire(now=4.9, why="members unreachable: p9")
+    assert host.take_frames()[1] == []
+    host.expire(now=5.0, why="members unreachable: p9")
+    ((client, frame),) = host.take_frames()[1]
+    assert client == 1 and frame[:2] == ["error", 2] and frame[3] == "timeout"
+    assert "p9" in frame[2]
+    host.expire(now=9.0, why="again")
+    assert host.take_frames()[1] == []  # one error per request
+    assert host.seconds_to_deadline(now=9.0) == float("inf")
+    assert settle(host) == []  # the late result is not sent ...
+    assert host.counters.dropped_results == 1  # ... and the element is counted as lost

@@ -1,0 +1,76 @@
+"""The member directory and its gossip (no sockets): ids are not addresses."""
+
+from __future__ import annotations
+
+import pytest
+
+from skueue.runtime.address import Address
+from skueue.runtime.directory import MEMBERS_MAX, Directory
+from skueue.runtime.errors import RemoteProtocolError
+
+A, B, C = Address("10.0.0.1", 1), Address("10.0.0.2", 2), Address("10.0.0.3", 3)
+
+
+def test_a_hello_is_passed_on_and_answered_with_everyone() -> None:
+    d = Directory("a", A)
+    everyone = [["a", "10.0.0.1:1"], ["b", "10.0.0.2:2"]]
+    assert d.on_hello("b", B) == [("b", ["members", everyone, []])]
+    out = d.on_hello("c", C)
+    assert ("b", ["member", "c", "10.0.0.3:3"]) in out  # b hears of c
+    assert out[-1][0] == "c" and out[-1][1][0] == "members"  # c hears of everyone
+    # Hearing of a known member again is no news: nothing is passed on.
+    assert [to for to, _ in d.on_hello("c", C)] == ["c"]
+
+
+def test_gossip_spreads_members_once_and_never_back_to_the_source() -> None:
+    d = Directory("a", A)
+    d.learn("b", B)
+    out, departure = d.on_gossip("b", ["member", "c", "10.0.0.3:3"])
+    assert out == [] and departure is None  # only b knew of c, and b told us
+    assert d.address("c") == C
+    d.learn("x", Address("10.0.0.9", 9))
+    out, _ = d.on_gossip("b", ["members", [["y", "10.0.0.8:8"]], []])
+    assert sorted(to for to, _ in out) == ["c", "x"]
+
+
+def test_a_departure_removes_the_member_for_good_and_names_the_heir() -> None:
+    d = Directory("a", A)
+    d.learn("b", B)
+    d.learn("c", C)
+    frame = ["departed", "c", "a", {"inserted": 5, "removed": 2}]
+    out, departure = d.on_gossip("c", frame)
+    assert departure is not None and departure.heir == "a"
+    assert departure.counters == {"inserted": 5, "removed": 2, "empty": 0, "dropped_results": 0}
+    assert out == [("b", frame)]
+    assert d.others() == ["b"]
+    # A late member frame cannot bring it back, and a second departure is no news.
+    d.on_gossip("b", ["member", "c", "10.0.0.3:3"])
+    assert d.others() == ["b"]
+    assert d.on_gossip("b", frame) == ([], None)
+
+
+@pytest.mark.parametrize(
+    "frame",
+    [
+        ["member", 7, "10.0.0.3:3"],
+        ["member", "c", "no-port"],
+        ["member", "", "10.0.0.3:3"],
+        ["members", "x", []],
+        ["members", [["c"]], []],
+        ["departed", "c", None, {"inserted": -1}],
+        ["departed", "c", None, "counters"],
+    ],
+)
+def test_bad_gossip_is_the_peers_fault(frame: list[object]) -> None:
+    d = Directory("a", A)
+    with pytest.raises(RemoteProtocolError):
+        d.on_gossip("b", frame)
+    assert d.others() == []
+
+
+def test_the_directory_is_bounded() -> None:
+    d = Directory("a", A)
+    for i in range(MEMBERS_MAX - 1):
+        d.learn(f"p{i}", Address("10.1.0.1", i + 1))
+    with pytest.raises(RemoteProtocolError, match="more than"):
+        d.learn("one-too-many", B)
