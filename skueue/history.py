@@ -10,10 +10,12 @@ it carried (the argument of an Enqueue/Push, the result of a Dequeue/Pop,
 Two optional fields come from the anchor's serialization: ``position`` (the
 DHT slot) and ``ord`` (the rank of the operation in the anchor's order); a
 history that carries ``ord`` on every record can be certified in
-``O(n log n)`` instead of searched.
+``O(n log n)`` instead of searched.  An optional ``phase`` says which part of a
+run an operation belongs to; ``skueue bench`` marks its final drain ``"drain"``
+so that throughput and latency leave it out while the checkers still see it.
 
 The on-disk form is JSON Lines, one object per record, with exactly the field
-names above (``position``/``ord`` left out when unknown).  Histories arrive
+names above (``position``/``ord``/``phase`` left out when unknown).  Histories arrive
 from other processes and from files people edit by hand, so reading is
 strict: every malformed field raises :class:`HistoryError` naming the field
 and, for files, the line.  Constructing a :class:`Record` directly does not
@@ -65,6 +67,9 @@ class Record:
     """DHT position the anchor assigned, if known."""
     ord: int | None = None
     """Rank in the anchor's serialization, if known; makes the history certifiable."""
+    phase: str | None = None
+    """Part of the run, if marked: ``"drain"`` for a bench's final drain, which belongs
+    to the history (it is checked) but not to throughput or latency."""
 
     @property
     def inserts(self) -> bool:
@@ -81,6 +86,8 @@ class Record:
             extra += f" pos={self.position}"
         if self.ord is not None:
             extra += f" ord={self.ord}"
+        if self.phase is not None:
+            extra += f" phase={self.phase}"
         return f"{self.process}#{self.seq} {what} [{self.invoke}, {self.response}]{extra}"
 
 
@@ -100,6 +107,8 @@ def record_to_json(r: Record) -> dict[str, Any]:
         d["position"] = r.position
     if r.ord is not None:
         d["ord"] = r.ord
+    if r.phase is not None:
+        d["phase"] = r.phase
     return d
 
 
@@ -144,6 +153,9 @@ def record_from_json(d: object) -> Record:
         if x is not None and not _is_int(x):
             raise HistoryError(f"field {name!r} must be an integer or null, got {x!r}")
         optional[name] = x
+    phase = d.get("phase")
+    if phase is not None and (not isinstance(phase, str) or not phase):
+        raise HistoryError(f"field 'phase' must be a non-empty string or null, got {phase!r}")
     return Record(
         process=process,
         seq=seq,
@@ -153,6 +165,7 @@ def record_from_json(d: object) -> Record:
         response=response,
         position=optional["position"],
         ord=optional["ord"],
+        phase=phase,
     )
 
 

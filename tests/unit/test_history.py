@@ -129,3 +129,24 @@ def test_describe_is_one_stable_line() -> None:
     assert Record("B", 1, "dequeue", None, 5, 6).describe() == "B#1 dequeue -> empty [5, 6]"
     r = Record("B", 2, "pop", "y", 5, 6, position=3, ord=9)
     assert r.describe() == "B#2 pop -> y [5, 6] pos=3 ord=9"
+
+
+def test_phase_is_optional_and_round_trips() -> None:
+    """Issue 8 item 19: bench marks its drain records ``"phase": "drain"`` so that
+    analysis can leave them out of throughput and latency; other records carry no phase."""
+    drain = Record("c4", 0, "dequeue", None, 1, 2, position=None, ord=5, phase="drain")
+    plain = Record("c0", 0, "enqueue", "x", 0, 1)
+    assert plain.phase is None
+    assert "phase" not in record_to_json(plain)
+    assert record_to_json(drain)["phase"] == "drain"
+    buf = io.StringIO()
+    write_jsonl([plain, drain], buf)
+    assert read_jsonl(io.StringIO(buf.getvalue())) == [plain, drain]
+    assert record_from_json({**GOOD, "phase": None}).phase is None
+    assert drain.describe() == "c4#0 dequeue -> empty [1, 2] ord=5 phase=drain"
+
+
+@pytest.mark.parametrize("phase", [3, "", ["drain"], True])
+def test_a_bad_phase_is_named(phase: object) -> None:
+    with pytest.raises(HistoryError, match="'phase'"):
+        record_from_json({**GOOD, "phase": phase})
