@@ -1,26 +1,77 @@
 """Argument parsing shared by the command-line entry points.
 
 Bad arguments get one clear line on stderr and exit status 2, never a usage dump or a
-traceback.
+traceback.  ``--help`` shows every option's default.
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
-from typing import NoReturn
+from importlib.metadata import PackageNotFoundError, version
+from typing import Any, NoReturn
+
+from skueue.runtime.address import AddressError, parse_address
 
 EXIT_USAGE = 2
+EXIT_FAILED = 1
+EXIT_INTERRUPTED = 130  # 128 + SIGINT, what a shell reports for Ctrl-C
+
+
+class HelpFormatter(argparse.HelpFormatter):
+    """Appends ``(default: X)`` to an option's help unless the help already names its
+    default or there is none worth showing (None, a flag, empty)."""
+
+    def _get_help_string(self, action: argparse.Action) -> str | None:
+        text = action.help or ""
+        if action.option_strings and "default" not in text and shows(action.default):
+            text += " (default: %(default)s)"
+        return text
+
+
+def shows(default: object) -> bool:
+    """Whether a default is worth showing: not None, a flag's bool, or empty."""
+    if default is None or isinstance(default, bool) or default is argparse.SUPPRESS:
+        return False
+    return default not in ("", [])
 
 
 class Parser(argparse.ArgumentParser):
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("formatter_class", HelpFormatter)
+        super().__init__(*args, **kwargs)
+
     def error(self, message: str) -> NoReturn:
         self.exit(EXIT_USAGE, f"{self.prog}: error: {message} (see --help)\n")
+
+
+def add_version(parser: argparse.ArgumentParser, prog: str) -> None:
+    parser.add_argument(
+        "--version",
+        action="version",
+        version=f"{prog} {package_version()}",
+        help="print the version",
+    )
+
+
+def package_version() -> str:
+    try:
+        return version("skueue")
+    except PackageNotFoundError:
+        return "unknown"
 
 
 def fail(prog: str, message: str, code: int = EXIT_USAGE) -> NoReturn:
     print(f"{prog}: error: {message}", file=sys.stderr)
     raise SystemExit(code)
+
+
+def address(text: str) -> str:
+    """An argparse type: ``HOST:PORT``, checked here so a bad one is a usage error."""
+    try:
+        return str(parse_address(text))
+    except AddressError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
 
 
 def ratio(text: str) -> float:
@@ -30,6 +81,16 @@ def ratio(text: str) -> float:
         raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
     if not 0.0 <= value <= 1.0:
         raise argparse.ArgumentTypeError(f"{text} is not in [0, 1]")
+    return value
+
+
+def positive_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not value > 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"{text} must be a positive number")
     return value
 
 

@@ -2,7 +2,10 @@
 
 Live progress on stderr; the report (ops/s, latency p50/p90/p99, the consistency
 verdict of the run's own history) on stdout.  ``--history`` keeps the history in the
-project's JSON Lines format (wall-clock seconds since the run started).
+project's JSON Lines format (wall-clock seconds since the run started); it is written at
+the end, through a temporary file, and an existing file is replaced only with ``--force``.
+The final drain is checked with the rest but left out of the statistics; its records
+carry ``"phase": "drain"``.
 """
 
 from __future__ import annotations
@@ -12,14 +15,15 @@ import json
 import sys
 from typing import Any
 
-import trio
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from cli.args import fail, non_negative_int, positive_int, ratio
+from cli.args import fail, non_negative_int, positive_float, positive_int, ratio
 from cli.client_cmds import EXIT_UNREACHABLE, default_node
+from cli.output import AtomicOutput
+from cli.running import run_async
 from skueue.check import check
-from skueue.client import SkueueError
+from skueue.client import DEFAULT_NODE, DEFAULT_REQUEST_TIMEOUT_S
 from skueue.history import write_jsonl
 from skueue.launch import ClusterError, launch
 from skueue.loadgen import LoadConfig, LoadResult, run_load
@@ -37,7 +41,7 @@ def add_parser(sub: Any) -> None:
         "--nodes",
         default=None,
         metavar="ADDR,...",
-        help="daemons to spread the clients over (default: $SKUEUE_NODE)",
+        help=f"daemons to spread the clients over (default: $SKUEUE_NODE, else {DEFAULT_NODE})",
     )
     p.add_argument(
         "--spawn",
@@ -52,15 +56,56 @@ def add_parser(sub: Any) -> None:
         default="queue",
         help="with --spawn: what the daemons serve",
     )
-    p.add_argument("--clients", type=positive_int, default=4)
-    p.add_argument("--ops", type=non_negative_int, default=2000)
-    p.add_argument("--enqueue-ratio", "--push-ratio", dest="ratio", type=ratio, default=0.5)
-    p.add_argument("--value-bytes", type=positive_int, default=100)
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument(
+        "--clients",
+        type=positive_int,
+        default=4,
+        metavar="C",
+        help="concurrent clients, spread round robin over the daemons",
+    )
+    p.add_argument(
+        "--ops",
+        type=non_negative_int,
+        default=2000,
+        metavar="K",
+        help="operations in all, shared among the clients (the drain comes on top)",
+    )
+    p.add_argument(
+        "--enqueue-ratio",
+        "--push-ratio",
+        dest="ratio",
+        type=ratio,
+        default=0.5,
+        metavar="P",
+        help="fraction of operations that enqueue (push)",
+    )
+    p.add_argument(
+        "--value-bytes",
+        type=positive_int,
+        default=100,
+        metavar="B",
+        help="size of each element in bytes (at least 16, at most the daemon's value limit: "
+        "1 MiB unless configured)",
+    )
+    p.add_argument(
+        "--seed", type=int, default=0, metavar="S", help="seed of the clients' random choices"
+    )
     p.add_argument(
         "--no-drain", dest="drain", action="store_false", help="do not empty the queue at the end"
     )
-    p.add_argument("--history", metavar="FILE", help="write the run's history (JSON Lines)")
+    p.add_argument(
+        "--timeout",
+        type=positive_float,
+        default=DEFAULT_REQUEST_TIMEOUT_S,
+        metavar="SECONDS",
+        help="give up on a request after this long (the run then fails)",
+    )
+    p.add_argument(
+        "--history",
+        metavar="FILE",
+        help="write the run's history (JSON Lines) at the end of the run",
+    )
+    p.add_argument("-f", "--force", action="store_true", help="replace an existing --history file")
     p.add_argument("--json", action="store_true", help="print the report as JSON")
     p.set_defaults(run=run)
 
@@ -122,14 +167,24 @@ def run(args: argparse.Namespace) -> int:
     if args.spawn is not None:
         if args.nodes:
             fail("skueue bench", "--spawn starts its own daemons; leave out --nodes")
-        return run_spawned(args)
+    else:
+        try:
+            nodes = tuple(str(a) for a in parse_addresses(args.nodes or default_node()))
+        except AddressError as e:
+            fail("skueue bench", str(e))
+        if not nodes:
+            fail("skueue bench", "no node addresses given")
+    # The history file is claimed before anything starts (a bad path or an existing file
+    # fails at once) and written only at the end; an interrupted run leaves an old file
+    # as it was.
+    history = AtomicOutput("skueue bench", args.history, force=args.force) if args.history else None
     try:
-        nodes = tuple(str(a) for a in parse_addresses(args.nodes or default_node()))
-    except AddressError as e:
-        fail("skueue bench", str(e))
-    if not nodes:
-        fail("skueue bench", "no node addresses given")
-    return bench(load_config(args, nodes, "queue"), args.history, args.json)
+        if args.spawn is not None:
+            return run_spawned(args, history)
+        return bench(load_config(args, nodes, "queue"), args, history)
+    finally:
+        if history is not None:
+            history.discard()
 
 
 def load_config(args: argparse.Namespace, nodes: tuple[str, ...], structure: str) -> LoadConfig:
@@ -142,10 +197,11 @@ def load_config(args: argparse.Namespace, nodes: tuple[str, ...], structure: str
         args.seed,
         args.drain,
         structure,
+        args.timeout,
     )
 
 
-def run_spawned(args: argparse.Namespace) -> int:
+def run_spawned(args: argparse.Namespace, history: AtomicOutput | None) -> int:
     console = Console(stderr=True)
     console.print(f"starting {args.spawn} skueued processes on 127.0.0.1 ...")
     try:
@@ -154,9 +210,7 @@ def run_spawned(args: argparse.Namespace) -> int:
         fail("skueue bench", str(e), code=EXIT_UNREACHABLE)
     with cluster:
         console.print("cluster ready: " + ", ".join(cluster.addresses))
-        code = bench(
-            load_config(args, tuple(cluster.addresses), args.structure), args.history, args.json
-        )
+        code = bench(load_config(args, tuple(cluster.addresses), args.structure), args, history)
         console.print("stopping the cluster ...")
     left = [a for a, alive in cluster.status() if alive]
     if left:
@@ -164,28 +218,13 @@ def run_spawned(args: argparse.Namespace) -> int:
     return code
 
 
-def bench(config: LoadConfig, history: str | None, as_json: bool) -> int:
-    history_file = None
-    if history:
-        try:
-            history_file = open(history, "w", encoding="utf-8")  # noqa: SIM115
-        except OSError as e:
-            fail("skueue bench", f"cannot write history {history}: {e.strerror}")
+def bench(config: LoadConfig, args: argparse.Namespace, history: AtomicOutput | None) -> int:
     console = Console(stderr=True)
-    try:
-        result = trio.run(run_with_progress, config, console)
-    except SkueueError as e:
-        fail("skueue bench", str(e), code=EXIT_UNREACHABLE)
-    except BaseExceptionGroup as group:
-        errors = [e for e in group.exceptions if isinstance(e, SkueueError)]
-        if errors:
-            fail("skueue bench", str(errors[0]), code=EXIT_UNREACHABLE)
-        raise
+    result = run_async("skueue bench", lambda: run_with_progress(config, console))
     r = report(result, config)
-    if history_file is not None:
-        with history_file:
-            write_jsonl(result.records, history_file)
-    if as_json:
+    if history is not None:
+        history.commit(lambda f: write_jsonl(result.records, f))
+    if args.json:
         json.dump(r, sys.stdout, indent=2)
         sys.stdout.write("\n")
     else:

@@ -1,38 +1,75 @@
-"""``skueue enqueue``, ``skueue dequeue`` and ``skueue stats``: one request each to a daemon.
+"""``skueue enqueue``, ``dequeue``, ``stats``, ``join`` and ``leave``: requests to a daemon.
 
-``--node`` defaults to ``$SKUEUE_NODE``, else 127.0.0.1:7400.  Errors (unreachable
-node, bad address, bad value) are one line on stderr and a non-zero exit.
+``--node`` defaults to ``$SKUEUE_NODE``, else 127.0.0.1:7400; ``--timeout`` bounds every
+request.  Errors (unreachable node, bad address, bad value, no reply in time) are one
+line on stderr and a non-zero exit: 2 for usage errors, 1 for the rest, 130 on Ctrl-C.
+
+Values are bytes, passed through exactly:
+
+* ``VALUE`` arguments are one element each (UTF-8 as the shell gives them);
+* ``-`` reads stdin in line mode: one element per line, split at ``\\n`` only, nothing
+  stripped (a ``\\r`` stays); empty lines are empty elements; a final ``\\n`` ends the
+  last line and does not add an empty element;
+* ``-x``/``--stdin`` takes the whole of stdin as one element, ``--file PATH`` a whole file.
+
+``dequeue`` prints each element followed by ``\\n`` (readable, but ambiguous for values
+that hold newlines), ``-0``/``--null`` followed by NUL instead, and ``--json`` one JSON
+object per line: ``{"base64": ..., "text": ...}`` (``text`` is null unless the value is
+valid UTF-8).
 """
 
 from __future__ import annotations
 
 import argparse
+import base64
 import json
 import os
 import sys
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
-import trio
-
-from cli.args import fail, positive_int
-from skueue.client import DEFAULT_NODE, Client, SkueueError, connect
+from cli.args import address, fail, positive_float, positive_int
+from cli.running import run_async
+from skueue.client import DEFAULT_NODE, DEFAULT_REQUEST_TIMEOUT_S, Client, connect
+from skueue.runtime.address import AddressError, parse_address
 
 EXIT_EMPTY = 3
 EXIT_UNREACHABLE = 1
+# Join and leave move data between daemons, which takes longer than one request.
+MEMBERSHIP_TIMEOUT_S = 60.0
 T = TypeVar("T")
 
 
 def default_node() -> str:
-    return os.environ.get("SKUEUE_NODE") or DEFAULT_NODE
+    """``$SKUEUE_NODE`` or the default; a bad ``$SKUEUE_NODE`` is a usage error."""
+    node = os.environ.get("SKUEUE_NODE")
+    if not node:
+        return DEFAULT_NODE
+    try:
+        for part in node.split(","):
+            parse_address(part)
+    except AddressError as e:
+        fail("skueue", f"{e} (from $SKUEUE_NODE)")
+    return node
 
 
 def add_node_option(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--node",
+        type=address,
         default=None,
         metavar="ADDR",
         help=f"daemon to talk to (default: $SKUEUE_NODE, else {DEFAULT_NODE})",
+    )
+
+
+def add_timeout_option(p: argparse.ArgumentParser, default: float) -> None:
+    p.add_argument(
+        "--timeout",
+        type=positive_float,
+        default=default,
+        metavar="SECONDS",
+        help="give up on a request after this long (its outcome is then unknown)",
     )
 
 
@@ -40,20 +77,55 @@ def add_parsers(sub: Any) -> None:
     p = sub.add_parser(
         "enqueue",
         help="add elements (push on a stack daemon)",
-        description="Add elements; '-' reads one element per line from stdin.",
+        description="Add elements, in this order: the VALUE arguments ('-' reads stdin "
+        "in line mode: one element per line, split at \\n only, nothing stripped, empty "
+        "lines kept), then each --file, then all of stdin with -x. Bytes go in exactly.",
     )
     add_node_option(p)
-    p.add_argument("values", nargs="+", metavar="VALUE")
+    add_timeout_option(p, DEFAULT_REQUEST_TIMEOUT_S)
+    p.add_argument(
+        "values", nargs="*", metavar="VALUE", help="an element; '-' for stdin, one per line"
+    )
+    p.add_argument(
+        "--file",
+        dest="files",
+        action="append",
+        default=[],
+        metavar="PATH",
+        help="enqueue the whole file as one element (repeatable)",
+    )
+    p.add_argument(
+        "-x",
+        "--stdin",
+        dest="whole_stdin",
+        action="store_true",
+        help="enqueue the whole of stdin as one element",
+    )
     p.set_defaults(run=run_enqueue)
 
     p = sub.add_parser(
         "dequeue",
         help="remove elements (pop on a stack daemon)",
-        description="Remove elements and print one per line. Exits 3 when the "
-        "queue was empty for any requested element.",
+        description="Remove up to N elements and print them. Exits 3 when the queue was "
+        "empty for any requested element.",
     )
     add_node_option(p)
-    p.add_argument("-n", "--count", type=positive_int, default=1)
+    add_timeout_option(p, DEFAULT_REQUEST_TIMEOUT_S)
+    p.add_argument(
+        "-n", "--count", type=positive_int, default=1, metavar="N", help="elements to remove"
+    )
+    mode = p.add_mutually_exclusive_group()
+    mode.add_argument(
+        "-0",
+        "--null",
+        action="store_true",
+        help="end each element with NUL instead of a newline (raw bytes, for xargs -0)",
+    )
+    mode.add_argument(
+        "--json",
+        action="store_true",
+        help='one JSON object per element: {"base64": ..., "text": UTF-8 text or null}',
+    )
     p.set_defaults(run=run_dequeue)
 
     p = sub.add_parser(
@@ -63,7 +135,10 @@ def add_parsers(sub: Any) -> None:
         "in; returns once it is in the ring.",
     )
     add_node_option(p)
-    p.add_argument("seed", metavar="SEED", help="address of any daemon of the cluster")
+    add_timeout_option(p, MEMBERSHIP_TIMEOUT_S)
+    p.add_argument(
+        "seed", type=address, metavar="SEED", help="address of any daemon of the cluster"
+    )
     p.set_defaults(run=run_join)
 
     p = sub.add_parser(
@@ -73,6 +148,7 @@ def add_parsers(sub: Any) -> None:
         "data is held by the others.",
     )
     add_node_option(p)
+    add_timeout_option(p, MEMBERSHIP_TIMEOUT_S)
     p.set_defaults(run=run_leave)
 
     p = sub.add_parser(
@@ -81,48 +157,71 @@ def add_parsers(sub: Any) -> None:
         description="Processes, queue size, totals and entries per process.",
     )
     add_node_option(p)
+    add_timeout_option(p, DEFAULT_REQUEST_TIMEOUT_S)
     p.add_argument("--json", action="store_true", help="print JSON")
     p.set_defaults(run=run_stats)
 
 
-def with_client(prog: str, node: str | None, body: Callable[[Client], Awaitable[T]]) -> T:
+def with_client(
+    prog: str,
+    args: argparse.Namespace,
+    body: Callable[[Client], Awaitable[T]],
+    *,
+    admin: bool = False,
+) -> T:
+    node = args.node or default_node()
+
     async def main() -> T:
-        async with connect(node or default_node()) as q:
+        async with connect(node, request_timeout_s=args.timeout, admin=admin) as q:
             return await body(q)
 
-    try:
-        return trio.run(main)
-    except SkueueError as e:
-        fail(prog, str(e), code=EXIT_UNREACHABLE)
-    except BaseExceptionGroup as group:
-        # A connection error surfaces from the client's task group wrapped in a group.
-        errors = [e for e in group.exceptions if isinstance(e, SkueueError)]
-        if errors:
-            fail(prog, str(errors[0]), code=EXIT_UNREACHABLE)
-        raise
+    return run_async(prog, main)
 
 
-def read_values(values: list[str]) -> list[bytes]:
+def lines_of(data: bytes) -> list[bytes]:
+    """Line mode: split at ``\\n`` only; a final ``\\n`` ends the last line."""
+    if not data:
+        return []
+    parts = data.split(b"\n")
+    if data.endswith(b"\n"):
+        parts.pop()
+    return parts
+
+
+def read_values(args: argparse.Namespace) -> list[bytes]:
+    prog = "skueue enqueue"
+    if args.values.count("-") + bool(args.whole_stdin) > 1:
+        fail(prog, "stdin can be read once: use either '-' or -x/--stdin, once")
+    if not args.values and not args.files and not args.whole_stdin:
+        fail(prog, "nothing to enqueue: give VALUE..., '-', --file PATH or -x (see --help)")
     out: list[bytes] = []
-    for v in values:
+    for v in args.values:
         if v == "-":
-            out.extend(line.rstrip(b"\r\n") for line in sys.stdin.buffer)
+            out.extend(lines_of(sys.stdin.buffer.read()))
         else:
             out.append(v.encode("utf-8", errors="surrogateescape"))
+    for path in args.files:
+        try:
+            with open(path, "rb") as f:
+                out.append(f.read())
+        except OSError as e:
+            fail(prog, f"cannot read {path}: {e.strerror}")
+    if args.whole_stdin:
+        out.append(sys.stdin.buffer.read())
+    if not out:
+        fail(prog, "no values to enqueue (stdin was empty)")
     return out
 
 
 def run_enqueue(args: argparse.Namespace) -> int:
-    values = read_values(args.values)
-    if not values:
-        fail("skueue enqueue", "no values to enqueue (stdin was empty)")
+    values = read_values(args)
 
     async def body(q: Client) -> None:
-        # Large inputs go in requests of bounded size, in order.
-        for i in range(0, len(values), 1000):
-            await q.enqueue_many(values[i : i + 1000])
+        # The client checks every value against the daemon's limit before sending any,
+        # and splits the call into requests that fit; they go in order.
+        await q.enqueue_many(values)
 
-    with_client("skueue enqueue", args.node, body)
+    with_client("skueue enqueue", args, body)
     return 0
 
 
@@ -130,27 +229,37 @@ def run_dequeue(args: argparse.Namespace) -> int:
     async def body(q: Client) -> list[bytes]:
         return await q.dequeue_many(args.count)
 
-    got = with_client("skueue dequeue", args.node, body)
+    got = with_client("skueue dequeue", args, body)
     out = sys.stdout.buffer
     for value in got:
-        out.write(value + b"\n")
+        if args.json:
+            out.write(json.dumps(json_element(value)).encode() + b"\n")
+        else:
+            out.write(value + (b"\0" if args.null else b"\n"))
     out.flush()
     empty = args.count - len(got)
     if empty:
         print(
-            f"skueue dequeue: the queue was empty for {empty} of {args.count} requested "
-            "element(s)",
+            f"skueue dequeue: the queue was empty for {empty} of {args.count} requested element(s)",
             file=sys.stderr,
         )
         return EXIT_EMPTY
     return 0
 
 
+def json_element(value: bytes) -> dict[str, str | None]:
+    try:
+        text: str | None = value.decode("utf-8")
+    except UnicodeDecodeError:
+        text = None
+    return {"base64": base64.b64encode(value).decode("ascii"), "text": text}
+
+
 def run_join(args: argparse.Namespace) -> int:
     async def body(q: Client) -> None:
         await q.join(args.seed)
 
-    with_client("skueue join", args.node, body)
+    with_client("skueue join", args, body, admin=True)
     print(f"joined the cluster of {args.seed}", file=sys.stderr)
     return 0
 
@@ -159,7 +268,7 @@ def run_leave(args: argparse.Namespace) -> int:
     async def body(q: Client) -> None:
         await q.leave()
 
-    with_client("skueue leave", args.node, body)
+    with_client("skueue leave", args, body, admin=True)
     print("left: its data is held by the other daemons", file=sys.stderr)
     return 0
 
@@ -168,7 +277,7 @@ def run_stats(args: argparse.Namespace) -> int:
     async def body(q: Client) -> dict[str, Any]:
         return await q.stats()
 
-    stats = with_client("skueue stats", args.node, body)
+    stats = with_client("skueue stats", args, body, admin=True)
     if args.json:
         json.dump(stats, sys.stdout, indent=2, default=repr)
         sys.stdout.write("\n")

@@ -9,6 +9,7 @@ import sys
 from typing import Any
 
 from cli.args import fail, non_negative_int, positive_int, ratio
+from cli.output import AtomicOutput
 from skueue.check import check
 from skueue.history import Record, write_jsonl
 from skueue.ops import Structure
@@ -25,8 +26,15 @@ def add_parser(sub: Any) -> None:
     p.add_argument(
         "--processes", "-n", type=positive_int, required=True, help="number of processes"
     )
-    p.add_argument("--structure", choices=["queue", "stack"], default="queue")
-    p.add_argument("--schedule", choices=["sync", "async"], default="sync")
+    p.add_argument(
+        "--structure", choices=["queue", "stack"], default="queue", help="what is simulated"
+    )
+    p.add_argument(
+        "--schedule",
+        choices=["sync", "async"],
+        default="sync",
+        help="synchronous rounds (the paper's model) or an adversarial asynchronous schedule",
+    )
     p.add_argument(
         "--rounds",
         type=non_negative_int,
@@ -42,8 +50,11 @@ def add_parser(sub: Any) -> None:
         default=0.5,
         help="fraction of requests that enqueue (push)",
     )
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--history", metavar="FILE", help="write the history as JSON Lines")
+    p.add_argument("--seed", type=int, default=0, help="seed of every random choice")
+    p.add_argument(
+        "--history", metavar="FILE", help="write the history as JSON Lines at the end of the run"
+    )
+    p.add_argument("-f", "--force", action="store_true", help="replace an existing --history file")
     p.set_defaults(run=run)
 
 
@@ -65,13 +76,17 @@ def latency_summary(records: list[Record]) -> dict[str, float]:
 
 def run(args: argparse.Namespace) -> int:
     structure = Structure(args.structure)
-    history_file = None
-    if args.history:
-        try:
-            # Opened before the run so that a bad path fails at once, not after it.
-            history_file = open(args.history, "w", encoding="utf-8")  # noqa: SIM115
-        except OSError as e:
-            fail("skueue sim", f"cannot write history {args.history}: {e.strerror}")
+    # Claimed before the run so that a bad path fails at once, not after it; written at
+    # the end, so that an interrupted run leaves an earlier file as it was.
+    history = AtomicOutput("skueue sim", args.history, force=args.force) if args.history else None
+    try:
+        return simulate(args, structure, history)
+    finally:
+        if history is not None:
+            history.discard()
+
+
+def simulate(args: argparse.Namespace, structure: Structure, history: AtomicOutput | None) -> int:
     summary: dict[str, Any] = {
         "processes": args.processes,
         "structure": structure.value,
@@ -128,9 +143,8 @@ def run(args: argparse.Namespace) -> int:
     summary["linearizable"] = verdict.ok
     if not verdict.ok:
         summary["violation"] = verdict.reason
-    if history_file is not None:
-        with history_file:
-            write_jsonl(records, history_file)
+    if history is not None:
+        history.commit(lambda f: write_jsonl(records, f))
     json.dump(summary, sys.stdout, indent=2)
     sys.stdout.write("\n")
     return 0 if verdict.ok else 1

@@ -5,11 +5,12 @@ from __future__ import annotations
 import sys
 
 from cli import analyze_cmd, bench_cmd, client_cmds, experiment_cmd, sim_cmd
-from cli.args import Parser
+from cli.args import EXIT_INTERRUPTED, Parser, add_version
 
 
 def build_parser() -> Parser:
     parser = Parser(prog="skueue", description="Skueue: a peer-to-peer distributed queue.")
+    add_version(parser, "skueue")
     sub = parser.add_subparsers(
         dest="command", required=True, metavar="COMMAND", parser_class=Parser
     )
@@ -22,9 +23,12 @@ def build_parser() -> Parser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
     try:
+        args = build_parser().parse_args(argv)
         code: int = args.run(args)
+    except KeyboardInterrupt:
+        # Ctrl-C outside a request (reading stdin, starting up): quiet, like inside one.
+        return EXIT_INTERRUPTED
     except BrokenPipeError:
         # The reader went away (e.g. `skueue dequeue -n 100 | head`): not an error of ours.
         sys.stderr.close()

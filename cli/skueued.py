@@ -18,7 +18,7 @@ import sys
 
 import trio
 
-from cli.args import Parser, fail
+from cli.args import Parser, add_version, fail
 from skueue.ops import Structure
 from skueue.runtime.address import AddressError, parse_address, parse_addresses
 from skueue.runtime.daemon import Daemon, DaemonConfig
@@ -28,6 +28,7 @@ from skueue.runtime.logging import configure
 
 def build_parser() -> Parser:
     p = Parser(prog="skueued", description="Run one Skueue process as a daemon.")
+    add_version(p, "skueued")
     p.add_argument(
         "--listen",
         required=True,
@@ -44,9 +45,24 @@ def build_parser() -> Parser:
         help="process id (default: the listen address; clusters that change their members "
         "need the default)",
     )
-    p.add_argument("--structure", choices=["queue", "stack"], default="queue")
-    p.add_argument("--log-format", choices=["json", "console"], default="console")
-    p.add_argument("--log-level", choices=["debug", "info", "warning", "error"], default="info")
+    p.add_argument(
+        "--structure",
+        choices=["queue", "stack"],
+        default="queue",
+        help="what the cluster serves: FIFO queue or LIFO stack (the same on every member)",
+    )
+    p.add_argument(
+        "--log-format",
+        choices=["json", "console"],
+        default="console",
+        help="log lines on stderr: JSON objects (for skueue analyze) or human-readable",
+    )
+    p.add_argument(
+        "--log-level",
+        choices=["debug", "info", "warning", "error"],
+        default="info",
+        help="least severe level logged",
+    )
     return p
 
 

@@ -23,6 +23,7 @@ and per-request limits, sent one after another so their order is kept.
 
 from __future__ import annotations
 
+import atexit
 import itertools
 import os
 from collections.abc import AsyncIterator, Sequence
@@ -183,7 +184,11 @@ class Client:
     async def dequeue_many(self, count: int) -> list[bytes]:
         """Up to ``count`` elements, oldest first (a stack: newest first); fewer when the
         structure ran empty.  :meth:`remove` keeps the empty results and the positions."""
-        return [r.value for r in await self._remove(count, stop_when_empty=True) if r.value]
+        return [
+            r.value
+            for r in await self._remove(count, stop_when_empty=True)
+            if r.value is not None
+        ]
 
     # The stack speaks of push and pop; the daemon decides which structure it serves.
     push = enqueue
@@ -449,6 +454,9 @@ async def connect(
                 yield client
             finally:
                 tg.cancel_scope.cancel()
+                # Requests still waiting (other tasks, or a blocking call that was
+                # interrupted) end now, not at their timeout.
+                client._break(NodeUnreachable(f"the connection to {client.name} was closed"))
 
 
 class BadAddress(SkueueError, ValueError):
@@ -482,9 +490,14 @@ class BlockingClient:
         self.process_id = client.process_id
         self.structure = client.structure
         self.address = client.address
+        # A script that never calls close() must still exit: left to the garbage collector
+        # at shutdown, the portal would wait for a thread that is no longer running.
+        atexit.register(self.close)
 
     def close(self) -> None:
-        """Close the connection and stop its thread; calling it again does nothing."""
+        """Close the connection and stop its thread; calling it again does nothing.
+        A request still waiting (e.g. after Ctrl-C) ends with NodeUnreachable."""
+        atexit.unregister(self.close)
         self._exits.close()
 
     def __enter__(self) -> BlockingClient:

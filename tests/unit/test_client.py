@@ -5,7 +5,11 @@ limits in the welcome, replies in pieces, error codes), client-side limits and s
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -249,8 +253,8 @@ async def test_dequeue_many_returns_only_the_elements(cluster: skueue.LocalClust
     with trio.fail_after(30):
         async with skueue.connect(cluster.addresses[0]) as q:
             await q.remove(1000)  # whatever other tests left behind
-            await q.enqueue_many([b"a", b"b", b"c"])
-            assert await q.dequeue_many(10) == [b"a", b"b", b"c"]
+            await q.enqueue_many([b"a", b"", b"c"])
+            assert await q.dequeue_many(10) == [b"a", b"", b"c"]  # b"" is an element
             assert await q.dequeue_many(5) == []
             await q.enqueue(b"d")
             removed = await q.remove(3)
@@ -292,3 +296,24 @@ def test_blocking_client_times_out_too() -> None:
         pytest.raises(skueue.RequestTimeout),
     ):
         q.enqueue(b"x")
+
+
+def test_a_script_that_never_closes_its_blocking_client_still_exits() -> None:
+    script = (
+        "import sys, skueue\n"
+        "q = skueue.connect_blocking(sys.argv[1])\n"
+        "q.enqueue(b'x')\n"
+        "print('done', flush=True)\n"
+    )
+    root = Path(__file__).resolve().parents[2]
+    with FakeDaemon(echo) as fake:
+        out = subprocess.run(
+            [sys.executable, "-c", script, fake.address],
+            capture_output=True,
+            cwd=root,
+            env={**os.environ, "PYTHONPATH": str(root)},
+            timeout=30,
+            check=False,
+        )
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == [b"done"]
