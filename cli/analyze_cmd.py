@@ -47,6 +47,7 @@ def run(args: argparse.Namespace) -> int:
     from skueue.analysis.pipeline import Options, analyze
     from skueue.analysis.readers import InputError, check_paths
     from skueue.analysis.session import (
+        SHUFFLE_PARTITIONS,
         MasterError,
         active_session_exists,
         build_session,
@@ -64,7 +65,7 @@ def run(args: argparse.Namespace) -> int:
         fail(PROG, str(e))
     members = tuple(m.strip() for m in (args.members or "").split(",") if m.strip())
     options = Options(tuple(args.paths), args.out, args.per_file, args.drained, members,
-                      args.time_unit)
+                      args.time_unit, partitions_fixed=SHUFFLE_PARTITIONS in conf)
 
     def progress(step: str) -> None:
         print(f"{PROG}: {step}", file=sys.stderr, flush=True)

@@ -29,6 +29,7 @@ from pyspark.sql import DataFrame, SparkSession
 from skueue.analysis import plots, stats
 from skueue.analysis.checks import HistoryCheck, check_histories
 from skueue.analysis.readers import InputError, Inputs, line_counts, load, stage
+from skueue.analysis.session import sized_shuffle_partitions
 
 MALFORMED_SHOWN: Final = 10
 EVENT_BIN_S: Final = 1.0
@@ -43,6 +44,8 @@ class Options:
     members: tuple[str, ...] = ()
     """The cluster's process ids, for storage per process (else from logs or history)."""
     unit: str = "auto"
+    partitions_fixed: bool = False
+    """The user set ``spark.sql.shuffle.partitions``: keep it rather than size it."""
 
 
 @attrs.define
@@ -64,6 +67,8 @@ class Analysis:
     plots: list[Path] = attrs.field(factory=list)
     tables: list[str] = attrs.field(factory=list)
     seconds: dict[str, float] = attrs.field(factory=dict)
+    shuffle_partitions: int = 0
+    """What the checks and statistics ran with (sized from the input unless set)."""
 
     @property
     def records(self) -> int:
@@ -104,6 +109,27 @@ def analyze(
         ]
         result.tables.append("lines (partitioned by kind: record, event, malformed)")
 
+    lines = sum(sum(f.values()) for f in result.files.values())
+    with sized_shuffle_partitions(spark, lines, fixed=options.partitions_fixed) as partitions:
+        result.shuffle_partitions = partitions
+        _check_and_summarise(spark, inputs, result, clock, progress)
+    with clock("report"):
+        from skueue.analysis.report import render
+
+        (out / "report.md").write_text(render(result), encoding="utf-8")
+        (out / "summary.json").write_text(json.dumps(summary_json(result), indent=2) + "\n",
+                                          encoding="utf-8")
+    return result
+
+
+def _check_and_summarise(
+    spark: SparkSession,
+    inputs: Inputs,
+    result: Analysis,
+    clock: _Clock,
+    progress: Callable[[str], None],
+) -> None:
+    options, out = result.options, result.options.out
     if result.records:
         with clock("check"):
             progress(f"checking {result.records} records")
@@ -119,13 +145,6 @@ def analyze(
         with clock("logs"):
             progress("log events")
             _log_stats(inputs.events, result, out)
-    with clock("report"):
-        from skueue.analysis.report import render
-
-        (out / "report.md").write_text(render(result), encoding="utf-8")
-        (out / "summary.json").write_text(json.dumps(summary_json(result), indent=2) + "\n",
-                                          encoding="utf-8")
-    return result
 
 
 class _Clock:
@@ -283,5 +302,6 @@ def summary_json(result: Analysis) -> dict[str, Any]:
             for c in result.checks
         ],
         "seconds": {k: round(v, 3) for k, v in result.seconds.items()},
+        "shuffle_partitions": result.shuffle_partitions,
     }
 

@@ -57,6 +57,9 @@ def render(a: Analysis) -> str:
     out += [f"- Parquet: `{t}`" for t in a.tables]
     out += [f"- ![{p.stem}]({p.name})" for p in a.plots]
     out += ["", "## Timings", ""]
+    if a.shuffle_partitions:
+        out += [f"Checks and statistics ran with {a.shuffle_partitions} shuffle partition(s) "
+                f"(`spark.sql.shuffle.partitions`, sized from the input unless set).", ""]
     out += _table(["step", "seconds"], [(k, f"{v:.1f}") for k, v in a.seconds.items()])
     return "\n".join(out) + "\n"
 

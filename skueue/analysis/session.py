@@ -10,6 +10,11 @@ The master is never hard-coded.  In order of precedence:
    ``PYSPARK_GATEWAY_PORT`` set): the master ``spark-submit --master`` chose.
 4. Otherwise ``local[*]``: every core of this machine.
 
+Shuffle partitions are sized from the input (:func:`sized_shuffle_partitions`), on every
+kind of master: Spark's default of 200 is a fixed guess that made a few hundred tiny
+tasks per stage out of a history of a few hundred records on a standalone cluster.  A
+value the user (``--conf``, ``spark-submit --conf``) or a caller's session set is kept.
+
 Launch settings (driver memory, JVM options, the UI, the bind address) only mean
 something when this process starts the JVM, so they are dropped for Spark Connect and for
 ``spark-submit``, where the server or the submitter owns them; SQL settings apply to
@@ -18,9 +23,11 @@ every kind of session.
 
 from __future__ import annotations
 
+import math
 import os
 import sys
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from typing import TYPE_CHECKING, Final
 
 import attrs
@@ -31,6 +38,11 @@ if TYPE_CHECKING:
 LOCAL_DEFAULT: Final = "local[*]"
 CLASSIC_PREFIXES: Final = ("local", "spark://", "yarn", "k8s://", "mesos://")
 CONNECT_PREFIX: Final = "sc://"
+
+SHUFFLE_PARTITIONS: Final = "spark.sql.shuffle.partitions"
+ROWS_PER_PARTITION: Final = 100_000
+"""Input rows per shuffle partition before another one pays for its task (~0.1 s each)."""
+PARTITIONS_PER_CORE_MAX: Final = 2
 
 # Settings that only take effect when we launch the driver JVM ourselves.
 _LAUNCH_PREFIXES: Final = ("spark.driver.", "spark.executor.", "spark.ui.", "spark.jars")
@@ -84,19 +96,15 @@ def plan_master(master: str | None, environ: Mapping[str, str] | None = None) ->
 
 def session_conf(plan: MasterPlan, conf: Mapping[str, str]) -> dict[str, str]:
     """The settings worth passing to the builder for this plan."""
-    out: dict[str, str] = {}
+    # The commands print their own progress; Spark's bar would garble it.
+    out: dict[str, str] = {"spark.ui.showConsoleProgress": "false"}
     if plan.local:
-        # Spark's default of 200 shuffle partitions makes a few hundred tiny tasks per
-        # stage on one machine; two per core keep every core busy at a fraction of that.
-        out["spark.sql.shuffle.partitions"] = str(2 * local_threads(plan.url or ""))
         # A local driver talks only to itself: binding to loopback avoids a slow or failing
         # lookup of this host's name, and nobody else needs the web UI of a batch job.
         out |= {
             "spark.driver.bindAddress": "127.0.0.1",
             "spark.driver.host": "127.0.0.1",
             "spark.ui.enabled": "false",
-            # The commands print their own progress; Spark's bar would garble it.
-            "spark.ui.showConsoleProgress": "false",
         }
     # Our Python UDFs are few and row-at-a-time; without pyarrow Spark would warn on each.
     out["spark.sql.execution.pythonUDF.arrow.enabled"] = "false"
@@ -104,14 +112,6 @@ def session_conf(plan: MasterPlan, conf: Mapping[str, str]) -> dict[str, str]:
     if plan.kind != "classic":
         out = {k: v for k, v in out.items() if not k.startswith(_LAUNCH_PREFIXES)}
     return out
-
-
-def local_threads(url: str) -> int:
-    """Worker threads of a ``local``, ``local[N]`` or ``local[*]`` master."""
-    inner = url.partition("[")[2].partition("]")[0].partition(",")[0]
-    if inner.isdigit():
-        return max(1, int(inner))
-    return (os.cpu_count() or 1) if inner == "*" else 1
 
 
 def ensure_worker_python(plan: MasterPlan) -> None:
@@ -189,3 +189,50 @@ def shuffle_partitions(spark: SparkSession) -> int:
         return max(1, int(spark.conf.get("spark.sql.shuffle.partitions") or "200"))
     except ValueError:
         return 200
+
+
+def partitions_for(rows: int, cores: int) -> int:
+    """Shuffle partitions for ``rows`` input rows on ``cores`` cores.
+
+    One per :data:`ROWS_PER_PARTITION` rows (so a small history is one task per stage,
+    not 200), at most :data:`PARTITIONS_PER_CORE_MAX` per core (more only queue up).
+    """
+    wanted = math.ceil(max(0, rows) / ROWS_PER_PARTITION)
+    return max(1, min(PARTITIONS_PER_CORE_MAX * max(1, cores), wanted))
+
+
+def partitions_fixed(spark: SparkSession) -> bool:
+    """Whether the session was launched with a shuffle-partition setting (ours to keep)."""
+    try:
+        return bool(spark.sparkContext.getConf().contains(SHUFFLE_PARTITIONS))
+    except Exception:  # Spark Connect: no SparkContext; the caller knows its own --conf.
+        return False
+
+
+def cores_of(spark: SparkSession) -> int:
+    """The cores the session's executors offer (Spark's default parallelism)."""
+    try:
+        return max(1, int(spark.sparkContext.defaultParallelism))
+    except Exception:  # Spark Connect: the server's setting is the best guess there is.
+        return shuffle_partitions(spark)
+
+
+@contextmanager
+def sized_shuffle_partitions(
+    spark: SparkSession, rows: int, *, fixed: bool = False
+) -> Iterator[int]:
+    """Set ``spark.sql.shuffle.partitions`` from the input size for the block; yield it.
+
+    Kept as it is when ``fixed`` (the user passed it) or the session was launched with
+    it; restored afterwards, since the session may be a caller's.
+    """
+    if fixed or partitions_fixed(spark):
+        yield shuffle_partitions(spark)
+        return
+    before = spark.conf.get(SHUFFLE_PARTITIONS) or "200"
+    n = partitions_for(rows, cores_of(spark))
+    spark.conf.set(SHUFFLE_PARTITIONS, str(n))
+    try:
+        yield n
+    finally:
+        spark.conf.set(SHUFFLE_PARTITIONS, before)

@@ -10,8 +10,8 @@ import pytest
 from skueue.analysis.session import (
     MasterError,
     MasterPlan,
-    local_threads,
     parse_conf,
+    partitions_for,
     plan_master,
     session_conf,
 )
@@ -45,18 +45,26 @@ def test_launch_settings_only_for_a_jvm_we_start() -> None:
     assert local["spark.driver.memory"] == "4g"
     assert local["spark.driver.bindAddress"] == "127.0.0.1"
     assert local["spark.sql.shuffle.partitions"] == "8"  # the caller's setting wins
-    assert session_conf(plan_master("local[3]", {}), {})["spark.sql.shuffle.partitions"] == "6"
+    # Sized from the input later (partitions_for), not fixed per master here.
+    assert "spark.sql.shuffle.partitions" not in session_conf(plan_master("local[3]", {}), {})
     remote = session_conf(plan_master("sc://h:1", {}), conf)
     assert "spark.driver.memory" not in remote
     assert "spark.driver.bindAddress" not in remote
     assert remote["spark.sql.shuffle.partitions"] == "8"
     cluster = session_conf(plan_master("spark://h:7077", {}), conf)
     assert "spark.driver.bindAddress" not in cluster  # executors must reach the driver
+    assert cluster["spark.ui.showConsoleProgress"] == "false"  # no bar over our progress
 
 
-def test_local_threads_and_conf_items() -> None:
-    assert [local_threads(u) for u in ("local", "local[3]", "local[4,2]")] == [1, 3, 4]
-    assert local_threads("local[*]") >= 1
+def test_partitions_follow_the_input_up_to_two_per_core() -> None:
+    assert partitions_for(0, 8) == 1
+    assert partitions_for(324, 64) == 1  # a small history is one task per stage, not 200
+    assert partitions_for(250_000, 64) == 3
+    assert partitions_for(10_000_000, 2) == 4
+    assert partitions_for(10_000_000, 1000) == 100
+
+
+def test_conf_items() -> None:
     assert parse_conf(["a=b", "c.d = e=f"]) == {"a": "b", "c.d": " e=f"}
     with pytest.raises(ValueError, match="not KEY=VALUE"):
         parse_conf(["nonsense"])
