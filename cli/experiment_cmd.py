@@ -113,13 +113,17 @@ def run(args: argparse.Namespace) -> int:
         if not mine:
             continue
         ex.write_csv(mine, args.out / f"{stem}.csv")
+        # Links relative to report.md, which sits next to them: they resolve wherever
+        # the directory is copied or rendered.
+        files = [f"![{title}]({stem}.png)", "",
+                 f"Data: [{stem}.csv]({stem}.csv) (one row per point and seed).", ""]
         if figure == 4:
             plot_rounds_vs_probability(mine, args.out / f"{stem}.png")
-            report += [f"## {title} (n = {args.figure4_n}, insert ratio 0.5)", "",
+            report += [f"## {title} (n = {args.figure4_n}, insert ratio 0.5)", "", *files,
                        ex.rate_table(mine), ""]
         else:
             plot_rounds_vs_n(mine, args.out / f"{stem}.png", title)
-            report += [f"## {title}", "", ex.size_table(mine), "",
+            report += [f"## {title}", "", *files, ex.size_table(mine), "",
                        "Fitted rounds per doubling of n (least squares on log2 n):", "",
                        ex.slope_table(mine), ""]
     big = ex.largest_run(rows)
@@ -128,7 +132,8 @@ def run(args: argparse.Namespace) -> int:
         report += [f"Largest n run: {big['n']} ({big['structure']}, ratio {big['ratio']}, "
                    f"seed {big['seed']}): {number(big, 'wall_seconds'):.1f} s in one task.", ""]
     report += [f"{len(rows)} points, {args.seeds} seed(s), on {len(hosts)} executor host(s) "
-               f"({', '.join(hosts)}): wall time {wall:.0f} s. Outputs in {args.out}.", ""]
+               f"({', '.join(hosts)}): wall time {wall:.0f} s. Outputs in {args.out}; "
+               f"every row as Parquet in [`rows/`](rows/).", ""]
     text = "\n".join(report)
     (args.out / "report.md").write_text(text, encoding="utf-8")
     print(text)

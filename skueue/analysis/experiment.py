@@ -41,6 +41,8 @@ from skueue.sim.experiment import (
     run_point,
 )
 
+PROGRESS_POLL_S: Final = 5.0
+"""How often ``skueue experiment`` asks Spark how many points are done."""
 HOST_FIELD: Final = "host"
 """Extra column: the executor host that ran the point."""
 # Digits kept in the CSVs: the same as bench/paper_figures.py, so the files diff cleanly.
@@ -85,6 +87,8 @@ def run_points(
     watcher = _Progress(spark, len(ordered), progress) if progress else None
     try:
         rows = frame.collect()
+        if watcher is not None:
+            watcher.done()
     finally:
         if watcher is not None:
             watcher.stop()
@@ -92,13 +96,22 @@ def run_points(
 
 
 class _Progress:
-    """Polls Spark's status tracker (classic sessions only) and reports finished tasks."""
+    """Polls Spark's status tracker (classic sessions only) and reports finished tasks.
+
+    The job's stage is found once among the active stages (the one with a task per
+    point) and then followed by id: a finished stage leaves the active list, which read
+    as "0 done" at the very end.  Counts only grow; :meth:`done` reports the total.
+    """
 
     def __init__(self, spark: SparkSession, total: int, report: Callable[[int, int], None]):
         self._stop = threading.Event()
+        self._lock = threading.Lock()
         self._report = report
         self._total = total
+        self._stage: int | None = None
+        self._last = -1
         self._tracker: Any = None
+        self._thread: threading.Thread | None = None
         try:
             self._tracker = spark.sparkContext.statusTracker()
         except Exception:  # Spark Connect has no SparkContext: no progress, no harm.
@@ -107,19 +120,39 @@ class _Progress:
         self._thread.start()
 
     def _run(self) -> None:
-        last = -1
-        while not self._stop.wait(5.0):
-            done = 0
+        while not self._stop.wait(PROGRESS_POLL_S):
+            self._poll()
+
+    def _poll(self) -> None:
+        if self._stage is None:
             for sid in self._tracker.getActiveStageIds():
                 info = self._tracker.getStageInfo(sid)
                 if info is not None and info.numTasks == self._total:
-                    done = max(done, info.numCompletedTasks)
-            if done != last:
+                    self._stage = sid
+                    break
+        if self._stage is None:
+            return
+        info = self._tracker.getStageInfo(self._stage)
+        if info is not None:
+            self._advance(info.numCompletedTasks)
+
+    def _advance(self, done: int) -> None:
+        with self._lock:
+            if done > self._last and not (self._stop.is_set() and done < self._total):
+                self._last = done
                 self._report(done, self._total)
-                last = done
 
     def stop(self) -> None:
+        """Stop polling (the job failed, or :meth:`done` was called)."""
         self._stop.set()
+        if self._thread is not None:
+            self._thread.join(PROGRESS_POLL_S + 1.0)
+
+    def done(self) -> None:
+        """The job finished: stop polling and report every point done."""
+        self.stop()
+        if self._tracker is not None:
+            self._advance(self._total)
 
 
 # -- tables and files ----------------------------------------------------------------------

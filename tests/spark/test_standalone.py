@@ -68,8 +68,8 @@ def analyze_here(spark: SparkSession, history: Path, out: Path) -> Run:
     tracker = sc.statusTracker()
     stages = {s for j in tracker.getJobIdsForGroup(group)
               if (info := tracker.getJobInfo(j)) is not None for s in info.stageIds}
-    tasks = [info.numTasks for s in sorted(stages)
-             if (info := tracker.getStageInfo(s)) is not None and info.numCompletedTasks]
+    tasks = [stage.numTasks for s in sorted(stages)
+             if (stage := tracker.getStageInfo(s)) is not None and stage.numCompletedTasks]
     return Run(code, json.loads((out / "summary.json").read_text()), tasks, "")
 
 
