@@ -1,7 +1,8 @@
 """``skueued``: run one Skueue process (its three virtual nodes) as a daemon.
 
     skueued --listen HOST:PORT [--peers ADDR,... | --join SEED] [--id ID]
-            [--structure queue|stack] [--log-format json|console]
+            [--structure queue|stack] [--value-bytes-max BYTES]
+            [--log-format json|console] [--log-level LEVEL]
 
 Alone it is a one-process cluster; with ``--peers`` it forms a static cluster with every
 listed daemon (each must be started with the others as its peers); with ``--join`` it
@@ -13,17 +14,24 @@ on stdout when ready and shuts down cleanly on SIGTERM or SIGINT.
 
 from __future__ import annotations
 
+import argparse
 import signal
 import sys
 
+import attrs
 import trio
 
 from cli.args import Parser, add_version, fail
+from cli.running import leaves
 from skueue.ops import Structure
 from skueue.runtime.address import AddressError, parse_address, parse_addresses
 from skueue.runtime.daemon import Daemon, DaemonConfig
 from skueue.runtime.errors import DaemonError
+from skueue.runtime.limits import Limits
 from skueue.runtime.logging import configure
+
+# A frame holds one value and the request around it.
+VALUE_ROOM_BYTES = 1024
 
 
 def build_parser() -> Parser:
@@ -50,6 +58,13 @@ def build_parser() -> Parser:
         choices=["queue", "stack"],
         default="queue",
         help="what the cluster serves: FIFO queue or LIFO stack (the same on every member)",
+    )
+    p.add_argument(
+        "--value-bytes-max",
+        type=value_limit,
+        default=Limits().value_bytes_max,
+        metavar="BYTES",
+        help="largest element a client may store (set the same on every member)",
     )
     p.add_argument(
         "--log-format",
@@ -103,7 +118,10 @@ def main(argv: list[str] | None = None) -> int:
     if join is not None and peers:
         fail("skueued", "--join and --peers exclude each other")
     configure(args.log_format, args.log_level)
-    config = DaemonConfig(listen, peers, args.process_id, Structure(args.structure), join=join)
+    limits = attrs.evolve(Limits(), value_bytes_max=args.value_bytes_max)
+    config = DaemonConfig(
+        listen, peers, args.process_id, Structure(args.structure), limits=limits, join=join
+    )
     try:
         trio.run(serve, config)
     except BaseException as e:  # noqa: BLE001 - unwrap a start-up error from task groups
@@ -114,12 +132,23 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
+def value_limit(text: str) -> int:
+    """A value limit that fits a frame with room for the request around it."""
+    most = Limits().frame_bytes_max - VALUE_ROOM_BYTES
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if not 1 <= value <= most:
+        raise argparse.ArgumentTypeError(f"{text} is not between 1 and {most} bytes")
+    return value
+
+
 def startup_error(e: BaseException) -> DaemonError | None:
     """The DaemonError inside ``e``, however deep in exception groups, if that is all it is."""
-    if isinstance(e, DaemonError):
-        return e
-    if isinstance(e, BaseExceptionGroup) and len(e.exceptions) == 1:
-        return startup_error(e.exceptions[0])
+    found = leaves(e)
+    if len(found) == 1 and isinstance(found[0], DaemonError):
+        return found[0]
     return None
 
 

@@ -5,22 +5,47 @@ The public API, re-exported names only:
     async with skueue.connect("127.0.0.1:7400") as q: ...      # trio or asyncio
     with skueue.connect_blocking("127.0.0.1:7400") as q: ...   # plain scripts
     with skueue.local_cluster(processes=4) as cluster: ...     # a cluster in-process
+
+The names are imported on first use, so ``import skueue`` (or of any module below it,
+such as the pure core) loads neither the client nor the daemon.
 """
 
-from skueue.client import (
-    BlockingClient,
-    Client,
-    Inserted,
-    NodeUnavailable,
-    NodeUnreachable,
-    Removed,
-    RequestRejected,
-    RequestTimeout,
-    SkueueError,
-    connect,
-    connect_blocking,
-)
-from skueue.local import LocalCluster, local_cluster
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from skueue.client import (
+        BlockingClient,
+        Client,
+        Inserted,
+        NodeUnavailable,
+        NodeUnreachable,
+        Removed,
+        RequestRejected,
+        RequestTimeout,
+        SkueueError,
+        connect,
+        connect_blocking,
+    )
+    from skueue.local import LocalCluster, local_cluster
+
+_WHERE = {
+    "BlockingClient": "skueue.client",
+    "Client": "skueue.client",
+    "Inserted": "skueue.client",
+    "NodeUnavailable": "skueue.client",
+    "NodeUnreachable": "skueue.client",
+    "Removed": "skueue.client",
+    "RequestRejected": "skueue.client",
+    "RequestTimeout": "skueue.client",
+    "SkueueError": "skueue.client",
+    "connect": "skueue.client",
+    "connect_blocking": "skueue.client",
+    "LocalCluster": "skueue.local",
+    "local_cluster": "skueue.local",
+}
 
 __all__ = [
     "BlockingClient",
@@ -37,3 +62,16 @@ __all__ = [
     "connect_blocking",
     "local_cluster",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    module = _WHERE.get(name)
+    if module is None:
+        raise AttributeError(f"module 'skueue' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_WHERE))

@@ -313,8 +313,9 @@ class Client:
         if self._broken is None:
             self._broken = error
         for waiter in self._waiting.values():
-            waiter.error = self._broken
-            waiter.done.set()
+            if not waiter.done.is_set():  # an answer that already arrived stands
+                waiter.error = self._broken
+                waiter.done.set()
         self._waiting.clear()
 
     async def _read_replies(self, decoder: FrameDecoder) -> None:
@@ -350,6 +351,7 @@ class Client:
                 raise RemoteProtocolError(f"unexpected reply {frame!r:.60}")
             waiter.results.extend(frame[2])
             return
+        del self._waiting[rid]  # answered: a break that follows does not change that
         if kind == "error":
             waiter.error = _error_from(frame, self.name)
         elif kind == "done" and not isinstance(frame[2], list):

@@ -340,3 +340,23 @@ def test_a_bad_address_in_the_environment_is_a_usage_error() -> None:
         check=False,
     )
     assert_one_line_error(out, 2, "bad address", "SKUEUE_NODE")
+
+
+def test_the_value_limit_is_configurable_on_the_daemon(skueued_cluster: StartCluster) -> None:
+    node = skueued_cluster(1, extra_args=("--value-bytes-max", "100")).addresses[0]
+    assert skueue("enqueue", "--node", node, "-x", stdin=b"v" * 100).returncode == 0
+    out = skueue("enqueue", "--node", node, "-x", stdin=b"v" * 101)
+    assert_one_line_error(out, 1, "101 bytes exceeds the limit of 100")
+
+
+@pytest.mark.parametrize("size", ["0", "-5", "x", str(16 << 20)])
+def test_a_value_limit_that_cannot_work_is_a_usage_error(size: str) -> None:
+    out = subprocess.run(
+        [sys.executable, "-m", "cli.skueued", "--listen", "127.0.0.1:0", "--value-bytes-max", size],
+        capture_output=True,
+        cwd=ROOT,
+        env=environment(),
+        timeout=RUN_TIMEOUT_S,
+        check=False,
+    )
+    assert_one_line_error(out, 2, "--value-bytes-max")

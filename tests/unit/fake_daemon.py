@@ -3,8 +3,9 @@
 It runs in a thread of the test process with plain blocking sockets, so it serves clients
 in the same process (trio or asyncio) and CLI subprocesses alike.  It answers the hello
 with ``welcome`` (the limits element only when given), then hands every request frame to
-``respond(frame)``, which returns the frames to send back; the default never answers, the
-stalled cluster of issue 8.  Every loop is bounded by ``stop()``, which closes everything.
+``respond(frame)``, which returns the frames to send back (``CLOSE`` hangs up); the
+default never answers, the stalled cluster of issue 8.  Every loop is bounded by
+``stop()``, which closes everything.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from typing import Any
 from skueue.runtime.framing import FrameDecoder, pack
 
 Respond = Callable[[list[Any]], list[Any]]
+CLOSE = "close the connection"  # a reply that makes the fake hang up, as a daemon may
 
 
 def never(frame: list[Any]) -> list[Any]:
@@ -107,6 +109,9 @@ class FakeDaemon:
                     out = self.respond(frame)
                 try:
                     for reply in out:
+                        if reply == CLOSE:
+                            conn.shutdown(socket.SHUT_RDWR)
+                            return
                         conn.sendall(pack(reply))
                 except OSError:
                     return

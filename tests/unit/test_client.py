@@ -18,7 +18,7 @@ import trio
 import skueue
 import skueue.client
 from skueue.runtime.client_protocol import PROTOCOL_VERSION
-from tests.unit.fake_daemon import FakeDaemon
+from tests.unit.fake_daemon import CLOSE, FakeDaemon
 
 TEST_DEADLINE_S = 10.0
 MIB = 1024 * 1024
@@ -160,6 +160,23 @@ async def test_error_codes_map_to_errors_and_keep_the_connection(
             assert str(raised.value).endswith(text)
             assert "\n" not in str(raised.value)
             assert await q.enqueue(b"y") == skueue.Inserted(0, 0)
+
+
+@pytest.mark.trio
+async def test_an_error_answer_followed_by_a_hang_up_is_still_the_answer() -> None:
+    """Today's daemon answers a bad request and then closes the connection: the caller
+    gets the daemon's reason, not "closed the connection"."""
+
+    def refuse(frame: list[Any]) -> list[Any]:
+        return [["error", frame[1], "insert: a value of 101 bytes exceeds the limit of 100"], CLOSE]
+
+    with FakeDaemon(refuse) as fake, trio.fail_after(TEST_DEADLINE_S):
+        for _ in range(10):  # which task runs first after the hang-up varies; try often
+            async with skueue.connect(fake.address) as q:
+                with pytest.raises(skueue.RequestRejected, match="exceeds the limit of 100"):
+                    await q.enqueue(b"x")
+                with pytest.raises(skueue.NodeUnreachable):
+                    await q.enqueue(b"y")
 
 
 def test_node_unavailable_is_documented_as_retryable() -> None:
