@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import signal
 import subprocess
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -244,3 +245,20 @@ def test_clients_of_a_leaving_daemon(skueued_cluster: Callable[..., Cluster]) ->
     assert leaver.proc.wait(timeout=20) == 0, leaver.stderr()[-2000:]
     assert refused and all("leaving" in r or "closed" in r for r in refused), refused[:3]
     assert "Traceback" not in leaver.stderr()
+
+
+def test_start_up_says_which_peers_it_waits_for(
+    tmp_path: Path, started: Callable[[], list[Daemon]]
+) -> None:
+    """Item 18 (daemon side): a daemon waiting for its peers says whom it waits for
+    instead of staying silent for up to 30 s."""
+    own, missing = (f"{HOST}:{p}" for p in free_ports(2))
+    daemon = spawn(["--listen", own, "--peers", missing], tmp_path, "waiting")
+    started().append(daemon)
+    for _ in range(200):  # up to 10 s; the first report comes after 5 s
+        if "waiting for peers" in daemon.stderr():
+            break
+        time.sleep(0.05)
+    said = daemon.stderr()
+    assert "waiting for peers" in said and missing in said, said
+    assert daemon.alive()
