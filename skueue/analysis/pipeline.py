@@ -32,7 +32,9 @@ from skueue.analysis.readers import InputError, Inputs, line_counts, load, stage
 from skueue.analysis.session import sized_shuffle_partitions
 
 MALFORMED_SHOWN: Final = 10
-EVENT_BIN_S: Final = 1.0
+BATCHES_PLOTTED_MAX: Final = 1_000_000
+"""Batch sizes brought to the driver for the histogram (two small ints each)."""
+BATCH_NODE_ORDER: Final = {"left": 0, "middle": 1, "right": 2, "all": 3}
 
 
 @attrs.frozen
@@ -253,20 +255,24 @@ def _log_stats(events: DataFrame, result: Analysis, out: Path) -> None:
     events = events.sparkSession.read.parquet(str(out_events))
     result.tables.append("events")
     result.event_counts = _write_small(stats.event_counts(events), out / "event_counts")
-    timeline = _write_small(stats.event_timeline(events, EVENT_BIN_S), out / "event_timeline")
+    width = stats.event_width(stats.event_span(events))
+    timeline = _write_small(stats.event_timeline(events, width), out / "event_timeline")
     result.tables += ["event_counts", "event_timeline"]
+    daemons = sorted({str(r["daemon"]) for r in result.event_counts if r["daemon"]})
+    named = f" of {', '.join(daemons)}" if 0 < len(daemons) <= 4 else (
+        f" of {len(daemons)} daemons" if daemons else "")
     if timeline:
-        result.plots.append(plots.plot_events(timeline, "Daemon log events per second",
-                                              out / "events.png"))
+        result.plots.append(plots.plot_events(
+            timeline, f"Daemon log events{named}", out / "events.png", width))
     batches = stats.batch_sizes(events)
     summary = _write_small(stats.batch_summary(batches), out / "batch_sizes")
-    result.batches = summary
+    result.batches = sorted(summary, key=lambda r: BATCH_NODE_ORDER.get(r["node"], 9))
     if summary:
         result.tables.append("batch_sizes")
-        sizes = [float(r["size"]) for r in batches.select("size").limit(100_000).collect()]
-        result.plots.append(plots.plot_histogram(sizes, "batch size (operations)",
-                                                 "Batch sizes in the daemon logs",
-                                                 out / "batches.png"))
+        rows = [r.asDict() for r in batches.select("node", "size").limit(BATCHES_PLOTTED_MAX)
+                .collect()]
+        result.plots.append(plots.plot_batches(
+            rows, f"Batch sizes sent up the tree{named}", out / "batches.png"))
 
 
 def fairness(rows: Sequence[Mapping[str, Any]]) -> dict[str, float]:

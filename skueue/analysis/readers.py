@@ -19,6 +19,9 @@ fields are parsed as VARIANT because Spark's JSON reader would quietly turn ``5`
 ``}``.  Only malformed lines, normally few, are parsed a second time (fully, as VARIANT)
 to name the reason the way ``record_from_json`` does.
 
+The optional ``phase`` (``"drain"`` on the records of ``skueue bench``'s final drain)
+is kept when it is a string and read as absent otherwise.
+
 Known differences from the Python reader, all on lines no writer of ours produces: an
 integer beyond 64 bits is malformed here; a line with a duplicate key is malformed here
 (Python keeps the last value); ``{...} {...}`` on one line passes here.
@@ -42,7 +45,8 @@ from skueue.history import INSERT_OPS, OPS, REMOVE_OPS
 
 HISTORY_SCHEMA: Final = (
     "process variant, seq bigint, op string, value variant, invoke double, "
-    "response double, position bigint, ord bigint, event string, _corrupt_record string"
+    "response double, position bigint, ord bigint, phase variant, event string, "
+    "_corrupt_record string"
 )
 _INT_TYPES: Final = ("TINYINT", "SMALLINT", "INT", "BIGINT")
 TEXT_SHOWN_MAX: Final = 200
@@ -58,7 +62,7 @@ class Inputs:
     """What the files hold; every DataFrame is lazy."""
 
     records: DataFrame
-    """``hid, file, process, seq, op, value, invoke, response, position, ord``."""
+    """``hid, file, process, seq, op, value, invoke, response, position, ord, phase``."""
     events: DataFrame
     """``file, daemon, timestamp, level, event, fields`` (fields: map of all keys as text)."""
     malformed: DataFrame
@@ -236,6 +240,9 @@ def classify(lines: DataFrame) -> DataFrame:
         F.when(record, j["response"]).alias("response"),
         F.when(record, j["position"]).alias("position"),
         F.when(record, j["ord"]).alias("ord"),
+        # Optional (absent in older histories): e.g. "drain" for a bench's final drain.
+        F.when(record & (F.schema_of_variant(j["phase"]) == "STRING"),
+               F.variant_get(j["phase"], "$", "string")).alias("phase"),
         F.when(F.col("kind") == "event", F.col("text"))
         .when(F.col("kind") == "malformed", F.substring("text", 1, TEXT_SHOWN_MAX))
         .alias("text"),

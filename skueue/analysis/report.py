@@ -119,6 +119,9 @@ def _history_stats(a: Analysis) -> list[str]:
                 f"{s.records} operations ({ops}; {s.empty} found the structure empty) by "
                 f"{s.processes} processes over {_cell(s.span)} {s.unit}: "
                 f"{_cell(rate)} operations per {unit1} on average.", ""]
+        if s.drain:
+            out += [f"The {s.drain} records of the final drain (`phase: drain`) are left out "
+                    "of these statistics and plots; the consistency checks include them.", ""]
         scale, shown = (1000.0, "ms") if s.unit == "seconds" else (1.0, s.unit)
         lat = sorted(a.latency.get(hid, []), key=lambda r: (r["kind"] == "all", r["kind"]))
         out += [f"Latency (response - invoke, {shown}; percentiles approximate to 0.001%):", ""]
@@ -127,10 +130,15 @@ def _history_stats(a: Analysis) -> list[str]:
                                                                       "max")])
             for r in lat
         ])
-        peak = max((float(b["rate"]) for b in a.throughput.get(hid, [])
-                    if b["kind"] != "all"), default=0.0)
-        out += ["", f"Throughput over time: `throughput` table and plot (busiest op kind peaks "
-                    f"at {peak:.4g} completions per {unit1})."]
+        bins = a.throughput.get(hid, [])
+        peak = max(bins, key=lambda b: (float(b["rate"]), str(b["kind"])), default=None)
+        if peak is not None:
+            width = float(peak["width"])
+            out += ["", f"Throughput over time: `throughput` table and plot, bins of "
+                        f"{width:g} {s.unit}. The busiest bin of one op kind: {peak['kind']} "
+                        f"at {float(peak['rate']):.4g} completions per {unit1}, "
+                        f"{_cell(float(peak['start']) - s.start)}-"
+                        f"{_cell(float(peak['start']) - s.start + width)} {s.unit} in."]
         out += _storage(a, hid)
     return out
 
@@ -165,13 +173,16 @@ def _logs(a: Analysis) -> list[str]:
                   [(lv, ev, n) for (lv, ev), n in sorted(counts.items(), key=lambda kv: -kv[1])])
     out += [""]
     if a.batches:
-        out += ["Batch sizes logged:", ""]
-        out += _table(["field", "count", "mean", "p50", "p90", "p99", "max"],
+        out += ["Batch sizes (operations per batch sent up the aggregation tree, from the "
+                "daemons' debug-level `batch up` events), per virtual node:", ""]
+        out += _table(["node", "batches", "empty", "mean", "p50", "p90", "p99", "max"],
                       [_batch_row(r) for r in a.batches])
     else:
-        out += ["No batch sizes in the logs (no numeric field named like `batch`)."]
+        out += ["No batch sizes in the logs: the daemons log one `batch up` event per batch "
+                "at debug level (`skueued --log-level debug --log-format json`)."]
     return out
 
 
 def _batch_row(r: dict[str, Any]) -> tuple[object, ...]:
-    return (r["field"], r["count"], *[float(r[k]) for k in ("mean", "p50", "p90", "p99", "max")])
+    return (r["node"], r["count"], r["empty"],
+            *[float(r[k]) for k in ("mean", "p50", "p90", "p99", "max")])

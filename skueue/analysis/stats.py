@@ -1,5 +1,10 @@
 """Statistics of histories and logs: throughput, latency, storage fairness, batches, events.
 
+Throughput and latency are measured on the workload alone: records whose ``phase`` is
+``"drain"`` (``skueue bench``'s final drain: one ``dequeue_many`` becomes hundreds of
+records with one latency, at one instant) are left out of them (:func:`measured`); the
+checks and the storage table still see every record.
+
 Every function returns a small DataFrame (one row per bin, kind or process); the big
 input never reaches the driver.  Times are whatever the history holds: rounds from
 ``skueue sim``, seconds from ``skueue bench``; :func:`history_summaries` tells which
@@ -33,8 +38,11 @@ PERCENTILE_ACCURACY: Final = 100_000
 """Rank error of ``percentile_approx`` is at most 1/accuracy of the count."""
 BINS_TARGET: Final = 100
 CHUNK_BITS: Final = 12
-BATCH_KEY: Final = "batch"
-"""Log fields whose name contains this and whose value is a number count as batch sizes."""
+DRAIN_PHASE: Final = "drain"
+BATCH_EVENT: Final = "batch up"
+"""The daemon's debug-level event for one batch sent up the aggregation tree."""
+BATCH_FIELD: Final = "batch_ops"
+"""Its field holding the batch size (operations in the batch)."""
 
 
 @attrs.frozen
@@ -50,6 +58,8 @@ class Summary:
     unit: str
     """``rounds`` or ``seconds``."""
     processes: int
+    drain: int = 0
+    """Records of a final drain, left out of every number above."""
 
     @property
     def span(self) -> float:
@@ -63,8 +73,25 @@ def kind() -> Column:
                   ).otherwise(F.col("op"))
 
 
+def measured(records: DataFrame) -> DataFrame:
+    """The records that throughput and latency describe: all but a final drain's."""
+    if "phase" not in records.columns:
+        return records
+    return records.where(F.col("phase").isNull() | (F.col("phase") != DRAIN_PHASE))
+
+
+def drained_counts(records: DataFrame) -> dict[int, int]:
+    """Records of a final drain per history (none when ``phase`` is unknown)."""
+    if "phase" not in records.columns:
+        return {}
+    rows = records.where(F.col("phase") == DRAIN_PHASE).groupBy("hid").count().collect()
+    return {int(r["hid"]): int(r["count"]) for r in rows}
+
+
 def history_summaries(records: DataFrame, unit: str = "auto") -> dict[int, Summary]:
-    """Counts, time span and time unit of every history: one small job."""
+    """Counts, time span and time unit of every history, without its drain: small jobs."""
+    drains = drained_counts(records)
+    records = measured(records)
     frac = F.greatest(F.abs(F.col("invoke") - F.floor("invoke")),
                       F.abs(F.col("response") - F.floor("response")))
     rows = records.groupBy("hid").agg(
@@ -93,6 +120,7 @@ def history_summaries(records: DataFrame, unit: str = "auto") -> dict[int, Summa
             end=float(r["end"]),
             unit=guessed if unit == "auto" else unit,
             processes=int(r["processes"]),
+            drain=drains.get(hid, 0),
         )
     return out
 
@@ -105,34 +133,51 @@ def nice_width(span: float, bins: int = BINS_TARGET, whole: bool = False) -> flo
         width = m * 10.0**exp
         if width >= raw:
             break
-    return max(1.0, round(width)) if whole else width
+    return float(max(1, round(width))) if whole else width
+
+
+def bins_of(s: Summary) -> tuple[float, int]:
+    """Bin width and number of bins covering ``s``'s span from its start."""
+    width = nice_width(s.span, whole=s.unit == "rounds")
+    return width, int(math.floor(s.span / width)) + 1
 
 
 def throughput(records: DataFrame, summaries: Mapping[int, Summary]) -> DataFrame:
-    """Completions per time unit, per history, time bin and op kind.
+    """Completions per time unit, per history, time bin and op kind, drain left out.
 
     ``hid, bin, start, width, kind, count, rate``: ``rate`` is completions per unit.
+    Every bin of the span is there for every kind the history has, with zeros where
+    nothing completed: a quiet stretch is a gap, not a line drawn across it.
     """
+    records = measured(records).where(F.col("hid").isin(*sorted(summaries)))
     starts = F.create_map(*[x for s in summaries.values() for x in (F.lit(s.hid), F.lit(s.start))])
     widths = F.create_map(*[
-        x for s in summaries.values()
-        for x in (F.lit(s.hid), F.lit(nice_width(s.span, whole=s.unit == "rounds")))
+        x for s in summaries.values() for x in (F.lit(s.hid), F.lit(bins_of(s)[0]))
     ])
     binned = records.select(
-        "hid", kind().alias("kind"), starts[F.col("hid")].alias("t0"),
-        widths[F.col("hid")].alias("width"), "response",
-    ).withColumn("bin", F.floor((F.col("response") - F.col("t0")) / F.col("width")))
-    return binned.groupBy("hid", "bin", "kind").agg(
-        F.count("*").alias("count"), F.first("t0").alias("t0"), F.first("width").alias("width")
-    ).select(
-        "hid", "bin", (F.col("t0") + F.col("bin") * F.col("width")).alias("start"), "width",
-        "kind", "count", (F.col("count") / F.col("width")).alias("rate"),
+        "hid", kind().alias("kind"),
+        F.floor((F.col("response") - starts[F.col("hid")]) / widths[F.col("hid")]).alias("bin"),
+    )
+    counts = binned.groupBy("hid", "bin", "kind").agg(F.count("*").alias("count"))
+    grid = records.sparkSession.createDataFrame(
+        [(s.hid, b, float(s.start + b * w), float(w))
+         for s in summaries.values() for w, n in [bins_of(s)] for b in range(n)],
+        "hid int, bin long, start double, width double",
+    )
+    kinds = binned.select("hid", "kind").distinct()
+    return grid.join(kinds, "hid").join(counts, ["hid", "bin", "kind"], "left").select(
+        "hid", "bin", "start", "width", "kind",
+        F.coalesce("count", F.lit(0)).alias("count"),
+        (F.coalesce("count", F.lit(0)) / F.col("width")).alias("rate"),
     )
 
 
 def latency(records: DataFrame) -> DataFrame:
-    """Per history and op kind (and ``all``): count, mean, p50/p90/p99, max of response-invoke."""
-    lat = records.select("hid", kind().alias("kind"),
+    """Per history and op kind (and ``all``): count, mean, p50/p90/p99, max of response-invoke.
+
+    A final drain is left out (see :func:`measured`).
+    """
+    lat = measured(records).select("hid", kind().alias("kind"),
                          (F.col("response") - F.col("invoke")).alias("latency"))
     every = lat.withColumn("kind", F.lit("all"))
     both = lat.unionByName(every)
@@ -228,6 +273,19 @@ def event_counts(events: DataFrame) -> DataFrame:
     return events.groupBy("daemon", "level", "event").count()
 
 
+def event_span(events: DataFrame) -> tuple[float, float] | None:
+    """First and last event time (epoch seconds), or None without timestamps."""
+    t = F.unix_micros("timestamp") / 1e6
+    row = events.where(F.col("timestamp").isNotNull()).agg(
+        F.min(t).alias("lo"), F.max(t).alias("hi")).collect()[0]
+    return None if row["lo"] is None else (float(row["lo"]), float(row["hi"]))
+
+
+def event_width(span: tuple[float, float] | None) -> float:
+    """Seconds per bin of the event timeline: whole seconds, about 100 bins at most."""
+    return 1.0 if span is None else nice_width(span[1] - span[0], whole=True)
+
+
 def event_timeline(events: DataFrame, width_s: float) -> DataFrame:
     """Events per level and time bin: ``start, level, count`` (``start`` in epoch seconds)."""
     t = F.unix_micros("timestamp") / 1e6
@@ -237,20 +295,29 @@ def event_timeline(events: DataFrame, width_s: float) -> DataFrame:
 
 
 def batch_sizes(events: DataFrame) -> DataFrame:
-    """Numeric log fields named like batches: ``daemon, event, field, size``."""
-    kv = events.select("daemon", "event", F.explode("fields").alias("field", "text"))
-    return kv.where(F.lower("field").contains(BATCH_KEY)).select(
-        "daemon", "event", "field", F.col("text").try_cast("double").alias("size")
-    ).where(F.col("size").isNotNull())
+    """Sizes of the batches sent up the tree: ``daemon, node, size``.
+
+    Only the ``batch_ops`` of the daemon's ``batch up`` events: other fields that merely
+    mention batches (limits, counters, ids) are no batch sizes.
+    """
+    fields = F.col("fields")
+    return events.where(F.col("event") == BATCH_EVENT).select(
+        F.coalesce(fields["process"], F.col("daemon")).alias("daemon"),
+        fields["node"].alias("node"),
+        fields[BATCH_FIELD].try_cast("long").alias("size"),
+    ).where(F.col("size").isNotNull() & (F.col("size") >= 0))
 
 
 def batch_summary(batches: DataFrame) -> DataFrame:
-    """Per field: count, mean, p50/p90/p99 and max of the logged batch sizes."""
+    """Per virtual node (``left``/``middle``/``right``) and ``all``: count, mean,
+    p50/p90/p99 and max of the batch sizes, and how many batches were empty."""
     pct = F.percentile_approx("size", list(PERCENTILES), PERCENTILE_ACCURACY)
-    return batches.groupBy("field").agg(
-        F.count("*").alias("count"), F.mean("size").alias("mean"), pct.alias("pct"),
-        F.max("size").alias("max"),
+    both = batches.select(F.coalesce("node", F.lit("?")).alias("node"), "size").unionByName(
+        batches.select(F.lit("all").alias("node"), "size"))
+    return both.groupBy("node").agg(
+        F.count("*").alias("count"), F.sum((F.col("size") == 0).cast("long")).alias("empty"),
+        F.mean("size").alias("mean"), pct.alias("pct"), F.max("size").alias("max"),
     ).select(
-        "field", "count", "mean",
+        "node", "count", "empty", "mean",
         *[F.col("pct")[i].alias(f"p{round(q * 100)}") for i, q in enumerate(PERCENTILES)], "max",
     )

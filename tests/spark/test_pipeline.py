@@ -20,8 +20,10 @@ from skueue.sim.rounds import SyncConfig, SyncSim
 LOG = [
     {"process": "p0", "members": 4, "structure": "queue", "event": "ready", "level": "info",
      "timestamp": "2026-01-01T00:00:00Z"},
-    {"event": "batch sent", "batch_size": 3, "level": "debug", "timestamp": "2026-01-01T00:00:01Z"},
-    {"event": "batch sent", "batch_size": 9, "level": "debug", "timestamp": "2026-01-01T00:00:02Z"},
+    {"event": "batch up", "process": "p0", "node": "left", "batch_ops": 3, "level": "debug",
+     "timestamp": "2026-01-01T00:00:01Z"},
+    {"event": "batch up", "process": "p0", "node": "middle", "batch_ops": 9, "level": "debug",
+     "timestamp": "2026-01-01T00:00:02Z"},
 ]
 
 
@@ -94,7 +96,7 @@ def test_analyze_writes_report_plots_and_tables(spark: SparkSession, analysed: R
     assert analysed.summary["malformed_lines"] == 1
     report = (out / "report.md").read_text()
     for text in ("## Consistency verdicts", "missing field 'op'", "Latency", "Corollary 19",
-                 "batch_size", "| info | ready | 1 |"):
+                 "Batch sizes", "| info | ready | 1 |"):
         assert text in report, text
     for png in ("throughput-sim", "latency-swapped", "storage-sim", "events", "batches"):
         assert (out / f"{png}.png").stat().st_size > 1000, png
@@ -105,8 +107,8 @@ def test_analyze_writes_report_plots_and_tables(spark: SparkSession, analysed: R
     assert sorted(r["count"] for r in latency) == [n, n]
     storage = spark.read.parquet(str(out / "storage")).collect()
     assert sorted({r["process"] for r in storage}) == ["p0", "p1", "p2", "p3"]
-    batches = {r["field"]: r for r in spark.read.parquet(str(out / "batch_sizes")).collect()}
-    assert (batches["batch_size"]["count"], batches["batch_size"]["max"]) == (2, 9.0)
+    batches = {r["node"]: r for r in spark.read.parquet(str(out / "batch_sizes")).collect()}
+    assert (batches["all"]["count"], batches["all"]["max"]) == (2, 9)
 
 
 @pytest.mark.parametrize("kind", ["missing", "empty", "bad-master"])

@@ -33,6 +33,7 @@ LINES = {
     "good-removal-empty": _with(op="dequeue", value=None, position=3, ord=7),
     "good-float-times": _with(invoke=0.25, response=0.25),
     "good-extra-key": _with(note="ignored"),
+    "good-phase-drain": _with(op="dequeue", value="x", phase="drain"),
     "good-stack": _with(op="pop", value="y"),
     "not-json": "enqueue x",
     "array": "[1, 2]",
@@ -126,6 +127,8 @@ def test_records_and_events_keep_their_fields(
     assert (empty["op"], empty["value"], empty["position"], empty["ord"]) == (
         "dequeue", None, 3, 7)
     assert rows["good.jsonl"]["response"] == 1.5
+    assert rows["good-phase-drain.jsonl"]["phase"] == "drain"  # optional: a bench's drain
+    assert rows["good.jsonl"]["phase"] is None
     assert len(set(inputs.names)) == len(rows)  # one history per file
     events = {r["event"]: r for r in inputs.events.collect()}
     assert set(events) == {"ready", "batch sent"}
