@@ -26,9 +26,18 @@ stack ticket.  Operations beyond ``available`` in a remove run get "empty".
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Sequence
 
 import attrs
+
+from dht.keys import POSITION_MAX
+
+# Bounds no correct batch comes near; a peer's batch beyond them is refused, so that
+# positions and ranks can never leave the range the DHT keys and the wire support.
+RUN_OPS_MAX = 1 << 32
+COUNTER_MAX = 1 << 32
+RANK_MAX = 1 << 62
 
 
 def _add_elementwise(a: tuple[int, ...], b: tuple[int, ...]) -> tuple[int, ...]:
@@ -84,12 +93,49 @@ class Batch:
         return not any(self.slots) and not self.joins and not self.leaves
 
     def describe(self) -> str:
-        runs = ",".join(
-            str(c) if c == s else f"{c}/{s}" for c, s in zip(self.counts, self.slots, strict=True)
-        )
+        # Not strict: a peer's malformed batch must still describe itself in a log line.
+        pairs = itertools.zip_longest(self.counts, self.slots, fillvalue="?")
+        runs = ",".join(str(c) if c == s else f"{c}/{s}" for c, s in pairs)
         extra = f" j{self.joins}" if self.joins else ""
         extra += f" l{self.leaves}" if self.leaves else ""
         return f"({runs}){extra}"
+
+
+def batch_problem(b: Batch, stack: bool) -> str | None:
+    """What is wrong with a batch a peer sent, or None.  A queue batch needs a position
+    for every operation; a stack batch has the form ``(0, pops, pushes)`` (Theorem 20)."""
+    if len(b.counts) != len(b.slots):
+        return "counts and slots differ in length"
+    if any(not 0 <= c <= s <= RUN_OPS_MAX for c, s in zip(b.counts, b.slots, strict=True)):
+        return "a run is negative, too long, or has more operations than ranks"
+    if not all(0 <= x <= COUNTER_MAX for x in (b.joins, b.leaves, b.nodes)):
+        return "a membership counter is out of range"
+    if not stack and b.counts != b.slots:
+        return "a queue run needs a position for every operation"
+    if stack and (len(b.counts) > 3 or (b.slots and b.slots[0] != 0)):
+        return "a stack batch is (0, pops, pushes)"
+    return None
+
+
+def grant_problem(g: RunGrant, index: int, count: int, stack: bool) -> str | None:
+    """What is wrong with the grant for run ``index`` of a batch whose run holds ``count``
+    operations needing positions, or None."""
+    inserts = is_insert_run(index)
+    if not (0 <= g.ord_first <= RANK_MAX and 0 <= g.ticket <= RANK_MAX):
+        return f"run {index}: rank or ticket out of range"
+    if inserts and g.available != count or not 0 <= g.available <= count:
+        return f"run {index}: {g.available} positions for {count} operations"
+    shape = (g.step, g.ticket_step)
+    want = (1, 0) if not stack else (1, 1) if inserts else (-1, 0)
+    if shape != want or (not stack and g.ticket != 0):
+        return f"run {index}: steps {shape} do not fit a {'stack' if stack else 'queue'}"
+    if g.first < (0 if stack else 1):
+        return f"run {index}: position {g.first}"
+    if g.available and not (
+        1 <= g.first <= POSITION_MAX and 1 <= g.position(g.available - 1) <= POSITION_MAX
+    ):
+        return f"run {index}: positions out of range"
+    return None
 
 
 def combine_all(batches: Sequence[Batch]) -> Batch:

@@ -15,6 +15,8 @@ from skueue.errors import ProtocolError
 from skueue.intake import OwnBuffer
 from skueue.membership_messages import (
     Absorbed,
+    Entry,
+    HandoverPart,
     Integrate,
     IntegrateAck,
     JoinAccepted,
@@ -30,12 +32,14 @@ from skueue.membership_messages import (
 from skueue.membership_state import (
     JOIN_RETRY_TICKS,
     JOINS,
+    NODE_BYTES_MAX,
     OVER,
     Mode,
     UpdatePhase,
     cyclic_distance,
     in_interval,
     keys_in,
+    split_entries,
 )
 
 if TYPE_CHECKING:
@@ -97,11 +101,15 @@ def on_join_accepted(node: VirtualNode, msg: JoinAccepted) -> list[Effect]:
     node.ticket.responsible[node.me.kind] = msg.responsible
     effects: list[Effect] = []
     flight = node.inflight
-    if old is not None and flight is not None and not flight.served:
+    if old is not None and node.me.kind is Kind.LEFT:
         # Moved to a new responsible node (an update phase integrated a node in front
-        # of us): take back the batch the old one will never serve.
-        effects.append(Send(old, Withdraw(node.me, flight.number)))
-        reclaim(node)
+        # of us): take back the batch the old one will never serve, and tell it either
+        # way, so that it stops taking batches from us.
+        number = -1
+        if flight is not None and not flight.served:
+            number = flight.number
+            reclaim(node)
+        effects.append(Send(old, Withdraw(node.me, number)))
     node.recompute_tree()
     return effects + confirm
 
@@ -120,11 +128,20 @@ def reclaim(node: VirtualNode) -> None:
 
 
 def on_withdraw(node: VirtualNode, msg: Withdraw) -> list[Effect]:
-    if msg.sender in node.child_batches:
-        del node.child_batches[msg.sender]
-    else:
-        node.withdrawn.add((msg.sender, msg.number))
+    node.released.discard(msg.sender)
+    take_back(node, msg.sender, msg.number)
     return []
+
+
+def take_back(node: VirtualNode, sender: NodeRef, number: int) -> None:
+    """Drop batch ``number`` of a relayed joiner, now or when it comes (-1: none)."""
+    if number < 0:
+        return
+    if sender in node.child_batches:
+        del node.child_batches[sender]
+        del node.child_numbers[sender]
+    else:
+        node.withdrawn.add((sender, number))
 
 
 def join_report(node: VirtualNode) -> int:
@@ -189,18 +206,26 @@ def integrate_joiners(node: VirtualNode) -> list[Effect]:
         lo, hi = joiner.label, chain[i + 2].label
         entries = node.table.take_where(keys_in(lo, hi))
         moved = tuple(j for j in waiting if in_interval(j.label, lo, hi))
-        integrate = Integrate(node.me, chain[i], chain[i + 2], tuple(entries), moved)
+        pieces = split_entries(entries, node.handover_bytes_max, NODE_BYTES_MAX * (3 + len(moved)))
+        for index, piece in enumerate(pieces[:-1]):
+            effects.append(Send(joiner, HandoverPart(node.me, index, piece)))
+        parts = len(pieces) - 1
+        integrate = Integrate(node.me, chain[i], chain[i + 2], pieces[-1], moved, parts)
         effects.append(Send(joiner, integrate))
     effects.append(Send(old_succ, SetPred(node.me, joiners[-1])))
     ph.acks = {*joiners, old_succ}
     first = joiners[0]
+    before = set(node.kids)
     node.joiners = [j for j in waiting if not in_interval(j.label, first.label, old_succ.label)]
     node.counted_joiners.clear()
     node.set_view(attrs.evolve(node.view, succ=first))
+    # Relayed joiners placed elsewhere now may still have a batch on its way here.
+    node.released |= {j for j in before - set(node.kids) if j.kind is Kind.LEFT}
     return effects
 
 
-def on_integrate(node: VirtualNode, msg: Integrate) -> list[Effect]:
+def on_integrate(node: VirtualNode, msg: Integrate, entries: list[Entry]) -> list[Effect]:
+    """Enter the ring; ``entries`` are all of the handover, pieces and final message."""
     withdrawn = -1
     flight = node.inflight
     if flight is not None and not flight.served:
@@ -210,7 +235,7 @@ def on_integrate(node: VirtualNode, msg: Integrate) -> list[Effect]:
     node.mode = Mode.MEMBER
     node.responsible = None
     node.ticket = None
-    node.table.add_entries(msg.entries)
+    node.table.add_entries(entries)
     node.view = View(node.me, msg.pred, msg.succ)
     adopt(node, list(msg.joiners))
     if node.phase is None:
@@ -238,11 +263,8 @@ def on_join_accepted_ack(node: VirtualNode, msg: JoinAcceptedAck) -> list[Effect
 
 
 def on_integrate_ack(node: VirtualNode, msg: IntegrateAck) -> list[Effect]:
-    if msg.withdrawn >= 0:
-        if msg.sender in node.child_batches:
-            del node.child_batches[msg.sender]
-        else:
-            node.withdrawn.add((msg.sender, msg.withdrawn))
+    node.released.discard(msg.sender)
+    take_back(node, msg.sender, msg.withdrawn)
     return acked(node, msg.sender)
 
 
@@ -265,5 +287,6 @@ def on_set_pred(node: VirtualNode, msg: SetPred) -> list[Effect]:
         # A leaver whose predecessor left: ask the new one (the old one's answer, if it
         # still comes, is stale and ignored).
         ph.asked = msg.pred
+        ph.asked_all.add(msg.pred)
         effects.append(Send(msg.pred, MayILeave(node.me)))
     return effects

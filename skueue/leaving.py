@@ -1,5 +1,10 @@
 """Leaving: counting a leave, and stage 3 of the update phase, where leavers hand their
-part to their predecessor, left to right (see :mod:`skueue.membership`)."""
+part to their predecessor, left to right (see :mod:`skueue.membership`).
+
+A leaver's entries go in bounded pieces (``HandoverPart``, at most the node's
+``handover_bytes_max`` bytes each) ahead of the final ``Departing``, which says how many
+pieces there are; the predecessor takes over only when it holds every piece, whatever
+order they came in."""
 
 from __future__ import annotations
 
@@ -11,11 +16,13 @@ from overlay.labels import Kind
 from skueue.effects import Effect, Send
 from skueue.membership_messages import (
     Departing,
+    Entry,
+    HandoverPart,
     LeaveAnswer,
     MayILeave,
     SetPred,
 )
-from skueue.membership_state import Mode
+from skueue.membership_state import NODE_BYTES_MAX, Mode, split_entries
 
 if TYPE_CHECKING:
     from skueue.node import VirtualNode
@@ -46,11 +53,14 @@ def start_leaving(node: VirtualNode) -> list[Effect]:
         ph.duty_done = True
         return []
     ph.asked = node.view.pred
+    ph.asked_all.add(node.view.pred)
     return [Send(node.view.pred, MayILeave(node.me))]
 
 
 def on_may_i_leave(node: VirtualNode, msg: MayILeave) -> list[Effect]:
     granted = not goes_now(node) or node.mode is not Mode.MEMBER
+    if granted and node.phase is not None:
+        node.phase.granted.add(msg.sender)
     return [Send(msg.sender, LeaveAnswer(node.me, granted))]
 
 
@@ -61,16 +71,23 @@ def on_leave_answer(node: VirtualNode, msg: LeaveAnswer) -> list[Effect]:
         return []  # our predecessor changed since we asked: we asked the new one already
     if not msg.granted:
         return []  # it leaves first; its SetPred will name the node to ask next
-    entries = tuple(node.table.take_where(lambda p: True))
+    entries = node.table.take_where(lambda p: True)
     deferred, node.deferred_joins = tuple(node.deferred_joins), []
-    ph.absorber = node.view.pred
-    return [Send(node.view.pred, Departing(node.me, node.view.succ, entries, deferred))]
+    ph.absorber = pred = node.view.pred
+    pieces = split_entries(entries, node.handover_bytes_max, NODE_BYTES_MAX * (2 + len(deferred)))
+    effects: list[Effect] = [
+        Send(pred, HandoverPart(node.me, i, piece)) for i, piece in enumerate(pieces[:-1])
+    ]
+    final = Departing(node.me, node.view.succ, pieces[-1], deferred, len(pieces) - 1)
+    return [*effects, Send(pred, final)]
 
 
-def on_departing(node: VirtualNode, msg: Departing) -> list[Effect]:
+def on_departing(node: VirtualNode, msg: Departing, entries: list[Entry]) -> list[Effect]:
+    """Take the leaver's part over: ``entries`` are all of it, pieces and final message."""
     ph = node.phase
     assert ph is not None
-    node.table.add_entries(msg.entries)
+    ph.granted.discard(msg.sender)
+    node.table.add_entries(entries)
     node.deferred_joins.extend(j for j in msg.deferred if j not in node.deferred_joins)
     node.set_view(attrs.evolve(node.view, succ=msg.succ))
     ph.absorbing[msg.succ] = msg.sender

@@ -72,7 +72,9 @@ class JoinCountedAck:
 @attrs.frozen
 class Withdraw:
     """A relayed joining node moved to another responsible node and took back the batch
-    it had sent to this one (it may still be on its way: drop it when it comes)."""
+    it had sent to this one (it may still be on its way: drop it when it comes).  Sent on
+    every move, with ``number`` -1 when there was no batch to take back, so the old
+    responsible node knows when to stop accepting batches from it."""
 
     sender: NodeRef
     number: int
@@ -113,11 +115,14 @@ class Integrate:
     succ: NodeRef
     entries: tuple[Entry, ...]
     joiners: tuple[NodeRef, ...] = ()
+    # HandoverPart messages with the rest of the entries, sent before this one (they may
+    # arrive after it): the joiner integrates once it holds all of them.
+    parts: int = 0
 
     def describe(self) -> str:
         return (
             f"Integrate pred={self.pred.describe()} succ={self.succ.describe()} "
-            f"entries={len(self.entries)}"
+            f"entries={len(self.entries)} parts={self.parts}"
         )
 
 
@@ -177,17 +182,37 @@ class LeaveAnswer:
 
 @attrs.frozen
 class Departing:
-    """A leaving node's hand-over: its entries, its successor, join requests it held."""
+    """A leaving node's hand-over: its entries, its successor, join requests it held.
+
+    Entries that do not fit one bounded message travel ahead in ``parts`` HandoverPart
+    messages (numbered 0 .. parts-1, in any order); the predecessor takes the leaver's
+    part over only once it holds all of them and this message."""
 
     sender: NodeRef
     succ: NodeRef
     entries: tuple[Entry, ...]
     deferred: tuple[NodeRef, ...]
+    parts: int = 0
 
     def describe(self) -> str:
         return (
             f"Departing {self.sender.describe()} succ={self.succ.describe()} "
-            f"entries={len(self.entries)}"
+            f"entries={len(self.entries)} parts={self.parts}"
+        )
+
+
+@attrs.frozen
+class HandoverPart:
+    """One bounded piece of the entries a Departing (leave) or an Integrate (join) hands
+    over; ``index`` is in ``[0, parts)`` of the final message."""
+
+    sender: NodeRef
+    index: int
+    entries: tuple[Entry, ...]
+
+    def describe(self) -> str:
+        return (
+            f"HandoverPart {self.index} from {self.sender.describe()} entries={len(self.entries)}"
         )
 
 
@@ -233,6 +258,7 @@ MembershipMessage = (
     | MayILeave
     | LeaveAnswer
     | Departing
+    | HandoverPart
     | Absorbed
     | AnchorHandover
     | UpdateOver
@@ -256,6 +282,7 @@ MEMBERSHIP_KINDS = {
         MayILeave,
         LeaveAnswer,
         Departing,
+        HandoverPart,
         Absorbed,
         AnchorHandover,
         UpdateOver,

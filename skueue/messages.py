@@ -41,10 +41,13 @@ class Grants:
     # The anchor starts an update phase with these grants (SPEC §8): no new batches
     # until "update over".
     update: bool = False
+    # The number of the batch these grants answer (``BatchUp.number``): grants for any
+    # other batch of the receiver are stale or forged, and refused.
+    number: int = 0
 
     def describe(self) -> str:
         flags = (" busy" if self.busy else "") + (" update" if self.update else "")
-        return "Grants " + " ".join(g.describe() for g in self.grants) + flags
+        return f"Grants #{self.number} " + " ".join(g.describe() for g in self.grants) + flags
 
 
 @attrs.frozen

@@ -22,25 +22,31 @@ Every node also serves the DHT: it stores entries it is responsible for and rout
 Join, Leave and the update phase (SPEC §8) live in :mod:`skueue.membership`; this module
 only keeps their state and stops batching while a phase runs.
 
+Every message is checked against the node's state before anything changes
+(:meth:`VirtualNode.check`): what a correct peer can never send here raises
+:class:`PeerError` and leaves the node exactly as it was.
+
 Nothing here reads a clock, a socket or the global ring; the same inputs in the same
 order give the same effects.
 """
 
 from __future__ import annotations
 
+from typing import NoReturn
+
 import attrs
 
-from dht.keys import position_key
+from dht.keys import POSITION_MAX, position_key
 from dht.table import Table
 from overlay.labels import Kind, NodeRef
-from overlay.routing import next_hop, start_route
+from overlay.routing import is_responsible, next_hop, start_route
 from overlay.tree import children, parent
 from overlay.view import View
 from skueue import membership
 from skueue.anchor import AnchorPolicy, QueueAnchor, StackAnchor, UpdateTrigger
-from skueue.batch import Batch, RunGrant, split_grants
+from skueue.batch import Batch, RunGrant, batch_problem, grant_problem, split_grants
 from skueue.effects import Complete, Effect, Send
-from skueue.errors import ProtocolError
+from skueue.errors import PeerError, ProtocolError
 from skueue.intake import Assignment, OwnBuffer
 from skueue.membership_messages import MembershipMessage
 from skueue.messages import BatchUp, Get, GetReply, Grants, Message, Put, PutAck
@@ -57,6 +63,8 @@ class InFlight:
     # Stack: own DHT operations not yet acknowledged; B is cleared when this empties.
     outstanding: set[int] = attrs.field(factory=set)
     number: int = 0  # the node's batch counter when this batch went up
+    # Each child's batch number, which its grants carry back.
+    child_numbers: dict[NodeRef, int] = attrs.field(factory=dict)
     reports_leave: bool = False  # the batch carries this node's own Leave
     reports_join: bool = False  # the batch carries this (joining) process's Join
     # Joining left node: JoinCounted acknowledgements awaited before the next batch.
@@ -77,6 +85,7 @@ class VirtualNode:
     anchor: AnchorPolicy | None = None
     own: OwnBuffer = attrs.field(init=False)
     child_batches: dict[NodeRef, Batch] = attrs.field(factory=dict)
+    child_numbers: dict[NodeRef, int] = attrs.field(factory=dict)  # BatchUp.number of each
     inflight: InFlight | None = None
     table: Table[tuple[NodeRef, int], Element] = attrs.field(factory=Table)
     # Own removes waiting for their element: op_id -> assignment.
@@ -99,6 +108,13 @@ class VirtualNode:
     phase: membership.UpdatePhase | None = None
     deferred_joins: list[NodeRef] = attrs.field(factory=list)
     withdrawn: set[tuple[NodeRef, int]] = attrs.field(factory=set)
+    # Relayed joiners placed elsewhere now whose Withdraw (or IntegrateAck) is still due:
+    # a batch they sent before they knew may still come, and is accepted until then.
+    released: set[NodeRef] = attrs.field(factory=set)
+    # Handovers arriving in pieces (leaves and joins): see skueue.membership_state.
+    incoming: membership.Incoming = attrs.field(factory=lambda: membership.Incoming())
+    # Largest handover message this node sends: entries beyond it go in several pieces.
+    handover_bytes_max: int = membership.HANDOVER_BYTES_MAX
     trigger: UpdateTrigger | None = None
     # Tree edges follow from the view (and the joiners relayed here); kept here because
     # tick runs every round.
@@ -160,6 +176,7 @@ class VirtualNode:
             self.own,
             layout,
             number=self.batches_sent,
+            child_numbers={k: self.child_numbers.pop(k) for k in kids},
             reports_leave=own_batch.leaves > 0,
             reports_join=own_batch.joins > 0 and self.mode is membership.Mode.JOINING,
         )
@@ -189,10 +206,90 @@ class VirtualNode:
         )
 
     def handle(self, message: Message | MembershipMessage) -> list[Effect]:
-        if self.mode is membership.Mode.DEPARTED:
-            raise ProtocolError(f"{self.me.describe()} has left: {message!r}")
+        self.check(message)
         effects = self._handle(message)
         return effects + membership.progress(self)
+
+    # -- checks: the sender's fault, found before anything changes ---------------------
+
+    def refuse(self, why: str) -> NoReturn:
+        raise PeerError(f"{self.me.describe()}: {why}")
+
+    def check(self, message: Message | MembershipMessage) -> None:
+        """Raise :class:`PeerError` if ``message`` cannot come from a correct peer now."""
+        if self.mode is membership.Mode.DEPARTED:
+            self.refuse(f"has left; got {message.describe()}")
+        match message:
+            case BatchUp():
+                self._check_batch_up(message)
+            case Grants():
+                self._check_grants(message)
+            case Put() | Get():
+                self._check_dht(message)
+            case GetReply(op_id=op_id, position=position, element=element):
+                a = self.awaiting.get(op_id)
+                if a is None or a.position != position:
+                    self.refuse(f"reply for op #{op_id} at {position}, which nobody awaits")
+                if not isinstance(element, bytes | str):
+                    self.refuse("an element is bytes or text")
+            case PutAck(op_id=op_id):
+                if op_id not in self.unacked_puts:
+                    self.refuse(f"PutAck for op #{op_id}, which sent no Put")
+            case _:
+                membership.check(self, message)
+
+    def _check_batch_up(self, m: BatchUp) -> None:
+        if (m.sender, m.number) in self.withdrawn:
+            return  # a batch taken back: dropped when it comes
+        if m.sender not in self.kids and m.sender not in self.released:
+            self.refuse(f"batch from {m.sender.describe()}, which is not a child")
+        if m.sender in self.child_batches:
+            self.refuse(f"second batch from {m.sender.describe()}")
+        if m.number < 0:
+            self.refuse(f"batch number {m.number}")
+        problem = batch_problem(m.batch, self.structure is Structure.STACK)
+        if problem:
+            self.refuse(f"batch {m.batch.describe()} from {m.sender.describe()}: {problem}")
+
+    def _check_grants(self, m: Grants) -> None:
+        flight = self.inflight
+        if flight is None or flight.served:
+            self.refuse("grants without a batch in flight")
+        if m.number != flight.number:
+            self.refuse(f"grants for batch #{m.number}; #{flight.number} is in flight")
+        if m.update and self.phase is not None:
+            self.refuse("update grants during an update phase")
+        subs = [b for _, b in flight.layout]
+        runs = max((len(b.counts) for b in subs), default=0)
+        if len(m.grants) != runs:
+            self.refuse(f"{len(m.grants)} grants for a batch of {runs} runs")
+        stack = self.structure is Structure.STACK
+        for i, g in enumerate(m.grants):
+            count = sum(b.counts[i] for b in subs if i < len(b.counts))
+            problem = grant_problem(g, i, count, stack)
+            if problem:
+                self.refuse(f"grants {m.describe()}: {problem}")
+
+    def _check_dht(self, m: Put | Get) -> None:
+        if self.mode is not membership.Mode.MEMBER:
+            self.refuse(f"is not in the ring: {m.describe()}")
+        if not 1 <= m.position <= POSITION_MAX or m.op_id < 0:
+            self.refuse(f"{m.describe()}: position or op id out of range")
+        stack = self.structure is Structure.STACK
+        if m.ticket < 0 or (not stack and m.ticket != 0):
+            self.refuse(f"{m.describe()}: ticket {m.ticket} for a {self.structure.value}")
+        key = position_key(m.position)
+        if m.route is not None and m.route.target != key:
+            self.refuse(f"{m.describe()}: routed to another key")
+        if not is_responsible(self.view, key):
+            return  # passed on; the node that stores it checks the rest
+        if isinstance(m, Put):
+            if not isinstance(m.element, bytes | str):
+                self.refuse("an element is bytes or text")
+            if m.ticket in self.table.entries.get(m.position, {}):
+                self.refuse(f"{m.describe()}: position {m.position} is taken")
+        elif any(w == (m.requester, m.op_id) for _, w in self.table.waiting.get(m.position, [])):
+            self.refuse(f"{m.describe()}: waits here already")
 
     def _handle(self, message: Message | MembershipMessage) -> list[Effect]:
         match message:
@@ -201,11 +298,8 @@ class VirtualNode:
                     # A joiner took this batch back when it was integrated.
                     self.withdrawn.discard((sender, number))
                     return []
-                if sender in self.child_batches:
-                    raise ProtocolError(
-                        f"{self.me.describe()}: second batch from {sender.describe()}"
-                    )
                 self.child_batches[sender] = batch
+                self.child_numbers[sender] = number
                 return []
             case Grants(grants=grants, busy=busy, update=update):
                 return self._serve(grants, busy, update)
@@ -228,14 +322,13 @@ class VirtualNode:
         if flight.reports_leave:
             assert self.leave is not None
             self.leave.counted = True
-        effects: list[Effect] = (
-            membership.join_counted(self, flight) if flight.reports_join else []
-        )
+        effects: list[Effect] = membership.join_counted(self, flight) if flight.reports_join else []
         parts = split_grants(grants, [b for _, b in flight.layout])
         old_children = []
         for (child, _), part in zip(flight.layout, parts, strict=True):
             if child is not None:
-                effects.append(Send(child, Grants(part, busy, update)))
+                number = flight.child_numbers[child]
+                effects.append(Send(child, Grants(part, busy, update, number)))
                 old_children.append(child)
         for a in flight.own.assign(parts[0]):
             effects.extend(self._start(a, flight))

@@ -9,6 +9,12 @@ the same step until nothing local is left, and only messages for other processes
 out as ``Send`` effects.  (A driver that wants to count virtual hops as rounds can turn
 this off with ``local_delivery=False``.)
 
+Peer input: ``handle`` checks the message against the receiving node's state before
+anything changes, and raises :class:`~skueue.errors.PeerError` (the sender's fault)
+with the process unchanged; a driver drops the link and carries on.  Messages between
+the process's own nodes are ours: one of them refused is our bug, a loud
+:class:`~skueue.errors.ProtocolError`.
+
 Client intake: every operation of a process enters the buffer of one node, the left
 node, because one buffer per process is what keeps program order (SPEC §6), and the left
 node is the highest of the three in the tree.
@@ -26,6 +32,7 @@ from overlay.labels import Kind, NodeRef, process_nodes
 from overlay.view import View
 from skueue import membership
 from skueue.effects import Effect, Send
+from skueue.errors import PeerError, ProtocolError
 from skueue.membership_messages import MembershipMessage
 from skueue.messages import Message
 from skueue.node import VirtualNode
@@ -62,8 +69,15 @@ class Process:
         structure: Structure = Structure.QUEUE,
         *,
         local_delivery: bool = True,
+        handover_bytes_max: int = membership.HANDOVER_BYTES_MAX,
     ) -> Process:
-        nodes = {kind: VirtualNode(views[kind], structure) for kind in Kind}
+        """``handover_bytes_max``: the largest message a handover of entries (join or
+        leave) may use; a driver sets it below its frame limit."""
+        _check_handover_limit(handover_bytes_max)
+        nodes = {
+            kind: VirtualNode(views[kind], structure, handover_bytes_max=handover_bytes_max)
+            for kind in Kind
+        }
         return cls(process_id, nodes, structure, local_delivery)
 
     @classmethod
@@ -74,9 +88,11 @@ class Process:
         structure: Structure = Structure.QUEUE,
         *,
         local_delivery: bool = True,
+        handover_bytes_max: int = membership.HANDOVER_BYTES_MAX,
     ) -> Process:
         """A process outside the ring that will join it through ``contact`` (call
         :meth:`join`).  Its views are placeholders until each node is integrated."""
+        _check_handover_limit(handover_bytes_max)
         nodes = {}
         ticket = membership.JoinTicket()
         for me in process_nodes(process_id):
@@ -86,6 +102,7 @@ class Process:
                 mode=membership.Mode.JOINING,
                 contact=contact,
                 ticket=ticket,
+                handover_bytes_max=handover_bytes_max,
             )
         return cls(process_id, nodes, structure, local_delivery)
 
@@ -138,8 +155,14 @@ class Process:
         return sum(n.batches_sent for n in self.nodes.values())
 
     def handle(self, to: NodeRef, message: Message | MembershipMessage) -> list[Effect]:
+        """A message from another process for node ``to``.  Raises :class:`PeerError`,
+        with this process unchanged, if no correct peer can send it now."""
         if to.process != self.process_id:
             raise ValueError(f"message for {to.describe()} delivered to process {self.process_id}")
+        sender = getattr(message, "sender", None)
+        if self.local_delivery and isinstance(sender, NodeRef) and sender.process == to.process:
+            # Our own nodes' messages never cross the network: this one is forged.
+            raise PeerError(f"{to.describe()}: {message.describe()} claims to be from here")
         node = self.nodes[to.kind]
         if node.mode is membership.Mode.DEPARTED and isinstance(
             message, membership.LOSSY_WHEN_DEPARTED
@@ -161,7 +184,10 @@ class Process:
                     effect.message, membership.LOSSY_WHEN_DEPARTED
                 ):
                     continue
-                pending.extend(node.handle(effect.message))
+                try:
+                    pending.extend(node.handle(effect.message))
+                except PeerError as e:
+                    raise ProtocolError(f"a message between own nodes was refused: {e}") from e
             else:
                 out.append(effect)
         return out
@@ -188,3 +214,9 @@ class Process:
 
     def describe(self) -> str:
         return " | ".join(self.nodes[k].describe() for k in Kind)
+
+
+def _check_handover_limit(handover_bytes_max: int) -> None:
+    least = 2 * membership.HANDOVER_OVERHEAD_BYTES
+    if handover_bytes_max < least:
+        raise ValueError(f"handover_bytes_max must be at least {least} bytes")

@@ -38,7 +38,7 @@ def encode_message(m: Message | MembershipMessage) -> list[Any]:
         case BatchUp():
             return ["BatchUp", encode_node(m.sender), encode_batch(m.batch), m.number]
         case Grants():
-            return ["Grants", [encode_grant(g) for g in m.grants], m.busy, m.update]
+            return ["Grants", [encode_grant(g) for g in m.grants], m.busy, m.update, m.number]
         case Put():
             return [
                 "Put",
@@ -79,11 +79,12 @@ def decode_message(x: Any) -> Message | MembershipMessage:
                     decode_node(sender, "sender"), decode_batch(batch), _int(number, "number")
                 )
             case "Grants":
-                grants, busy, update = rest
+                grants, busy, update, number = rest
                 return Grants(
                     tuple(decode_grant(g) for g in _list(grants, "grants")),
                     _bool(busy, "busy"),
                     _bool(update, "update"),
+                    _int(number, "number"),
                 )
             case "Put":
                 route, position, elem, ticket, requester, op_id, ack = rest

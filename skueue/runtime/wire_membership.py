@@ -13,6 +13,7 @@ from skueue.membership_messages import (
     AnchorHandover,
     Departing,
     Entry,
+    HandoverPart,
     Integrate,
     IntegrateAck,
     JoinAccepted,
@@ -30,6 +31,7 @@ from skueue.membership_messages import (
     UpdateOver,
     Withdraw,
 )
+from skueue.membership_state import PARTS_MAX
 from skueue.runtime.errors import RemoteProtocolError
 from skueue.runtime.wire_fields import (
     _bool,
@@ -89,6 +91,7 @@ def encode(m: MembershipMessage) -> list[Any]:
                 encode_node(m.succ),
                 [list(e) for e in m.entries],
                 [encode_node(j) for j in m.joiners],
+                m.parts,
             ]
         case IntegrateAck():
             return ["IntegrateAck", encode_node(m.sender), m.withdrawn]
@@ -107,6 +110,14 @@ def encode(m: MembershipMessage) -> list[Any]:
                 encode_node(m.succ),
                 [list(e) for e in m.entries],
                 [encode_node(j) for j in m.deferred],
+                m.parts,
+            ]
+        case HandoverPart():
+            return [
+                "HandoverPart",
+                encode_node(m.sender),
+                m.index,
+                [list(e) for e in m.entries],
             ]
         case Absorbed():
             return ["Absorbed"]
@@ -139,7 +150,7 @@ def decode(kind: str, rest: list[Any]) -> MembershipMessage | None:
             return JoinCountedAck(decode_node(joiner, "joiner"))
         case "Withdraw":
             sender, number = rest
-            return Withdraw(decode_node(sender, "sender"), _int(number, "number"))
+            return Withdraw(decode_node(sender, "sender"), _int(number, "number", -1))
         case "StageDone":
             sender, stage = rest
             return StageDone(decode_node(sender, "sender"), _int(stage, "stage", 1, 4))
@@ -147,13 +158,14 @@ def decode(kind: str, rest: list[Any]) -> MembershipMessage | None:
             (stage,) = rest
             return Rewire(_int(stage, "stage", 2, 4))
         case "Integrate":
-            sender, pred, succ, entries, joiners = rest
+            sender, pred, succ, entries, joiners, parts = rest
             return Integrate(
                 decode_node(sender, "sender"),
                 decode_node(pred, "pred"),
                 decode_node(succ, "succ"),
                 _entries(entries),
                 _nodes(joiners, "joiners"),
+                _int(parts, "parts", 0, PARTS_MAX + 1),
             )
         case "IntegrateAck":
             sender, withdrawn = rest
@@ -171,12 +183,18 @@ def decode(kind: str, rest: list[Any]) -> MembershipMessage | None:
             sender, granted = rest
             return LeaveAnswer(decode_node(sender, "sender"), _bool(granted, "granted"))
         case "Departing":
-            sender, succ, entries, deferred = rest
+            sender, succ, entries, deferred, parts = rest
             return Departing(
                 decode_node(sender, "sender"),
                 decode_node(succ, "succ"),
                 _entries(entries),
                 _nodes(deferred, "deferred"),
+                _int(parts, "parts", 0, PARTS_MAX + 1),
+            )
+        case "HandoverPart":
+            sender, index, entries = rest
+            return HandoverPart(
+                decode_node(sender, "sender"), _int(index, "index", 0, PARTS_MAX), _entries(entries)
             )
         case "Absorbed":
             () = rest

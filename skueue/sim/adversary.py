@@ -34,6 +34,7 @@ import attrs
 from overlay.labels import Kind
 from skueue.effects import Complete, Effect, Send
 from skueue.history import Record
+from skueue.membership_state import HANDOVER_BYTES_MAX
 from skueue.ops import OpKind, Structure, insert_kind, remove_kind
 from skueue.process import Process
 from skueue.sim.cluster import build_cluster, process_ids
@@ -56,6 +57,10 @@ class AsyncConfig:
     # joiner left of the anchor.
     join_ids: tuple[str, ...] = ()
     leave_anchor: bool = False  # every leave takes the anchor's process if it can
+    # Elements are padded to this many characters (0: as short as they come), and the
+    # processes split handovers at this many bytes (None: the core's default).
+    value_bytes: int = 0
+    handover_bytes_max: int | None = None
 
     def __attrs_post_init__(self) -> None:
         if self.processes < 1:
@@ -78,7 +83,10 @@ class AsyncSim:
         self.config = config
         self.rng = random.Random(config.seed)
         self.ids = process_ids(config.processes)
-        self.processes = build_cluster(self.ids, config.structure)
+        self.handover_bytes_max = config.handover_bytes_max or HANDOVER_BYTES_MAX
+        self.processes = build_cluster(
+            self.ids, config.structure, handover_bytes_max=self.handover_bytes_max
+        )
         self.order = [self.processes[pid] for pid in self.ids]
         self.recorder = Recorder()
         self.in_flight: list[Send] = []
@@ -127,7 +135,9 @@ class AsyncSim:
                 self.drained.append(record.value)
 
     def _submit(self, process: Process, kind: OpKind) -> int:
-        value = f"{process.process_id}-{process.next_op_id}" if kind.inserts else None
+        value = None
+        if kind.inserts:
+            value = f"{process.process_id}-{process.next_op_id}".ljust(self.config.value_bytes, ".")
         op = process.new_op(kind, value)
         self.recorder.invoked(process.process_id, op, self.steps)
         self._apply(process, process.submit(op))
@@ -157,7 +167,9 @@ class AsyncSim:
             pid = ids[self.joined] if self.joined < len(ids) else f"j{self.joined}"
             self.joined += 1
             contact = self.drain_process.nodes[Kind.LEFT].me
-            process = Process.create_joining(pid, contact, self.config.structure)
+            process = Process.create_joining(
+                pid, contact, self.config.structure, handover_bytes_max=self.handover_bytes_max
+            )
             self.processes[pid] = process
             self.order.append(process)
             self._apply(process, process.join())

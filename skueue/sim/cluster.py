@@ -12,6 +12,7 @@ from overlay.ring import build_views
 from overlay.ring import tree_height as ring_tree_height
 from overlay.tree import children, parent
 from overlay.view import View
+from skueue.membership_state import HANDOVER_BYTES_MAX
 from skueue.ops import Structure
 from skueue.process import Process
 
@@ -21,7 +22,11 @@ def process_ids(count: int) -> list[str]:
 
 
 def build_cluster(
-    ids: list[str], structure: Structure, *, local_delivery: bool = True
+    ids: list[str],
+    structure: Structure,
+    *,
+    local_delivery: bool = True,
+    handover_bytes_max: int = HANDOVER_BYTES_MAX,
 ) -> dict[str, Process]:
     if not ids:
         raise ValueError("a cluster needs at least one process")
@@ -30,7 +35,13 @@ def build_cluster(
     for node, view in views.items():
         per_process[node.process][node.kind] = view
     return {
-        pid: Process.create(pid, per_process[pid], structure, local_delivery=local_delivery)
+        pid: Process.create(
+            pid,
+            per_process[pid],
+            structure,
+            local_delivery=local_delivery,
+            handover_bytes_max=handover_bytes_max,
+        )
         for pid in ids
     }
 

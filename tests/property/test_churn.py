@@ -12,6 +12,7 @@ nodes and its tree edges the ones SPEC §3 defines (``ring_problems``).
 from __future__ import annotations
 
 from collections import Counter
+from typing import Any
 
 import pytest
 from hypothesis import given, note
@@ -20,7 +21,9 @@ from hypothesis.control import currently_in_test_context
 
 from overlay.labels import left_label, middle_label
 from skueue.check import check
+from skueue.effects import Effect, Send
 from skueue.ops import Structure
+from skueue.process import Process
 from skueue.sim.adversary import AsyncConfig, AsyncSim
 from skueue.sim.cluster import ring_problems
 
@@ -31,11 +34,11 @@ LOW_IDS = ("low1326", "low467", "low312", "low1571", "low397")
 ratios = st.one_of(st.sampled_from([0.0, 1.0, 0.6]), st.floats(0.0, 1.0))
 
 
-def run_and_check(config: AsyncConfig) -> AsyncSim:
+def run_and_check(config: AsyncConfig, sim: AsyncSim | None = None) -> AsyncSim:
     replay = f"replay with: AsyncSim({config!r}).run()"
     if currently_in_test_context():
         note(replay)
-    sim = AsyncSim(config)
+    sim = sim or AsyncSim(config)
     result = sim.run()
     records = result.records
     for model in ("sc", "linearizable"):
@@ -100,9 +103,7 @@ def test_the_anchors_process_leaving(
 def test_joiners_left_of_the_anchor(
     processes: int, structure: Structure, joins: int, seed: int
 ) -> None:
-    run_and_check(
-        AsyncConfig(processes, structure, 40, 0.6, seed, joins=joins, join_ids=LOW_IDS)
-    )
+    run_and_check(AsyncConfig(processes, structure, 40, 0.6, seed, joins=joins, join_ids=LOW_IDS))
 
 
 def test_low_ids_really_land_left_of_the_anchor() -> None:
@@ -111,9 +112,7 @@ def test_low_ids_really_land_left_of_the_anchor() -> None:
         AsyncConfig(6, Structure.QUEUE, 20, 0.6, seed=5, joins=1, join_ids=LOW_IDS[:1])
     )
     ring_minimum = min(
-        (left_label(middle_label(p.process_id)), p.process_id)
-        for p in sim.order
-        if not p.departed
+        (left_label(middle_label(p.process_id)), p.process_id) for p in sim.order if not p.departed
     )
     assert ring_minimum[1] == LOW_IDS[0]
     assert sim.anchor_process().process_id == LOW_IDS[0]
@@ -124,3 +123,81 @@ def test_everyone_but_one_leaves(structure: Structure) -> None:
     """Leaving down to a single process: neighbouring leavers go one after the other."""
     sim = run_and_check(AsyncConfig(6, structure, 60, 0.6, seed=11, leaves=5))
     assert sum(1 for p in sim.order if not p.departed) == 1
+
+
+def spy_messages(sim: AsyncSim) -> list[Any]:
+    """Every message the simulation's processes send, in order."""
+    sent: list[Any] = []
+    apply = sim._apply
+
+    def spy(process: Process, effects: list[Effect]) -> None:
+        sent.extend(e.message for e in effects if isinstance(e, Send))
+        apply(process, effects)
+
+    sim._apply = spy  # type: ignore[method-assign]
+    return sent
+
+
+# Elements of 400 characters and handovers of at most 2 KiB (the least the core takes):
+# a handover of more than a couple of entries goes in several pieces.
+BIG_VALUE = 400
+SMALL_HANDOVER = 2048
+
+
+@given(
+    processes=st.integers(2, 10),
+    structure=st.sampled_from(list(Structure)),
+    joins=st.integers(0, 3),
+    leaves=st.integers(1, 4),
+    seed=st.integers(0, 2**32 - 1),
+)
+def test_large_handovers_go_in_bounded_pieces(
+    processes: int, structure: Structure, joins: int, leaves: int, seed: int
+) -> None:
+    """Leaves (and joins) that move many large elements split their handover into
+    pieces, which arrive in any order; every element still comes out exactly once."""
+    leaves = min(leaves, processes - 1)
+    config = AsyncConfig(
+        processes,
+        structure,
+        80,
+        0.85,
+        seed,
+        joins=joins,
+        leaves=leaves,
+        value_bytes=BIG_VALUE,
+        handover_bytes_max=SMALL_HANDOVER,
+    )
+    run_and_check(config)
+
+
+@pytest.mark.parametrize("structure", list(Structure))
+def test_split_handovers_really_happen(structure: Structure) -> None:
+    """The property above is only worth something if leaves and joins really went in
+    pieces, some of them overtaken by their final message."""
+    parts = Counter[str]()
+    early_finals = 0  # steps at which a final message waited for its pieces
+    for seed in range(4):
+        config = AsyncConfig(
+            5,
+            structure,
+            120,
+            0.9,
+            seed,
+            joins=2,
+            leaves=3,
+            value_bytes=BIG_VALUE,
+            handover_bytes_max=SMALL_HANDOVER,
+        )
+        sim = AsyncSim(config)
+        sent = spy_messages(sim)
+        while not sim.finished() and sim.steps < config.max_steps:
+            sim.step()
+            nodes = [n for p in sim.order for n in p.nodes.values()]
+            early_finals += sum(len(n.incoming.finals) for n in nodes)
+        run_and_check(config, sim)
+        parts.update(type(m).__name__ for m in sent if getattr(m, "parts", 0))
+        unfinished = [n.describe() for p in sim.order for n in p.nodes.values() if n.incoming.parts]
+        assert not unfinished, unfinished
+    assert parts["Departing"] > 0 and parts["Integrate"] > 0, parts
+    assert early_finals > 0, "no final message ever overtook its pieces"
