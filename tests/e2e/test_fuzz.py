@@ -10,6 +10,12 @@ requests outstanding) the daemon must still be alive, must have logged warnings 
 traceback, and must serve a normal workload that passes the checkers with every element
 out exactly once.
 
+Besides frames that do not decode, peers send messages that decode fine but are wrong
+for the receiver (issue 8, item 7): every message kind, with wrong counts, stale batch
+numbers and stages, unknown senders and nodes, and messages impossible outside an update
+phase, to both daemons.  The core must refuse each before it changes anything; the
+daemon logs it once and drops that link, and nothing else notices.
+
 The generator is seeded; the seed is printed (set ``SKUEUE_FUZZ_SEED`` to replay one).
 No case inserts an element (a bad insert is checked to be rejected before it is sent),
 so the workload's exactly-once accounting is not disturbed by the fuzzing.
@@ -32,10 +38,33 @@ import msgpack
 import pytest
 import trio
 
-from overlay.labels import Kind, NodeRef, node_ref
+from dht.keys import position_key
+from overlay.labels import LABEL_SPACE, Kind, NodeRef, node_ref
 from overlay.routing import Phase, Route
 from skueue.batch import Batch, RunGrant
 from skueue.loadgen import LoadConfig, run_load
+from skueue.membership_messages import (
+    Absorbed,
+    AnchorHandover,
+    Departing,
+    HandoverPart,
+    Integrate,
+    IntegrateAck,
+    JoinAccepted,
+    JoinAcceptedAck,
+    JoinCounted,
+    JoinCountedAck,
+    JoinRequest,
+    LeaveAnswer,
+    MayILeave,
+    MembershipMessage,
+    Rewire,
+    SetPred,
+    SetPredAck,
+    StageDone,
+    UpdateOver,
+    Withdraw,
+)
 from skueue.messages import BatchUp, Get, GetReply, Grants, Message, Put, PutAck
 from skueue.runtime.client_protocol import parse_request
 from skueue.runtime.errors import RemoteProtocolError
@@ -50,6 +79,11 @@ FUZZ_BUDGET_S = 40.0
 CONCURRENCY = 24
 IDLE_CONNECTIONS = 300
 REPLY_TIMEOUT_S = 5.0
+# A refused peer message drops its link from the daemon's owner loop, behind whatever
+# the fuzzing queued in its inbox: give it longer than a reply.
+DROP_TIMEOUT_S = 20.0
+WRONG_ROUNDS = 3  # every wrong peer message, to every daemon, this many times
+WRONG_BUDGET_S = 60.0
 # Far above any op id a daemon hands out in a test run: a reply for it is always unknown.
 UNKNOWN_OP_ID = 1 << 50
 
@@ -154,6 +188,67 @@ def rejected_peer_message(rng: random.Random, i: int) -> list[Any]:
     return encode_message(PutAck(op_id))
 
 
+def wrong_peer_messages(
+    rng: random.Random, sender_id: str, target: str, members: list[str]
+) -> list[Message | MembershipMessage]:
+    """A message that decodes fine but that no correct peer can send to ``target`` while
+    the cluster has no join or leave going on (so no update phase runs): the core must
+    refuse it in whatever state the target is.  Nothing in it can ever be accepted, so
+    the workload's exactly-once accounting is not disturbed."""
+    fuzz = node_ref(sender_id, Kind(rng.randrange(3)))
+    other = node_ref(sender_id, Kind.RIGHT)
+    member = node_ref(rng.choice(members), Kind(rng.randrange(3)))
+    own = node_ref(target, Kind.MIDDLE)
+    p = 1 + rng.randrange(1 << 20)
+    op = UNKNOWN_OP_ID + rng.randrange(1 << 20)
+    wrong_key = (position_key(p) + 1 + rng.randrange(1 << 32)) % LABEL_SPACE
+    route = Route(target=wrong_key, bits=3, taken=0, point=0, phase=Phase.BITS)
+    entries = ((p, 0, b"forged"),)
+    stale = 1 << 40  # far beyond any batch number of a test run
+    candidates: list[Message | MembershipMessage] = [
+        BatchUp(fuzz, Batch.of(1), 0),  # from a node that is nobody's child
+        BatchUp(member, Batch((2, 1), (2, 2)), 0),  # a queue run with more ranks
+        BatchUp(own, Batch((1,), (1,)), 0),  # from its own process: never a child here
+        Grants((), number=stale),  # the frames of issue 8: no runs, for no batch in flight
+        Grants((RunGrant(1, 1, 0),) * rng.randrange(1, 4), True, False, stale + p),
+        Grants((RunGrant(1, 0, 0), RunGrant(1, 0, 0)), False, True, stale),
+        Put(route, p, b"forged", 0, fuzz, op, True),  # routed to another key
+        Put(None, p, b"forged", 1 + rng.randrange(9), fuzz, op, False),  # a stack ticket
+        Get(route, p, 0, fuzz, op),
+        Get(None, p, 1 + rng.randrange(9), fuzz, op),
+        GetReply(op, p, b"forged"),  # nobody waits for it
+        PutAck(op),
+        JoinRequest(route, fuzz),  # routed to another point than the joiner's label
+        JoinAccepted(own, rng.random() < 0.5),  # from its own process
+        JoinAcceptedAck(fuzz),
+        JoinCounted(fuzz, other),
+        JoinCountedAck(fuzz),
+        Withdraw(fuzz, rng.randrange(-1, 5)),
+        StageDone(fuzz, rng.randrange(1, 4)),  # stale: no phase runs
+        Rewire(rng.choice([2, 3])),
+        Integrate(fuzz, fuzz, other, entries, (), rng.randrange(3)),  # to a member
+        IntegrateAck(fuzz, rng.randrange(-1, 3)),
+        SetPred(fuzz, fuzz),
+        SetPredAck(fuzz),
+        MayILeave(fuzz),
+        LeaveAnswer(fuzz, rng.random() < 0.5),
+        Departing(fuzz, other, entries, (), rng.randrange(3)),
+        HandoverPart(fuzz, rng.randrange(3), entries),
+        Absorbed(),
+        AnchorHandover((1, rng.randrange(5), rng.randrange(5))),
+        UpdateOver(),
+    ]
+    return candidates
+
+
+WRONG_KINDS = {
+    "BatchUp", "Grants", "Put", "Get", "GetReply", "PutAck", "JoinRequest", "JoinAccepted",
+    "JoinAcceptedAck", "JoinCounted", "JoinCountedAck", "Withdraw", "StageDone", "Rewire",
+    "Integrate", "IntegrateAck", "SetPred", "SetPredAck", "MayILeave", "LeaveAnswer",
+    "Departing", "HandoverPart", "Absorbed", "AnchorHandover", "UpdateOver",
+}  # fmt: skip
+
+
 def bad_client_request(rng: random.Random) -> Any:
     """A request frame that ``parse_request`` rejects (checked here), never a valid insert."""
     limits = Limits()
@@ -233,6 +328,9 @@ def malformed_payload(rng: random.Random) -> bytes:
 class Tally:
     malformed: int = 0  # frames that are themselves bad: undecodable, wrong, cut short
     forged: int = 0  # well-formed peer messages for operations nobody waits for
+    wrong: int = 0  # connections that sent a decodable message wrong for the receiver
+    wrong_kinds: dict[str, int] = attrs.Factory(dict)
+    drop_s_max: float = 0.0  # longest wait for a daemon to drop a link after a wrong message
     connections: int = 0
     error_replies: int = 0
     by_case: dict[str, int] = attrs.Factory(dict)
@@ -249,11 +347,13 @@ def reset(stream: trio.SocketStream) -> None:
     stream.socket.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
 
 
-async def read_until_closed(stream: trio.SocketStream) -> list[Any]:
+async def read_until_closed(
+    stream: trio.SocketStream, timeout_s: float = REPLY_TIMEOUT_S
+) -> list[Any]:
     """Every frame the daemon sends until it closes the connection (bounded in time)."""
     decoder = FrameDecoder()
     got: list[Any] = []
-    with trio.move_on_after(REPLY_TIMEOUT_S):
+    with trio.move_on_after(timeout_s):
         try:
             while True:
                 data = await stream.receive_some(65536)
@@ -266,9 +366,10 @@ async def read_until_closed(stream: trio.SocketStream) -> list[Any]:
 
 
 class Fuzzer:
-    def __init__(self, address: str, seed: int) -> None:
+    def __init__(self, address: str, seed: int, members: list[str] | None = None) -> None:
         host, port = address.rsplit(":", 1)
         self.host, self.port = host, int(port)
+        self.members = members or [address]  # ids are the listen addresses here
         self.seed = seed
         self.tally = Tally()
         self.samples = sample_messages()
@@ -369,9 +470,56 @@ class Fuzzer:
             await self.send(stream, b"".join(frame_bytes(f) for f in frames))
             replies = await read_until_closed(stream)
         assert replies and replies[0][0] == "hello-peer", replies
-        assert replies[-1][0] == "error", replies
-        self.tally.error_replies += 1
+        if rejected:
+            # The first forged message is refused and the link dropped, unanswered.
+            assert replies[-1][0] in ("hello-peer", "error"), replies
+        else:
+            assert replies[-1][0] == "error", replies
+            self.tally.error_replies += 1
         return 1, rejected
+
+    async def wrong_peer_message(self, rng: random.Random, address: str, which: int) -> None:
+        """A peer hello, then one message that decodes but is wrong for the daemon at
+        ``address``: it is refused, logged once, and the link dropped.  (One message per
+        connection, so that the log lines can be counted: messages already read when the
+        link drops are handled, and logged, too.)"""
+        peer = f"fuzz-wrong-{rng.randrange(1 << 30)}"
+        target_host, target_port = address.rsplit(":", 1)
+        frames: list[Any] = [["hello-peer", peer, "127.0.0.1:9"]]
+        message = wrong_peer_messages(rng, peer, address, self.members)[which]
+        encoded = encode_message(message)
+        assert decode_message(encoded) == message  # structurally valid: it decodes
+        frames.append(["msg", rng.randrange(3), encoded])
+        async with await trio.open_tcp_stream(target_host, int(target_port)) as stream:
+            await self.send(stream, b"".join(frame_bytes(f) for f in frames))
+            t0 = trio.current_time()
+            try:
+                replies = await read_until_closed(stream, DROP_TIMEOUT_S)
+            except AssertionError as e:
+                raise AssertionError(f"{address} did not drop {message!r}: {e}") from None
+            self.tally.drop_s_max = max(self.tally.drop_s_max, trio.current_time() - t0)
+        assert [r[0] for r in replies] == ["hello-peer"], replies
+        self.tally.wrong += 1
+        kind = type(message).__name__
+        self.tally.wrong_kinds[kind] = self.tally.wrong_kinds.get(kind, 0) + 1
+
+    async def wrong_peer_round(self, rounds: int) -> None:
+        """Every wrong message of :func:`wrong_peer_messages` to every daemon, ``rounds``
+        times with fresh random fields."""
+        rng = random.Random(self.seed + 1)
+        count = len(wrong_peer_messages(rng, "x", self.members[0], self.members))
+        limiter = trio.CapacityLimiter(CONCURRENCY)
+
+        async def one(case_seed: int, address: str, which: int) -> None:
+            async with limiter:
+                await self.wrong_peer_message(random.Random(case_seed), address, which)
+
+        with trio.fail_after(WRONG_BUDGET_S):
+            async with trio.open_nursery() as nursery:
+                for _ in range(rounds):
+                    for address in self.members:
+                        for which in range(count):
+                            nursery.start_soon(one, rng.randrange(1 << 62), address, which)
 
     async def truncated(self, rng: random.Random) -> int:
         """A frame cut short, then FIN (truncated) or RST (abrupt), with or without hello."""
@@ -467,7 +615,10 @@ async def test_daemon_survives_fuzzing_then_serves_correctly(
     print(f"fuzz seed: {seed} (replay with SKUEUE_FUZZ_SEED={seed})")
     cluster = skueued_cluster(2, "queue")
     target, other = cluster.daemons
-    fuzzer = Fuzzer(target.address, seed)
+    fuzzer = Fuzzer(target.address, seed, cluster.addresses)
+    t0 = time.monotonic()
+    await fuzzer.wrong_peer_round(WRONG_ROUNDS)
+    print(f"wrong peer messages in {time.monotonic() - t0:.1f} s")
     t0 = time.monotonic()
     await fuzzer.run()
     print(f"fuzzed in {time.monotonic() - t0:.1f} s: {fuzzer.tally}")
@@ -486,6 +637,19 @@ async def test_daemon_survives_fuzzing_then_serves_correctly(
     assert any("bad client input" in ln for ln in warnings)
     assert any("bad input, closing connection" in ln for ln in warnings)
     assert any("rejected a message from a peer" in ln for ln in warnings)
+    # Every kind of wrong message was refused, each logged once, by both daemons.
+    assert set(fuzzer.tally.wrong_kinds) == WRONG_KINDS, sorted(
+        WRONG_KINDS - set(fuzzer.tally.wrong_kinds)
+    )
+    refused = sum(
+        1
+        for d in cluster.daemons
+        for ln in d.stderr().splitlines()
+        if "rejected a message from a peer" in ln and "fuzz-wrong-" in ln
+    )
+    assert refused == fuzzer.tally.wrong, (refused, fuzzer.tally.wrong)
+    for d in cluster.daemons:
+        assert "fuzz-wrong-" in d.stderr(), f"{d.address} got no wrong message"
 
     config = LoadConfig(
         nodes=(target.address, other.address),
