@@ -15,7 +15,11 @@ from skueue.runtime.errors import RemoteProtocolError
 from skueue.runtime.framing import (
     FRAME_BYTES_MAX,
     HEADER_BYTES,
+    OVERSIZED_PREFIX_BYTES,
+    BufferBudget,
+    BufferBudgetExceeded,
     FrameDecoder,
+    Oversized,
     pack,
     pack_many,
     unpack_payload,
@@ -151,3 +155,52 @@ def test_any_byte_stream_decodes_or_raises_remote_protocol_error(data: bytes) ->
     decoder = FrameDecoder(frame_bytes_max=256)
     with contextlib.suppress(RemoteProtocolError):
         decoder.feed(data)
+
+
+# -- oversized frames skipped, and the shared budget (issue 8, items 10 and 16) --------------
+
+
+def test_an_oversized_frame_is_skipped_without_buffering_and_the_next_one_decodes() -> None:
+    decoder = FrameDecoder(frame_bytes_max=100, skip_oversized=True)
+    big = pack(["insert", 7, [b"x" * 5000]])
+    got: list[Any] = []
+    for i in range(0, len(big), 300):
+        got += decoder.feed(big[i : i + 300])
+        assert decoder.pending_bytes <= 300 + HEADER_BYTES  # never the whole frame
+        assert decoder.in_frame or i + 300 >= len(big)
+    ((skipped,),) = [got]
+    assert isinstance(skipped, Oversized) and skipped.length == len(big) - HEADER_BYTES
+    assert skipped.prefix == big[HEADER_BYTES : HEADER_BYTES + OVERSIZED_PREFIX_BYTES]
+    assert not decoder.in_frame
+    assert decoder.feed(pack(["stats", 1])) == [["stats", 1]]
+
+
+def test_an_oversized_frame_and_good_ones_in_one_feed() -> None:
+    decoder = FrameDecoder(frame_bytes_max=100, skip_oversized=True)
+    blob = pack(["a"]) + pack([b"y" * 500]) + pack(["b"])
+    got = decoder.feed(blob)
+    assert got[0] == ["a"] and isinstance(got[1], Oversized) and got[2] == ["b"]
+    assert decoder.pending_bytes == 0 and not decoder.in_frame
+
+
+def test_the_budget_is_charged_for_partial_frames_only_and_given_back() -> None:
+    budget = BufferBudget(1000)
+    a, b = FrameDecoder(), FrameDecoder()
+    a.attach(budget)
+    b.attach(budget)
+    blob = pack(b"z" * 900)
+    assert a.feed(blob[:600]) == [] and budget.used == 600
+    with pytest.raises(BufferBudgetExceeded, match="more than 1000 bytes"):
+        b.feed(blob[:600])
+    assert a.feed(blob[600:]) == [b"z" * 900] and budget.used == 0
+    a.feed(blob[:10])
+    a.release()
+    assert budget.used == 0
+
+
+def test_whole_frames_cost_no_budget() -> None:
+    budget = BufferBudget(10)
+    decoder = FrameDecoder()
+    decoder.attach(budget)
+    assert decoder.feed(pack_many([b"q" * 100] * 5)) == [b"q" * 100] * 5
+    assert budget.used == 0
