@@ -47,6 +47,7 @@ from skueue.runtime.client_protocol import (
     LeaveRequest,
     RemoveRequest,
     StatsRequest,
+    limits_for_clients,
 )
 from skueue.runtime.connections import first_frame, frames
 from skueue.runtime.directory import COUNTER_NAMES, Directory
@@ -153,7 +154,13 @@ class Daemon:
             task_status.started(self.address)
 
     def _welcome(self) -> list[Any]:
-        return ["welcome", self.process_id, self.config.structure.value, PROTOCOL_VERSION]
+        return [
+            "welcome",
+            self.process_id,
+            self.config.structure.value,
+            PROTOCOL_VERSION,
+            limits_for_clients(self.limits),
+        ]
 
     def _joining_process(self, seed: str) -> Process:
         contact = node_ref(seed, Kind.LEFT)

@@ -34,10 +34,30 @@ class Limits:
     join_timeout_s: float = 10.0  # reaching the seed of the cluster to join
     stats_timeout_s: float = 2.0
     handshake_timeout_s: float = 10.0
-    idle_connection_timeout_s: float = 300.0  # a connection that never says hello
+    # Client connections (sessions.py).  A client with no request outstanding that sends
+    # nothing for this long is closed, so idle clients cannot hold every slot.
+    idle_connection_timeout_s: float = 300.0
+    # A frame once started must arrive whole within this (a stalled frame holds memory).
+    frame_read_timeout_s: float = 30.0
+    # A reply write that makes no progress for this long: the client is not reading.
+    reply_write_timeout_s: float = 60.0
+    # Bytes held for client frames not yet whole, all client connections together (one
+    # connection holds at most frame_bytes_max: a larger frame is skipped, not buffered).
+    # A connection that would go over it is closed.  Peer links are not counted: a
+    # member's link must not be cut for a stranger's bytes.
+    partial_frame_bytes_total_max: int = 64 * 1024 * 1024
+    # Connections that have not said hello yet, and the size of that first frame.
+    hello_pending_max: int = 256
+    hello_bytes_max: int = 4096
+    # Connections that said they are administrative (stats, join, leave only), on top of
+    # clients_max, so that an operator can always get in.
+    admin_clients_max: int = 8
     # Membership and failures (the lead's block; other blocks above).
     peers_wait_report_s: float = 5.0  # how often start-up says which peers it still awaits
     held_bytes_max: int = 64 * 1024 * 1024  # frames held for processes with no address yet
+    # Element bytes per message of a leave or join handover (a larger element goes alone),
+    # so that a daemon holding any amount of data can leave within the frame limit.
+    handover_bytes_max: int = 4 * 1024 * 1024
     # A client request not answered in this time gets an error naming the members that
     # are down (the client may ask for a shorter or longer time in its hello).
     request_timeout_s: float = 10.0

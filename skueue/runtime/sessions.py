@@ -7,11 +7,38 @@ go out, so a fast client slows down instead of growing our buffers.
 
 The owner never blocks on a client: :meth:`ClientSessions.deliver` offers a reply to the
 session's bounded reply channel, and a client that does not read its replies is closed.
+A reply larger than ``frame_bytes_max`` goes out in pieces (``more`` frames, then
+``done``), each within the limit.
+
+Resources (issue 8, item 10), each with a limit in :class:`~skueue.runtime.limits.Limits`:
+
+- a connection that has not said hello is one of at most ``hello_pending_max``, holds
+  at most ``hello_bytes_max`` and says hello within ``handshake_timeout_s``
+  (:meth:`ClientSessions.greet`);
+- ``clients_max`` clients, and ``admin_clients_max`` more that said ``admin`` in their
+  hello and may only ask for stats, join and leave: an operator can always get in;
+- a client with nothing outstanding that sends nothing for ``idle_connection_timeout_s``
+  is closed, and so is one that starts a frame and does not finish it within
+  ``frame_read_timeout_s``, or does not take a reply within ``reply_write_timeout_s``;
+- bytes held for frames not yet whole: at most ``frame_bytes_max`` per connection (a
+  larger frame is skipped, not buffered) and ``partial_frame_bytes_total_max`` for all
+  clients together; the connection that would go over is closed, with one warning.
+
+Delivery (issue 8, item 9): an element counts as delivered once the whole reply that
+carries it was handed to the kernel while the connection was open.  Every other removed
+element of a reply that reached :meth:`~ClientSessions.deliver` is counted in
+:attr:`ClientSessions.dropped_results`: replies still queued when the session ends, the
+one whose write failed, and those that arrive after the reader saw the client go.  The
+writer looks for the client's end of stream before each write, so that a client that
+closed its connection is not written to and counted as served.  (A client that has
+closed only its sending side is gone too, as far as the reader is concerned.)
 """
 
 from __future__ import annotations
 
+import contextlib
 import itertools
+import socket
 from collections.abc import Callable
 from typing import Any
 
@@ -19,10 +46,33 @@ import attrs
 import structlog
 import trio
 
-from skueue.runtime.client_protocol import ClientRequest, parse_request, request_id
-from skueue.runtime.connections import coalescing_writer, frames
+from skueue.runtime.client_protocol import (
+    ADMIN_REQUESTS,
+    INVALID,
+    TIMEOUT,
+    TOO_LARGE,
+    UNAVAILABLE,
+    ClientHello,
+    ClientRequest,
+    Refused,
+    oversized_request_id,
+    parse_client_hello,
+    parse_request,
+    reply_elements,
+    reply_frames,
+    request_id,
+)
+from skueue.runtime.connections import ConnectionTimeout, ReadDeadlines, first_frame, frames
 from skueue.runtime.errors import RemoteProtocolError
-from skueue.runtime.framing import FrameDecoder, pack
+from skueue.runtime.framing import (
+    HEADER_BYTES,
+    BufferBudget,
+    BufferBudgetExceeded,
+    FrameDecoder,
+    Oversized,
+    pack,
+    pack_many,
+)
 from skueue.runtime.limits import Limits
 
 log = structlog.get_logger("skueued")
@@ -31,6 +81,7 @@ log = structlog.get_logger("skueued")
 # that the connection handler does not catch, and one client's reset would stop the
 # daemon; so the client session handles it where it happens.
 DISCONNECTED = (trio.BrokenResourceError, trio.ClosedResourceError, ConnectionError)
+REFUSAL_SEND_S = 1.0
 
 
 @attrs.frozen
@@ -44,11 +95,36 @@ class ClientGone:
     client: int
 
 
+@attrs.frozen
+class Reply:
+    """One reply's frames, packed, and the removed elements they carry."""
+
+    blob: bytes
+    elements: int = 0
+
+
 @attrs.define
 class ClientSession:
-    replies: trio.MemorySendChannel[bytes]
+    replies: trio.MemorySendChannel[Reply]
     slots: trio.Semaphore
+    # From the hello: the client's own request timeout (None: the daemon's), and whether
+    # this is an administrative connection.
+    request_timeout_s: float | None = None
+    admin: bool = False
+    version: int = 1
     closed: bool = False
+    outstanding: int = 0  # requests handed to the owner and not answered yet
+    queued_elements: int = 0  # elements in replies offered and not yet handed over
+    scope: trio.CancelScope | None = None
+    deadlines: ReadDeadlines | None = None
+
+
+class _Ending(RemoteProtocolError):
+    """The connection ends with this error line (``code``) after what is queued."""
+
+    def __init__(self, message: str, rid: int | None, code: str) -> None:
+        super().__init__(message, rid)
+        self.code = code
 
 
 class ClientSessions:
@@ -65,34 +141,118 @@ class ClientSessions:
         self.welcome = welcome
         self.clients: dict[int, ClientSession] = {}
         self.client_ids = itertools.count(1)
+        self.admins = 0
+        self.hello_pending = 0
+        # Bytes of client frames not yet whole, all connections together.
+        self.buffers = BufferBudget(limits.partial_frame_bytes_total_max)
+        # Removed elements whose reply never reached a client (see the module docstring).
+        self.dropped_results = 0
+
+    async def greet(
+        self, stream: trio.SocketStream, decoder: FrameDecoder
+    ) -> tuple[Any, list[Any]]:
+        """The first frame of a new connection (peer or client), within the limits of a
+        connection that has not said who it is yet."""
+        if self.hello_pending >= self.limits.hello_pending_max:
+            raise RemoteProtocolError(
+                f"too many connections waiting to say hello (limit {self.limits.hello_pending_max})"
+            )
+        self.hello_pending += 1
+        try:
+            return await first_frame(
+                stream, decoder, self.limits.handshake_timeout_s, self.limits.hello_bytes_max
+            )
+        finally:
+            self.hello_pending -= 1
+
+    def _refusal(self, admin: bool) -> str | None:
+        regular = len(self.clients) - self.admins
+        if admin and self.admins >= self.limits.admin_clients_max:
+            return f"too many admin clients (limit {self.limits.admin_clients_max})"
+        if not admin and regular >= self.limits.clients_max:
+            return (
+                f"too many clients (limit {self.limits.clients_max}); administrative "
+                "commands have slots of their own"
+            )
+        return None
 
     async def serve(
-        self, stream: trio.SocketStream, decoder: FrameDecoder, rest: list[Any]
+        self,
+        stream: trio.SocketStream,
+        decoder: FrameDecoder,
+        rest: list[Any],
+        hello: Any = None,
     ) -> None:
-        """Serve one client that said hello, until it disconnects or misbehaves."""
-        if len(self.clients) >= self.limits.clients_max:
-            raise RemoteProtocolError(f"too many clients (limit {self.limits.clients_max})")
+        """Serve one client that said ``hello``, until it disconnects or misbehaves.
+        (Without ``hello``: a version 1 client with no options.)"""
+        greeting = ClientHello(1) if hello is None else parse_client_hello(hello)
+        refusal = self._refusal(greeting.admin)
+        if refusal is not None:
+            log.warning("refused a client", error=refusal)
+            with trio.move_on_after(REFUSAL_SEND_S), contextlib.suppress(*DISCONNECTED):
+                await stream.send_all(pack(["error", None, refusal, UNAVAILABLE]))
+            return
         client = next(self.client_ids)
-        send, receive = trio.open_memory_channel[bytes](self.limits.client_replies_max)
-        session = ClientSession(send, trio.Semaphore(self.limits.requests_per_client_max))
+        send, receive = trio.open_memory_channel[Reply](self.limits.client_replies_max)
+        session = ClientSession(
+            send,
+            trio.Semaphore(self.limits.requests_per_client_max),
+            greeting.request_timeout_s,
+            greeting.admin,
+            greeting.version,
+        )
         self.clients[client] = session
-        send.send_nowait(pack(self.welcome()))
+        self.admins += session.admin
+        send.send_nowait(Reply(pack(self.welcome())))
+        decoder.skip_oversized = True
         try:
             async with trio.open_nursery() as nursery:
-                nursery.start_soon(_write_replies, stream, receive, nursery.cancel_scope)
-                try:
-                    await self._read_requests(client, session, stream, decoder, rest)
-                except RemoteProtocolError as e:
-                    log.warning("bad client input, closing connection", client=client, error=str(e))
-                    _offer(session, pack(["error", e.rid, e.message]))
-                except DISCONNECTED:
-                    pass  # reset by the client: nobody is left to answer
+                session.scope = nursery.cancel_scope
+                nursery.start_soon(self._write_replies, session, stream, receive)
+                ending = await self._read_until_the_end(client, session, stream, decoder, rest)
                 session.closed = True
-                await send.aclose()  # the writer drains what is queued, then ends
+                if ending is None:
+                    nursery.cancel_scope.cancel()  # gone: nobody is left to write to
+                else:
+                    # Closing: what is queued goes out first, then the error line.
+                    _offer(session, Reply(pack(ending)))
+                    await send.aclose()
         finally:
+            decoder.release()
             session.closed = True
+            self.dropped_results += session.queued_elements
+            session.queued_elements = 0
             del self.clients[client]
+            self.admins -= session.admin
             await self.inbox.send(ClientGone(client))
+
+    async def _read_until_the_end(
+        self,
+        client: int,
+        session: ClientSession,
+        stream: trio.SocketStream,
+        decoder: FrameDecoder,
+        rest: list[Any],
+    ) -> list[Any] | None:
+        """Read requests until the client goes (None) or must go (the error line)."""
+        try:
+            decoder.attach(self.buffers)
+            await self._read_requests(client, session, stream, decoder, rest)
+        except ConnectionTimeout as e:
+            log.debug("closing a client connection", client=client, reason=e.message)
+            return ["error", None, e.message, TIMEOUT]
+        except BufferBudgetExceeded as e:
+            log.warning("closing a client connection", client=client, reason=e.message)
+            return ["error", None, e.message, UNAVAILABLE]
+        except _Ending as e:
+            log.warning("bad client input, closing connection", client=client, error=e.message)
+            return ["error", e.rid, e.message, e.code]
+        except RemoteProtocolError as e:
+            log.warning("bad client input, closing connection", client=client, error=e.message)
+            return ["error", e.rid, e.message, INVALID]
+        except DISCONNECTED:
+            pass  # reset by the client: nobody is left to answer
+        return None
 
     async def _read_requests(
         self,
@@ -102,40 +262,161 @@ class ClientSessions:
         decoder: FrameDecoder,
         rest: list[Any],
     ) -> None:
-        async for frame in frames(stream, decoder, rest):
+        limits = self.limits
+        deadlines = ReadDeadlines(
+            limits.idle_connection_timeout_s,
+            limits.frame_read_timeout_s,
+            lambda: session.outstanding > 0,
+        )
+        session.deadlines = deadlines
+        async for frame in frames(stream, decoder, rest, deadlines):
+            if isinstance(frame, Oversized):
+                message = (
+                    f"a frame of {frame.length} bytes exceeds the limit of "
+                    f"{limits.frame_bytes_max}"
+                )
+                rid = oversized_request_id(frame.prefix)
+                if rid is None:
+                    raise _Ending(message, None, TOO_LARGE)
+                self._answer(session, ["error", rid, message, TOO_LARGE])
+                continue
             try:
-                request = parse_request(frame, self.limits)
+                request = parse_request(frame, limits)
             except RemoteProtocolError as e:
-                raise RemoteProtocolError(e.message, request_id(frame)) from None
+                raise _Ending(e.message, request_id(frame), INVALID) from None
+            if isinstance(request, Refused):
+                self._answer(session, request.reply())
+                continue
+            if session.admin and not isinstance(request, ADMIN_REQUESTS):
+                message = "an admin connection may only ask for stats, join and leave"
+                self._answer(session, ["error", request.rid, message, INVALID])
+                continue
             await session.slots.acquire()  # backpressure: wait for replies to go out
+            session.outstanding += 1
             await self.inbox.send(ClientInput(client, request))
 
     def deliver(self, client: int, frame: list[Any]) -> None:
         """Hand one reply to a client's writer; never blocks the owner."""
         session = self.clients.get(client)
+        elements = reply_elements(frame)
         if session is None or session.closed:
+            self.dropped_results += elements
             return
-        if _offer(session, pack(frame)):
-            session.slots.release()
-        else:
-            log.warning("client is not reading its replies; closing it", client=client)
-            session.closed = True
-            session.replies.close()
+        session.outstanding -= 1
+        session.slots.release()
+        self._queue(session, Reply(self._encode(frame), elements))
+
+    def _answer(self, session: ClientSession, frame: list[Any]) -> None:
+        """An answer of the session's own (no request went to the owner)."""
+        self._queue(session, Reply(pack(frame)))
+
+    def _encode(self, frame: list[Any]) -> bytes:
+        blob = pack(frame)
+        if len(blob) - HEADER_BYTES <= self.limits.frame_bytes_max or frame[0] != "done":
+            return blob
+        return pack_many(reply_frames(frame, self.limits.frame_bytes_max))
+
+    def _queue(self, session: ClientSession, reply: Reply) -> None:
+        if _offer(session, reply):
+            session.queued_elements += reply.elements
+            return
+        self.dropped_results += reply.elements
+        if not session.closed:
+            log.warning("client is not reading its replies; closing it")
+            _close(session)
+
+    async def _write_replies(
+        self,
+        session: ClientSession,
+        stream: trio.SocketStream,
+        replies: trio.MemoryReceiveChannel[Reply],
+    ) -> None:
+        """A client's writer: joins the replies waiting into one write; a client gone
+        mid-write or not reading ends its own session, nothing else."""
+        raw = _raw_socket(stream)
+        try:
+            async for reply in replies:
+                batch = [reply]
+                while True:
+                    try:
+                        batch.append(replies.receive_nowait())
+                    except (trio.WouldBlock, trio.EndOfChannel):
+                        break
+                await self._send(session, stream, raw, batch)
+        except (*DISCONNECTED, OSError):
+            _close(session)
+        except trio.TooSlowError:
+            log.warning("client is not reading its replies; closing it")
+            _close(session)
+        finally:
+            if raw is not None:
+                raw.detach()  # the fd belongs to the stream
+
+    async def _send(
+        self,
+        session: ClientSession,
+        stream: trio.SocketStream,
+        raw: socket.socket | None,
+        batch: list[Reply],
+    ) -> None:
+        """Write ``batch``; each reply's elements count as delivered once its last byte
+        is handed to the kernel."""
+        blob = b"".join(r.blob for r in batch) if len(batch) > 1 else batch[0].blob
+        timeout_s = self.limits.reply_write_timeout_s
+        if raw is None:  # not a socket (tests): all or nothing
+            with trio.fail_after(timeout_s):
+                await stream.send_all(blob)
+            session.queued_elements -= sum(r.elements for r in batch)
+            return
+        ends = list(itertools.accumulate(len(r.blob) for r in batch))
+        view = memoryview(blob)
+        sent = done = 0
+        await trio.lowlevel.checkpoint()
+        while sent < len(blob):
+            # No checkpoint between the look and the write: what was written went to a
+            # client that had not closed its connection (as far as this host knows).
+            if _peer_closed(raw):
+                raise trio.BrokenResourceError("the client closed its connection")
+            try:
+                sent += raw.send(view[sent:], socket.MSG_DONTWAIT | socket.MSG_NOSIGNAL)
+            except BlockingIOError:
+                with trio.fail_after(timeout_s):
+                    await trio.lowlevel.wait_writable(raw)
+                continue
+            while done < len(batch) and ends[done] <= sent:
+                session.queued_elements -= batch[done].elements
+                done += 1
+            if session.deadlines is not None:
+                session.deadlines.last_activity = trio.current_time()
 
 
-async def _write_replies(
-    stream: trio.SocketStream, replies: trio.MemoryReceiveChannel[bytes], scope: trio.CancelScope
-) -> None:
-    """A client's writer: a client gone mid-write ends its own session, nothing else."""
+def _offer(session: ClientSession, reply: Reply) -> bool:
     try:
-        await coalescing_writer(stream, replies)
-    except DISCONNECTED:
-        scope.cancel()
-
-
-def _offer(session: ClientSession, blob: bytes) -> bool:
-    try:
-        session.replies.send_nowait(blob)
+        session.replies.send_nowait(reply)
         return True
     except (trio.WouldBlock, trio.ClosedResourceError, trio.BrokenResourceError):
         return False
+
+
+def _close(session: ClientSession) -> None:
+    session.closed = True
+    if session.scope is not None:
+        session.scope.cancel()
+
+
+def _raw_socket(stream: trio.abc.Stream) -> socket.socket | None:
+    """A plain socket object on the stream's descriptor, for a peek that must not wait
+    (detach it when done: the descriptor is the stream's)."""
+    if not isinstance(stream, trio.SocketStream):
+        return None
+    return socket.socket(fileno=stream.socket.fileno())
+
+
+def _peer_closed(raw: socket.socket) -> bool:
+    """The client's end of stream (or a reset) is next in line to read."""
+    try:
+        return raw.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT) == b""
+    except BlockingIOError:
+        return False
+    except OSError:
+        return True

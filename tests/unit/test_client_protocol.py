@@ -10,11 +10,19 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from skueue.runtime.client_protocol import (
+    PROTOCOL_VERSION,
     RID_MAX,
+    ClientHello,
     InsertRequest,
+    Refused,
     RemoveRequest,
     StatsRequest,
+    limits_for_clients,
+    oversized_request_id,
+    parse_client_hello,
     parse_request,
+    reply_elements,
+    reply_frames,
     request_id,
 )
 from skueue.runtime.errors import RemoteProtocolError
@@ -59,17 +67,14 @@ def test_valid_requests_parse(frame: list[Any], expected: Any) -> None:
         (["insert", 1, []], "non-empty list"),
         (["insert", 1, b"a"], "non-empty list"),
         (["insert", 1, {"a": 1}], "non-empty list"),
-        (["insert", 1, [b"a"] * 4], "exceed the limit of 3"),
         (["insert", 1, ["a"]], "values must be bytes"),
         (["insert", 1, [b"a", 1]], "values must be bytes"),
         (["insert", 1, [bytearray(b"a")]], "values must be bytes"),
         (["insert", 1, [[b"a"]]], "values must be bytes"),
-        (["insert", 1, [b"abcde"]], "5 bytes exceeds the limit of 4"),
         (["insert", 1], "unknown request 'insert' with 2 fields"),
         (["insert", 1, [b"a"], 0], "unknown request 'insert' with 4 fields"),
         (["remove", 1, 0], "count must be an integer from 1 to 3"),
         (["remove", 1, -1], "count must be"),
-        (["remove", 1, 4], "count must be"),
         (["remove", 1, "2"], "count must be"),
         (["remove", 1, 2.0], "count must be"),
         (["remove", 1, True], "count must be"),
@@ -92,10 +97,9 @@ def test_the_default_limits_hold_a_full_request_and_no_more() -> None:
     n, size = limits.ops_per_request_max, limits.value_bytes_max
     assert parse_request(["insert", 1, [b"v"] * n], limits) == InsertRequest(1, [b"v"] * n)
     assert parse_request(["insert", 1, [b"v" * size]], limits) == InsertRequest(1, [b"v" * size])
-    with pytest.raises(RemoteProtocolError):
-        parse_request(["insert", 1, [b"v"] * (n + 1)], limits)
-    with pytest.raises(RemoteProtocolError):
-        parse_request(["insert", 1, [b"v" * (size + 1)]], limits)
+    assert isinstance(parse_request(["insert", 1, [b"v"] * (n + 1)], limits), Refused)
+    assert isinstance(parse_request(["insert", 1, [b"v" * (size + 1)]], limits), Refused)
+    assert isinstance(parse_request(["remove", 1, n + 1], limits), Refused)
     assert parse_request(["remove", 1, n], limits) == RemoveRequest(1, n)
 
 
@@ -162,3 +166,130 @@ def test_anything_parses_or_raises_remote_protocol_error(frame: Any) -> None:
             assert type(count) is int and 1 <= count <= LIMITS.ops_per_request_max
         case StatsRequest():
             assert frame == ["stats", request.rid]
+
+
+# -- requests over a limit are refused alone (issue 8, item 16) ------------------------------
+
+
+@pytest.mark.parametrize(
+    ("frame", "message"),
+    [
+        (["insert", 1, [b"a"] * 4], "4 values exceed the limit of 3"),
+        (["insert", 2, [b"ok", b"abcde"]], "a value of 5 bytes exceeds the limit of 4"),
+        (["remove", 3, 4], "a count of 4 exceeds the limit of 3"),
+        (["remove", 4, 1 << 40], "exceeds the limit of 3"),
+    ],
+)
+def test_requests_over_a_limit_are_refused_with_their_rid(frame: list[Any], message: str) -> None:
+    refused = parse_request(frame, LIMITS)
+    assert isinstance(refused, Refused)
+    assert refused.reply()[:2] == ["error", frame[1]]
+    assert refused.code == "too-large" and message in refused.message
+
+
+def test_a_wrong_type_is_invalid_even_over_the_count_limit() -> None:
+    """Garbage ends the connection whatever else is wrong with the request."""
+    with pytest.raises(RemoteProtocolError, match="values must be bytes"):
+        parse_request(["insert", 1, [b"a", b"b", b"c", "d"]], LIMITS)
+
+
+# -- the hello (protocol version 2) ----------------------------------------------------------
+
+
+def test_the_protocol_version_is_2() -> None:
+    assert PROTOCOL_VERSION == 2
+
+
+@pytest.mark.parametrize(
+    ("frame", "expected"),
+    [
+        (["hello-client", 1], ClientHello(1)),
+        (["hello-client", 2], ClientHello(2)),
+        (["hello-client", 2, {}], ClientHello(2)),
+        (["hello-client", 2, {"request_timeout_ms": 1500}], ClientHello(2, 1.5)),
+        (["hello-client", 2, {"admin": True}], ClientHello(2, None, True)),
+        (
+            ["hello-client", 2, {"request_timeout_ms": 20, "admin": False, "future": 1}],
+            ClientHello(2, 0.02, False),
+        ),
+    ],
+)
+def test_hellos_of_version_1_and_2_are_accepted(frame: list[Any], expected: ClientHello) -> None:
+    assert parse_client_hello(frame) == expected
+
+
+@pytest.mark.parametrize(
+    ("frame", "message"),
+    [
+        (["hello-client", 3], "version 3 is not supported; this daemon speaks versions 1, 2"),
+        (["hello-client", 0], "version 0 is not supported"),
+        (["hello-client", "2"], "version '2' is not supported"),
+        (["hello-client", True], "is not supported"),
+        (["hello-client"], "expected"),
+        (["hello-client", 2, {}, 4], "expected"),
+        (["hello-client", 2, []], "options must be a map"),
+        (["hello-client", 2, {"request_timeout_ms": 0}], "positive integer"),
+        (["hello-client", 2, {"request_timeout_ms": 1.5}], "positive integer"),
+        (["hello-client", 2, {"admin": 1}], "admin must be true or false"),
+    ],
+)
+def test_bad_hellos_are_refused_in_one_line(frame: list[Any], message: str) -> None:
+    with pytest.raises(RemoteProtocolError, match=message) as raised:
+        parse_client_hello(frame)
+    assert "\n" not in str(raised.value) and len(str(raised.value)) < 200
+
+
+def test_the_welcome_carries_the_limits_a_client_checks() -> None:
+    limits = Limits(value_bytes_max=10, ops_per_request_max=20, frame_bytes_max=30)
+    assert limits_for_clients(limits) == {
+        "value_bytes_max": 10,
+        "ops_per_request_max": 20,
+        "frame_bytes_max": 30,
+    }
+
+
+# -- oversized frames and large replies --------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("frame", "rid"),
+    [
+        (["insert", 7, [b"x" * 100]], 7),
+        (["remove", RID_MAX - 1, 5], RID_MAX - 1),
+        (["insert", -1, [b"x" * 100]], None),
+        (["insert", "7", [b"x"]], None),
+        ([7, 7, [b"x"]], None),
+        (["x" * 100, 7], None),
+        ({"insert": 7}, None),
+        (["insert"], None),
+    ],
+)
+def test_the_rid_of_an_oversized_frame_comes_from_its_first_bytes(frame: Any, rid: Any) -> None:
+    payload = msgpack.packb(frame, use_bin_type=True)
+    assert oversized_request_id(payload[:64]) == rid
+
+
+@given(st.binary(max_size=64))
+def test_any_prefix_gives_a_rid_or_none(prefix: bytes) -> None:
+    rid = oversized_request_id(prefix)
+    assert rid is None or 0 <= rid < RID_MAX
+
+
+@given(st.lists(st.binary(max_size=300), max_size=60), st.integers(400, 3000))
+def test_a_reply_in_pieces_keeps_every_result_in_order_within_the_limit(
+    values: list[bytes], limit: int
+) -> None:
+    results = [[v, i, i * 3] for i, v in enumerate(values)]
+    frames = reply_frames(["done", 9, results], limit)
+    assert [f[0] for f in frames] == ["more"] * (len(frames) - 1) + ["done"]
+    assert all(f[1] == 9 for f in frames)
+    assert [r for f in frames for r in f[2]] == results
+    assert all(len(msgpack.packb(f, use_bin_type=True)) <= limit for f in frames)
+
+
+def test_reply_elements_counts_removed_values_only() -> None:
+    assert reply_elements(["done", 1, [[b"a", 1, 2], [None, 3, None], [b"", 4, 5]]]) == 2
+    assert reply_elements(["more", 1, [[b"a", 1, 2]]]) == 1
+    assert reply_elements(["done", 1, [[1, 2], [3, 4]]]) == 0  # an insert's results
+    assert reply_elements(["error", 1, "no", "timeout"]) == 0
+    assert reply_elements(["stats", 1, {"removed": 3}]) == 0
