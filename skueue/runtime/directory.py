@@ -4,7 +4,10 @@ Process ids and addresses are independent (``skueued --id`` names a process free
 a daemon cannot derive where to send from an id.  Every daemon keeps this directory and
 the members spread it by gossip over the peer links:
 
-- a peer handshake tells both sides the other's id and listen address;
+- a peer handshake tells both sides the other's id and listen address, but anyone can
+  say hello: the caller is only a *contact* (reachable, not spread, not counted) until it
+  is confirmed, because it was in the start-up member list or the core accepted a
+  protocol message from it (a joiner's request, say); gossip from contacts is ignored;
 - whoever learns a new member tells every member it knows (``["member", id, address]``);
   a link that opens first gets the whole directory (``["members", [[id, address]...],
   [departed id...]]``), so a joiner learns everyone from its seed;
@@ -50,12 +53,27 @@ class Directory:
         self.own_id = own_id
         self.addresses: dict[str, Address] = {own_id: own_address}
         self.departed: set[str] = set()
+        # Said hello, not confirmed yet: reachable, but neither spread nor counted.
+        self.contacts: dict[str, Address] = {}
 
     def others(self) -> list[str]:
         return sorted(p for p in self.addresses if p != self.own_id)
 
     def address(self, process: str) -> Address | None:
-        return self.addresses.get(process)
+        return self.addresses.get(process) or self.contacts.get(process)
+
+    def is_member(self, process: str) -> bool:
+        return process in self.addresses
+
+    def confirm(self, process: str) -> list[Out]:
+        """A contact proved to be in the cluster: make it a member and spread it."""
+        address = self.contacts.pop(process, None)
+        if address is None or not self.learn(process, address):
+            return []
+        return [*self._tell_others(process, process), (process, self.full_frame())]
+
+    def forget_contact(self, process: str) -> None:
+        self.contacts.pop(process, None)
 
     def learn(self, process: str, address: Address) -> bool:
         """Record a member's address; True if that is news worth passing on."""
@@ -66,6 +84,7 @@ class Directory:
         if process not in self.addresses and len(self.addresses) >= MEMBERS_MAX:
             raise RemoteProtocolError(f"more than {MEMBERS_MAX} members in the directory")
         self.addresses[process] = address
+        self.contacts.pop(process, None)
         return True
 
     def depart(self, process: str) -> bool:
@@ -93,15 +112,24 @@ class Directory:
         return ["members", members, sorted(self.departed)]
 
     def on_hello(self, peer: str, address: Address) -> list[Out]:
-        """A peer said hello: pass it on if it is news, and tell it everyone we know."""
+        """A peer said hello.  A member's new address is passed on, and a member is told
+        everyone we know; anyone else is kept as a contact until confirmed."""
+        if peer == self.own_id or peer in self.departed:
+            return []
+        if peer not in self.addresses:
+            if peer not in self.contacts and len(self.contacts) >= MEMBERS_MAX:
+                raise RemoteProtocolError(f"more than {MEMBERS_MAX} unconfirmed peers")
+            self.contacts[peer] = address
+            return []
         out = self._tell_others(peer, peer) if self.learn(peer, address) else []
-        if peer != self.own_id:
-            out.append((peer, self.full_frame()))
+        out.append((peer, self.full_frame()))
         return out
 
     def on_gossip(self, source: str, frame: list[Any]) -> tuple[list[Out], Departure | None]:
         """A ``member``, ``members`` or ``departed`` frame from ``source``: what to pass
-        on, and the departure it announced (if any)."""
+        on, and the departure it announced (if any).  Only members are listened to."""
+        if source not in self.addresses:
+            return [], None
         kind = frame[0]
         if kind == "member":
             process, address = parse_member(frame[1], frame[2])

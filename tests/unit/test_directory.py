@@ -11,15 +11,30 @@ from skueue.runtime.errors import RemoteProtocolError
 A, B, C = Address("10.0.0.1", 1), Address("10.0.0.2", 2), Address("10.0.0.3", 3)
 
 
-def test_a_hello_is_passed_on_and_answered_with_everyone() -> None:
+def test_a_strangers_hello_makes_a_contact_and_confirmation_a_member() -> None:
+    """Anyone can say hello: until the core accepts a message from it, a caller is
+    reachable but neither spread nor counted."""
     d = Directory("a", A)
-    everyone = [["a", "10.0.0.1:1"], ["b", "10.0.0.2:2"]]
-    assert d.on_hello("b", B) == [("b", ["members", everyone, []])]
-    out = d.on_hello("c", C)
+    d.learn("b", B)
+    assert d.on_hello("c", C) == []
+    assert d.address("c") == C and not d.is_member("c") and d.others() == ["b"]
+    out = d.confirm("c")
     assert ("b", ["member", "c", "10.0.0.3:3"]) in out  # b hears of c
     assert out[-1][0] == "c" and out[-1][1][0] == "members"  # c hears of everyone
-    # Hearing of a known member again is no news: nothing is passed on.
+    assert d.others() == ["b", "c"]
+    # A member's hello again is no news: it is only told everyone.
     assert [to for to, _ in d.on_hello("c", C)] == ["c"]
+    # A contact that went away without being confirmed is forgotten.
+    d.on_hello("x", Address("10.0.0.9", 9))
+    d.forget_contact("x")
+    assert d.address("x") is None and d.confirm("x") == []
+
+
+def test_gossip_from_a_stranger_is_ignored() -> None:
+    d = Directory("a", A)
+    d.on_hello("x", Address("10.0.0.9", 9))
+    assert d.on_gossip("x", ["member", "y", "10.0.0.8:8"]) == ([], None)
+    assert d.address("y") is None
 
 
 def test_gossip_spreads_members_once_and_never_back_to_the_source() -> None:
@@ -63,9 +78,10 @@ def test_a_departure_removes_the_member_for_good_and_names_the_heir() -> None:
 )
 def test_bad_gossip_is_the_peers_fault(frame: list[object]) -> None:
     d = Directory("a", A)
+    d.learn("b", B)
     with pytest.raises(RemoteProtocolError):
         d.on_gossip("b", frame)
-    assert d.others() == []
+    assert d.others() == ["b"]
 
 
 def test_the_directory_is_bounded() -> None:
