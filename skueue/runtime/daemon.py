@@ -35,7 +35,7 @@ import trio
 from overlay.labels import Kind, node_ref
 from overlay.ring import build_views
 from skueue.effects import Effect
-from skueue.node import ProtocolError
+from skueue.errors import PeerError
 from skueue.ops import Structure
 from skueue.process import Process, TickDue
 from skueue.runtime.address import Address, AddressError, parse_address
@@ -49,7 +49,7 @@ from skueue.runtime.client_protocol import (
     StatsRequest,
     limits_for_clients,
 )
-from skueue.runtime.connections import first_frame, frames
+from skueue.runtime.connections import frames
 from skueue.runtime.directory import COUNTER_NAMES, Directory
 from skueue.runtime.errors import DaemonError, RemoteProtocolError
 from skueue.runtime.framing import FrameDecoder, pack, pack_many
@@ -67,6 +67,7 @@ from skueue.runtime.inputs import (
 from skueue.runtime.limits import Limits
 from skueue.runtime.logging import DEBUG_LOGS
 from skueue.runtime.peers import PeerLinks, parse_peer_frame
+from skueue.runtime.resources import files_needed, raise_open_files_limit
 from skueue.runtime.sessions import DISCONNECTED, ClientGone, ClientInput, ClientSessions
 from skueue.runtime.stats import StatsGathering
 
@@ -118,6 +119,7 @@ class Daemon:
         """Serve until cancelled.  ``listeners`` may be bound already (a local cluster
         binds every port first so that each daemon can be told the others' addresses)."""
         listen = self.config.listen
+        raise_open_files_limit(files_needed(self.limits, len(self.config.peers)))
         if listeners is None:
             listeners = await bind(listen)
         port = listeners[0].socket.getsockname()[1]
@@ -164,13 +166,23 @@ class Daemon:
 
     def _joining_process(self, seed: str) -> Process:
         contact = node_ref(seed, Kind.LEFT)
-        process = Process.create_joining(self.process_id, contact, self.config.structure)
+        process = Process.create_joining(
+            self.process_id,
+            contact,
+            self.config.structure,
+            handover_bytes_max=self.limits.handover_bytes_max,
+        )
         self.pending_join_effects = process.join()
         return process
 
     def _build_process(self, members: list[str]) -> Process:
         views = {n.kind: v for n, v in build_views(members).items() if n.process == self.process_id}
-        return Process.create(self.process_id, views, self.config.structure)
+        return Process.create(
+            self.process_id,
+            views,
+            self.config.structure,
+            handover_bytes_max=self.limits.handover_bytes_max,
+        )
 
     # -- connections ------------------------------------------------------------------
 
@@ -178,12 +190,12 @@ class Daemon:
         decoder = FrameDecoder(self.limits.frame_bytes_max)
         async with stream:  # the error reply below must go out before the stream closes
             try:
-                hello, rest = await first_frame(stream, decoder, self.limits.handshake_timeout_s)
+                hello, rest = await self.sessions.greet(stream, decoder)
                 if isinstance(hello, list) and hello[:1] == ["hello-peer"]:
                     await self._peer_session(stream, decoder, hello, rest)
                 elif isinstance(hello, list) and hello[:1] == ["hello-client"]:
                     await self.ready.wait()
-                    await self.sessions.serve(stream, decoder, rest)
+                    await self.sessions.serve(stream, decoder, rest, hello)
                 else:
                     raise RemoteProtocolError(f"expected a hello, got {hello!r:.60}")
             except RemoteProtocolError as e:
@@ -291,7 +303,9 @@ class Daemon:
             case PeerInput(peer=peer, kind=kind, message=message):
                 try:
                     host.peer_message(kind, message)
-                except (ProtocolError, ValueError) as e:
+                    if self.directory is not None and not self.directory.is_member(peer):
+                        self._gossip(self.directory.confirm(peer))
+                except PeerError as e:
                     # The peer's fault: the core changed nothing; drop the link so that a
                     # peer that sends garbage is not served on.
                     log.warning(
@@ -307,6 +321,8 @@ class Daemon:
                 self._gossip(self.directory.on_hello(peer, address))
                 self._release_held()
             case PeerGone(peer=peer, session=session):
+                assert self.directory is not None
+                self.directory.forget_contact(peer)
                 if peer not in self.peer_sessions or self.peer_sessions[peer][0] < session:
                     self.links.mark_down(peer)
             case ClientInput(client=client, request=request):
@@ -320,7 +336,7 @@ class Daemon:
                 self.joined = trio.Event()
                 self.join_waiters.append((client, rid))
             case ClientError(client=client, rid=rid, message=message):
-                host.client_frames.append((client, ["error", rid, message]))
+                host.client_frames.append((client, ["error", rid, message, "unavailable"]))
             case PeerControl(peer=peer, frame=frame):
                 self._control(peer, frame)
 
@@ -341,12 +357,20 @@ class Daemon:
             case StatsRequest(rid=rid):
                 assert self.directory is not None and self.links is not None
                 peers = self.directory.others()
-                own = {**host.stats(), "address": str(self.address)}
+                own = self._own_stats()
                 now = trio.current_time()
                 self.stats.start(client, rid, own, peers, now, self.links.down())
                 for peer in peers:
                     host.peer_frames[peer].append(["stats-query", self.stats.last_qid])
                 self._stats_ready()
+
+    def _own_stats(self) -> dict[str, Any]:
+        """This process's part of ``skueue stats``: the host's, plus the elements whose
+        replies never reached their client (counted by the sessions)."""
+        assert self.host is not None
+        stats = self.host.stats()
+        stats["dropped_results"] += self.sessions.dropped_results
+        return {**stats, "address": str(self.address)}
 
     def _refuse_while_leaving(self, client: int, rid: int) -> bool:
         """A leaving process takes no new operations: say so, retryably, instead of
@@ -360,7 +384,7 @@ class Daemon:
 
     def _deadline(self, client: int) -> float:
         session = self.sessions.clients.get(client)
-        asked = getattr(session, "request_timeout_s", None)
+        asked = None if session is None else session.request_timeout_s
         timeout = self.limits.request_timeout_s if asked is None else asked
         return trio.current_time() + min(timeout, self.limits.request_timeout_s_max)
 
@@ -369,24 +393,24 @@ class Daemon:
         assert self.links is not None and self.directory is not None
         down = self.links.down()
         if not down:
-            return (
-                "no member is known to be down (the cluster may be overloaded or in an "
-                "update phase); the operation may still take effect"
-            )
-        names = ", ".join(
-            f"{p} at {self.directory.address(p) or 'unknown address'} "
-            f"({'restarted without its state' if p in self.links.restarted else 'down'} "
-            f"for {s:.0f} s)"
+            return "no member is known to be down (overloaded, or in an update phase?)"
+
+        def named(process: str) -> str:
+            address = str(self.directory.address(process) if self.directory else None)
+            return process if address == process else f"{process} at {address}"
+
+        return "members unreachable: " + ", ".join(
+            f"{named(p)} ({'restarted without its state' if p in self.links.restarted else 'down'}"
+            f" for {s:.0f} s)"
             for p, s in down.items()
         )
-        return f"members unreachable: {names}; the operation may still take effect"
 
     def _control(self, peer: str, frame: list[Any]) -> None:
         assert self.host is not None and self.directory is not None and self.links is not None
         host = self.host
         match frame[0]:
             case "stats-query":
-                answer = {**host.stats(), "address": str(self.address)}
+                answer = self._own_stats()
                 host.peer_frames[peer].append(["stats-answer", frame[1], answer])
             case "stats-answer":
                 self.stats.answer(peer, frame[1], frame[2])
@@ -455,12 +479,12 @@ class Daemon:
         assert self.host is not None and self.nursery is not None
         problem = alone_and_empty(self.host)
         if problem:
-            self.host.client_frames.append((client, ["error", rid, problem]))
+            self.host.client_frames.append((client, ["error", rid, problem, "invalid"]))
             return
         try:
             address = parse_address(seed)
         except AddressError as e:
-            self.host.client_frames.append((client, ["error", rid, str(e)]))
+            self.host.client_frames.append((client, ["error", rid, str(e), "invalid"]))
             return
         self.nursery.start_soon(self._reach_seed, address, client, rid)
 
@@ -495,7 +519,7 @@ class Daemon:
         """Tell every member this process is gone, and hand its counters to one heir so
         that the cluster's totals in ``skueue stats`` stay whole."""
         assert self.host is not None and self.directory is not None
-        counters = self.host.stats()
+        counters = self._own_stats()
         frame = [
             "departed",
             self.process_id,

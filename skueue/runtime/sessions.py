@@ -142,7 +142,9 @@ class ClientSessions:
         self.clients: dict[int, ClientSession] = {}
         self.client_ids = itertools.count(1)
         self.admins = 0
-        self.hello_pending = 0
+        # Connections that have not said hello yet, oldest first, and how to end each.
+        self.hello_waiting: dict[int, trio.CancelScope] = {}
+        self.hello_numbers = itertools.count()
         # Bytes of client frames not yet whole, all connections together.
         self.buffers = BufferBudget(limits.partial_frame_bytes_total_max)
         # Removed elements whose reply never reached a client (see the module docstring).
@@ -153,17 +155,30 @@ class ClientSessions:
     ) -> tuple[Any, list[Any]]:
         """The first frame of a new connection (peer or client), within the limits of a
         connection that has not said who it is yet."""
-        if self.hello_pending >= self.limits.hello_pending_max:
-            raise RemoteProtocolError(
-                f"too many connections waiting to say hello (limit {self.limits.hello_pending_max})"
-            )
-        self.hello_pending += 1
-        try:
-            return await first_frame(
-                stream, decoder, self.limits.handshake_timeout_s, self.limits.hello_bytes_max
-            )
-        finally:
-            self.hello_pending -= 1
+        if len(self.hello_waiting) >= self.limits.hello_pending_max:
+            # Full: the oldest goes, not the newcomer.  A real peer or client says hello
+            # at once, so it is rarely the oldest; refusing newcomers instead would let
+            # a few hundred silent connections lock everyone out.
+            oldest = next(iter(self.hello_waiting))
+            self.hello_waiting.pop(oldest).cancel()
+        number = next(self.hello_numbers)
+        with trio.CancelScope() as scope:
+            self.hello_waiting[number] = scope
+            try:
+                return await first_frame(
+                    stream, decoder, self.limits.handshake_timeout_s, self.limits.hello_bytes_max
+                )
+            finally:
+                self.hello_waiting.pop(number, None)
+        limit = self.limits.hello_pending_max
+        raise RemoteProtocolError(
+            f"too many connections waiting to say hello (limit {limit}); this, the oldest, "
+            "is closed"
+        )
+
+    @property
+    def hello_pending(self) -> int:
+        return len(self.hello_waiting)
 
     def _refusal(self, admin: bool) -> str | None:
         regular = len(self.clients) - self.admins

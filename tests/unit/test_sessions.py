@@ -144,16 +144,24 @@ async def test_an_unsupported_version_is_refused_in_one_line() -> None:
 
 
 async def test_connections_that_have_not_said_hello_are_bounded() -> None:
+    """Past the bound the oldest silent connection is closed, so that silent
+    connections cannot lock out a newcomer that says hello at once."""
     limits = Limits(hello_pending_max=2, handshake_timeout_s=30)
     async with serving(limits) as h:
         waiting = [await h.client() for _ in range(2)]
         await trio.sleep(0.1)
         assert h.sessions.hello_pending == 2
         third = await h.client()
-        closing = await third.until_closed()
+        closing = await waiting[0].until_closed()
         assert "too many connections waiting to say hello" in closing[0][2]
-        for c in waiting:
-            await c.aclose()
+        assert "the oldest" in closing[0][2]
+        await trio.sleep(0.1)
+        assert h.sessions.hello_pending == 2  # the second and the third
+        await third.send(["hello-client", 2])
+        with trio.fail_after(3):
+            while h.sessions.hello_pending != 1:
+                await trio.sleep(0.01)
+        await waiting[1].aclose()
         with trio.fail_after(3):
             while h.sessions.hello_pending:
                 await trio.sleep(0.01)
