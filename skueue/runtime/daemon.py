@@ -466,6 +466,12 @@ class Daemon:
             host.client_frames.append((client, ["done", rid, []]))
             self.left.set()
             return
+        assert self.links is not None
+        if self.links.down() and not host.process.leaving:
+            # A leave needs an update phase, which needs every member: it would hang.
+            message = f"cannot leave while members are unreachable ({self._why_no_answer()})"
+            host.client_frames.append((client, ["error", rid, message, "unavailable"]))
+            return
         try:
             if not host.process.leaving:
                 host.process.leave()

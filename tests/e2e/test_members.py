@@ -125,6 +125,9 @@ def test_a_stopped_member_is_named_in_errors_and_stats(
                         await q.enqueue(f"after-{i}".encode())
                 assert victim.address in str(caught.value), str(caught.value)
                 stats = await q.stats()
+                # A leave needs every member: refused at once rather than hanging.
+                with pytest.raises(SkueueError, match="cannot leave while members"):
+                    await q.leave()
         assert victim.address in stats["unreachable"], stats
         assert stats["processes"] == 3
 
