@@ -92,6 +92,7 @@ class VirtualNode:
     awaiting: dict[int, Assignment] = attrs.field(factory=dict)
     batches_sent: int = 0
     largest_batch: int = 0  # most runs in any batch this node sent or assigned (Theorem 18/20)
+    last_batch_operations: int = 0  # operations in the batch this node sent last (for logs)
     # Whether the last grants said the cluster's batch held operations (a pacing hint).
     cluster_busy: bool = False
     # Own Puts not yet acknowledged: an update phase waits until none is on its way.
@@ -186,6 +187,7 @@ class VirtualNode:
             combined = combined.combine(b)
         self.batches_sent += 1
         self.largest_batch = max(self.largest_batch, len(combined.counts))
+        self.last_batch_operations = combined.operations
         if self.anchor is not None:
             assert self.trigger is not None
             update = self.trigger.observe(combined)

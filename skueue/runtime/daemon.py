@@ -290,8 +290,8 @@ class Daemon:
         before = {kind: node.batches_sent for kind, node in nodes.items()}
         self.host.tick()
         for kind, node in nodes.items():
-            if node.batches_sent != before[kind] and node.inflight is not None:
-                ops = sum(batch.operations for _, batch in node.inflight.layout)
+            if node.batches_sent != before[kind]:
+                ops = node.last_batch_operations
                 if ops:  # idle trees turn empty batches all the time: no news
                     log.debug("batch up", process=self.process_id, node=kind.name.lower(),
                               batch_ops=ops)
