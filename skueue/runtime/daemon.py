@@ -276,7 +276,7 @@ class Daemon:
                     idle_delay = min(limits.idle_tick_max_ms / 1000, idle_delay * 2)
             for rid_client, frame in self.stats.expired(now):
                 host.client_frames.append((rid_client, frame))
-            host.expire(now, self._why_no_answer())
+            host.expire(now, self._why_no_answer)
             self._membership_progress()
             await self._flush()
             await trio.lowlevel.checkpoint()
@@ -293,8 +293,8 @@ class Daemon:
             if node.batches_sent != before[kind]:
                 ops = node.last_batch_operations
                 if ops:  # idle trees turn empty batches all the time: no news
-                    log.debug("batch up", process=self.process_id, node=kind.name.lower(),
-                              batch_ops=ops)
+                    node_name = kind.name.lower()
+                    log.debug("batch up", process=self.process_id, node=node_name, batch_ops=ops)
 
     def _dispatch(self, item: Input) -> None:
         assert self.host is not None and self.links is not None

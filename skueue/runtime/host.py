@@ -12,6 +12,7 @@ import heapq
 import itertools
 import math
 from collections import Counter, defaultdict
+from collections.abc import Callable
 from typing import Any
 
 import attrs
@@ -116,16 +117,17 @@ class Host:
         if self.pending_requests[client]:  # else nothing of it is left to drop
             self.gone_clients.add(client)
 
-    def expire(self, now: float, why: str) -> None:
-        """Answer every request past its deadline with a timeout error (``why`` says
-        what the daemon knows of the cause); its operations stay in the protocol."""
+    def expire(self, now: float, why: Callable[[], str]) -> None:
+        """Answer every request past its deadline with a timeout error (``why()`` says
+        what the daemon knows of the cause; asked only when one expires); its
+        operations stay in the protocol."""
         while self.deadlines and self.deadlines[0][0] <= now:
             _, _, request = heapq.heappop(self.deadlines)
             if _answered(request):
                 continue
             request.timed_out = True
             if request.client not in self.gone_clients:
-                message = f"no answer from the cluster in time; {why}"
+                message = f"no answer from the cluster in time; {why()}"
                 frame = ["error", request.rid, message, "timeout"]
                 self.client_frames.append((request.client, frame))
 

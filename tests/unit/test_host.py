@@ -168,13 +168,13 @@ def test_a_request_past_its_deadline_gets_one_timeout_error_and_its_late_result_
     settle(host)
     host.remove(client=1, rid=2, count=1, deadline=5.0)
     assert host.seconds_to_deadline(now=1.0) == 4.0
-    host.expire(now=4.9, why="members unreachable: p9")
+    host.expire(now=4.9, why=lambda: "members unreachable: p9")
     assert host.take_frames()[1] == []
-    host.expire(now=5.0, why="members unreachable: p9")
+    host.expire(now=5.0, why=lambda: "members unreachable: p9")
     ((client, frame),) = host.take_frames()[1]
     assert client == 1 and frame[:2] == ["error", 2] and frame[3] == "timeout"
     assert "p9" in frame[2]
-    host.expire(now=9.0, why="again")
+    host.expire(now=9.0, why=lambda: "again")
     assert host.take_frames()[1] == []  # one error per request
     assert host.seconds_to_deadline(now=9.0) == float("inf")
     assert settle(host) == []  # the late result is not sent ...
