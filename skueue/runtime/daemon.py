@@ -50,11 +50,11 @@ from skueue.runtime.client_protocol import (
     limits_for_clients,
 )
 from skueue.runtime.connections import frames
-from skueue.runtime.directory import COUNTER_NAMES, Directory
+from skueue.runtime.directory import Directory
 from skueue.runtime.errors import DaemonError, RemoteProtocolError
 from skueue.runtime.framing import FrameDecoder, pack, pack_many
 from skueue.runtime.handshake import check_distinct, parse_peer_hello, reachable
-from skueue.runtime.host import Host
+from skueue.runtime.host import COUNTER_NAMES, Host
 from skueue.runtime.inputs import (
     ClientError,
     Input,
@@ -319,7 +319,6 @@ class Daemon:
                 assert self.directory is not None
                 self.links.mark_up(peer)
                 self._gossip(self.directory.on_hello(peer, address))
-                self._release_held()
             case PeerGone(peer=peer, session=session):
                 assert self.directory is not None
                 self.directory.forget_contact(peer)
@@ -423,7 +422,6 @@ class Daemon:
                     self._drop_peer_session(peer)
                     return
                 self._gossip(out)
-                self._release_held()
                 if departure is not None:
                     log.info("a member left the cluster", member=departure.process)
                     self.links.forget(departure.process)
@@ -434,13 +432,6 @@ class Daemon:
         assert self.host is not None
         for to, frame in out:
             self.host.peer_frames[to].append(frame)
-
-    def _release_held(self) -> None:
-        """Send what was held for processes whose address has now arrived."""
-        assert self.links is not None and self.directory is not None
-        for process in list(self.links.held):
-            if self.directory.address(process) is not None and self.nursery is not None:
-                self.nursery.start_soon(self.links.release_held, process)
 
     def _drop_peer_session(self, peer: str) -> None:
         session = self.peer_sessions.get(peer)
@@ -550,6 +541,8 @@ class Daemon:
     async def _flush(self) -> None:
         assert self.host is not None and self.links is not None
         peer_frames, client_frames = self.host.take_frames()
+        if self.links.held:
+            await self.links.release_held()
         for peer, batch in peer_frames.items():
             await self.links.send(peer, pack_many(batch))
         for client, frame in client_frames:

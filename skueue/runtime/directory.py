@@ -31,9 +31,9 @@ import attrs
 
 from skueue.runtime.address import Address, AddressError, parse_address
 from skueue.runtime.errors import RemoteProtocolError
+from skueue.runtime.host import COUNTER_NAMES
 
 MEMBERS_MAX = 4096  # far above any cluster we run; bounds what a bad peer can make us hold
-COUNTER_NAMES = ("inserted", "removed", "empty", "dropped_results")
 
 Out = tuple[str, list[Any]]
 """A gossip frame and the process to send it to."""

@@ -53,6 +53,9 @@ class Counters:
         return attrs.asdict(self)
 
 
+COUNTER_NAMES = tuple(f.name for f in attrs.fields(Counters))
+
+
 class Host:
     def __init__(self, process: Process) -> None:
         self.process = process

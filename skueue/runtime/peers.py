@@ -100,17 +100,8 @@ class PeerLinks:
     async def connect_seed(self, address: Address, timeout_s: float) -> str:
         """Handshake with one daemon of the cluster to join; its process id."""
         stream, peer, nonce = await self._open(address, timeout_s)
-        self.same_incarnation(peer, nonce)
-        if peer == self.process_id:
-            await stream.aclose()
-            if nonce == self.nonce:
-                raise DaemonError(f"{address} is this daemon itself, not another cluster")
-            raise DaemonError(
-                f"the daemon at {address} has this daemon's process id {peer!r}; "
-                "give each daemon its own --id"
-            )
-        self.directory.learn(peer, address)
-        self._start_writer(peer, address, stream)
+        if not await self._adopt(address, stream, peer, nonce):
+            raise DaemonError(f"{address} is this daemon itself, not another cluster")
         return peer
 
     async def connect_all(self, addresses: tuple[Address, ...]) -> dict[Address, str]:
@@ -122,19 +113,10 @@ class PeerLinks:
         async def one(address: Address) -> None:
             stream, peer, nonce = await self._open(address, self.limits.connect_timeout_s)
             done.add(address)
-            if peer == self.process_id:
-                await stream.aclose()
-                if nonce != self.nonce:
-                    raise DaemonError(
-                        f"the daemon at {address} has this daemon's process id "
-                        f"{peer!r}; give each daemon its own --id"
-                    )
+            if await self._adopt(address, stream, peer, nonce):
+                ids[address] = peer
+            else:
                 log.info("left this daemon's own address out of its peers", address=str(address))
-                return
-            ids[address] = peer
-            self.same_incarnation(peer, nonce)
-            self.directory.learn(peer, address)
-            self._start_writer(peer, address, stream)
 
         async with trio.open_nursery() as outer:
             outer.start_soon(self._report_waiting, addresses, done)
@@ -143,6 +125,24 @@ class PeerLinks:
                     n.start_soon(one, address)
             outer.cancel_scope.cancel()
         return ids
+
+    async def _adopt(
+        self, address: Address, stream: trio.SocketStream, peer: str, nonce: str | None
+    ) -> bool:
+        """Keep a link just opened to ``peer`` as a member's (True), or close it because
+        it reached this daemon itself (False); another daemon with our id is an error."""
+        if peer == self.process_id:
+            await stream.aclose()
+            if nonce == self.nonce:
+                return False
+            raise DaemonError(
+                f"the daemon at {address} has this daemon's process id {peer!r}; "
+                "give each daemon its own --id"
+            )
+        self.same_incarnation(peer, nonce)
+        self.directory.learn(peer, address)
+        self._start_writer(peer, address, stream)
+        return True
 
     async def _report_waiting(self, addresses: tuple[Address, ...], done: set[Address]) -> None:
         """Say now and then whom start-up still waits for, so that it is not silent."""
@@ -280,9 +280,11 @@ class PeerLinks:
         self.held.setdefault(peer, []).append(blob)
         self.held_bytes += len(blob)
 
-    async def release_held(self, peer: str) -> None:
-        """The address of ``peer`` arrived: send what was held for it."""
-        blobs = self.held.pop(peer, [])
-        self.held_bytes -= sum(len(b) for b in blobs)
-        for blob in blobs:
-            await self.send(peer, blob)
+    async def release_held(self) -> None:
+        """Send what was held for processes whose address has arrived.  The owner calls
+        this before it sends a step's frames, so held frames keep their place in line."""
+        for peer in [p for p in self.held if self.directory.address(p) is not None]:
+            blobs = self.held.pop(peer)
+            self.held_bytes -= sum(len(b) for b in blobs)
+            for blob in blobs:
+                await self.send(peer, blob)
