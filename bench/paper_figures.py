@@ -23,7 +23,8 @@ import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 
-from skueue.sim.experiment import (
+from skueue.sim.figures import plot_rounds_vs_n, plot_rounds_vs_probability
+from skueue.sim.sweep import (
     ROW_FIELDS,
     Point,
     Row,
@@ -35,7 +36,6 @@ from skueue.sim.experiment import (
     number,
     run,
 )
-from skueue.sim.plots import plot_rounds_vs_n, plot_rounds_vs_probability
 
 RESULTS_DIR = Path(__file__).resolve().parent / "results"
 FIGURES = {

@@ -31,8 +31,8 @@ import anyio
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from skueue.launch import launch  # noqa: E402
-from skueue.loadgen import LoadConfig, percentiles, run_load  # noqa: E402
+from skueue.cluster.launch import launch  # noqa: E402
+from skueue.cluster.loadgen import LoadConfig, percentiles, run_load  # noqa: E402
 
 RESULTS = ROOT / "bench" / "results"
 

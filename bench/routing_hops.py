@@ -29,10 +29,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from overlay import routing  # noqa: E402
-from overlay.labels import LABEL_SPACE, NodeRef  # noqa: E402
-from overlay.ring import build_views, tree_height  # noqa: E402
-from overlay.view import View  # noqa: E402
+from skueue.overlay import routing  # noqa: E402
+from skueue.overlay.labels import LABEL_SPACE, NodeRef  # noqa: E402
+from skueue.overlay.ring import build_views, tree_height  # noqa: E402
+from skueue.overlay.view import View  # noqa: E402
 
 CALIBRATION_HOPS = {16: 18, 256: 27, 1024: 32, 4096: 40, 16384: 43}
 CALIBRATION_HEIGHT = {16: 13, 32: 20, 128: 31, 512: 45, 1024: 53}

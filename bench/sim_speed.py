@@ -21,8 +21,8 @@ import sys
 import time
 from collections.abc import Sequence
 
-from skueue.ops import Structure
-from skueue.sim.experiment import number, run_point
+from skueue.core.ops import Structure
+from skueue.sim.sweep import number, run_point
 
 # Doubling n roughly doubles the run time (request count is fixed; paths grow ~log n), so
 # a size is only started when about this multiple of the last run still fits the budget.

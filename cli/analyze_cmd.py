@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from cli.args import fail
+from skueue.cli.args import fail
 
 PROG = "skueue analyze"
 

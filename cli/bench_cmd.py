@@ -18,15 +18,15 @@ from typing import Any
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from cli.args import fail, non_negative_int, positive_float, positive_int, ratio
-from cli.client_cmds import EXIT_UNREACHABLE, default_node
-from cli.output import AtomicOutput
-from cli.running import run_async
-from skueue.check import check
-from skueue.client import DEFAULT_NODE, DEFAULT_REQUEST_TIMEOUT_S
-from skueue.history import write_jsonl
-from skueue.launch import ClusterError, launch
-from skueue.loadgen import LoadConfig, LoadResult, run_load
+from skueue.check.checker import check
+from skueue.check.history import write_jsonl
+from skueue.cli.args import fail, non_negative_int, positive_float, positive_int, ratio
+from skueue.cli.client_cmds import EXIT_UNREACHABLE, default_node
+from skueue.cli.output import AtomicOutput
+from skueue.cli.running import run_async
+from skueue.client.api import DEFAULT_NODE, DEFAULT_REQUEST_TIMEOUT_S
+from skueue.cluster.launch import ClusterError, launch
+from skueue.cluster.loadgen import LoadConfig, LoadResult, run_load
 from skueue.runtime.address import AddressError, parse_addresses
 
 

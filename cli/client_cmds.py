@@ -28,9 +28,9 @@ import sys
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
-from cli.args import address, fail, positive_float, positive_int
-from cli.running import run_async
-from skueue.client import DEFAULT_NODE, DEFAULT_REQUEST_TIMEOUT_S, Client, connect
+from skueue.cli.args import address, fail, positive_float, positive_int
+from skueue.cli.running import run_async
+from skueue.client.api import DEFAULT_NODE, DEFAULT_REQUEST_TIMEOUT_S, Client, connect
 from skueue.runtime.address import AddressError, parse_address
 
 EXIT_EMPTY = 3

@@ -8,7 +8,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from cli.args import fail, positive_int
+from skueue.cli.args import fail, positive_int
 
 PROG = "skueue experiment"
 FIGURES = {
@@ -56,14 +56,14 @@ def run(args: argparse.Namespace) -> int:
         plan_master,
         stop_if_ours,
     )
-    from skueue.sim.experiment import (
+    from skueue.sim.figures import plot_rounds_vs_n, plot_rounds_vs_probability
+    from skueue.sim.sweep import (
         figure2_points,
         figure3_points,
         figure4_points,
         number,
         sizes,
     )
-    from skueue.sim.plots import plot_rounds_vs_n, plot_rounds_vs_probability
 
     if args.max_n < args.min_n:
         fail(PROG, f"--max-n {args.max_n} is below --min-n {args.min_n}")

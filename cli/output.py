@@ -16,7 +16,7 @@ from collections.abc import Callable
 from types import TracebackType
 from typing import IO
 
-from cli.args import fail
+from skueue.cli.args import fail
 
 
 class AtomicOutput:

@@ -17,8 +17,8 @@ from typing import TypeVar
 
 import trio
 
-from cli.args import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_USAGE, fail
-from skueue.client import BadAddress, SkueueError
+from skueue.cli.args import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_USAGE, fail
+from skueue.client.api import BadAddress, SkueueError
 
 T = TypeVar("T")
 

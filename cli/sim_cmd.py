@@ -8,11 +8,11 @@ import statistics
 import sys
 from typing import Any
 
-from cli.args import fail, non_negative_int, positive_int, ratio
-from cli.output import AtomicOutput
-from skueue.check import check
-from skueue.history import Record, write_jsonl
-from skueue.ops import Structure
+from skueue.check.checker import check
+from skueue.check.history import Record, write_jsonl
+from skueue.cli.args import fail, non_negative_int, positive_int, ratio
+from skueue.cli.output import AtomicOutput
+from skueue.core.ops import Structure
 from skueue.sim.adversary import AsyncConfig, AsyncSim
 from skueue.sim.rounds import SimStuck, SyncConfig, SyncSim
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import sys
 
-from cli import analyze_cmd, bench_cmd, client_cmds, experiment_cmd, sim_cmd
-from cli.args import EXIT_INTERRUPTED, Parser, add_version
+from skueue.cli import analyze_cmd, bench_cmd, client_cmds, experiment_cmd, sim_cmd
+from skueue.cli.args import EXIT_INTERRUPTED, Parser, add_version
 
 
 def build_parser() -> Parser:

@@ -21,9 +21,9 @@ import sys
 import attrs
 import trio
 
-from cli.args import Parser, add_version, fail
-from cli.running import leaves
-from skueue.ops import Structure
+from skueue.cli.args import Parser, add_version, fail
+from skueue.cli.running import leaves
+from skueue.core.ops import Structure
 from skueue.runtime.address import AddressError, parse_address, parse_addresses
 from skueue.runtime.daemon import Daemon, DaemonConfig
 from skueue.runtime.errors import DaemonError

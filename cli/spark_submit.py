@@ -18,6 +18,6 @@ if __name__ == "__main__":
     here = os.path.dirname(os.path.abspath(__file__))
     if sys.path and os.path.abspath(sys.path[0] or os.curdir) == here:
         del sys.path[0]
-    from cli.skueue import main
+    from skueue.cli.skueue import main
 
     sys.exit(main())

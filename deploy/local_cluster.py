@@ -7,7 +7,7 @@
 
 ``start`` leaves the daemons running (detached) and records them in
 ``<state-dir>/cluster.json`` for ``status`` and ``stop``.  The launching itself lives in
-:mod:`skueue.launch`, which programs import.
+:mod:`skueue.cluster.launch`, which programs import.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from skueue.launch import (
+from skueue.cluster.launch import (
     DAEMONS_MAX,
     DEFAULT_BASE_PORT,
     DEFAULT_STATE_DIR,

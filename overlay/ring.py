@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 
-from overlay.labels import NodeRef, process_nodes, ring_order
-from overlay.tree import parent
-from overlay.view import View
+from skueue.overlay.labels import NodeRef, process_nodes, ring_order
+from skueue.overlay.tree import parent
+from skueue.overlay.view import View
 
 
 def ring_nodes(process_ids: Iterable[str]) -> list[NodeRef]:

@@ -53,8 +53,8 @@ from typing import Any
 
 import attrs
 
-from overlay.labels import LABEL_BITS, LABEL_SPACE, Kind, NodeRef
-from overlay.view import View
+from skueue.overlay.labels import LABEL_BITS, LABEL_SPACE, Kind, NodeRef
+from skueue.overlay.view import View
 
 # k = (estimate of log2(3n)) + BITS_OVER_LOG_3N: about log2(n) - 0.5 on average.  The
 # estimate scatters by about a bit either way; bench/routing_hops.py --over-log-3n measured

@@ -8,8 +8,8 @@ combined batches remember their sub-batches in that order.
 
 from __future__ import annotations
 
-from overlay.labels import Kind, NodeRef
-from overlay.view import View
+from skueue.overlay.labels import Kind, NodeRef
+from skueue.overlay.view import View
 
 
 def parent(view: View) -> NodeRef | None:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import attrs
 
-from overlay.labels import Kind, NodeRef
+from skueue.overlay.labels import Kind, NodeRef
 
 
 @attrs.frozen

@@ -16,7 +16,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from skueue.client import (
+    from skueue.client.api import (
         BlockingClient,
         Client,
         Inserted,
@@ -29,22 +29,22 @@ if TYPE_CHECKING:
         connect,
         connect_blocking,
     )
-    from skueue.local import LocalCluster, local_cluster
+    from skueue.cluster.inprocess import LocalCluster, local_cluster
 
 _WHERE = {
-    "BlockingClient": "skueue.client",
-    "Client": "skueue.client",
-    "Inserted": "skueue.client",
-    "NodeUnavailable": "skueue.client",
-    "NodeUnreachable": "skueue.client",
-    "Removed": "skueue.client",
-    "RequestRejected": "skueue.client",
-    "RequestTimeout": "skueue.client",
-    "SkueueError": "skueue.client",
-    "connect": "skueue.client",
-    "connect_blocking": "skueue.client",
-    "LocalCluster": "skueue.local",
-    "local_cluster": "skueue.local",
+    "BlockingClient": "skueue.client.api",
+    "Client": "skueue.client.api",
+    "Inserted": "skueue.client.api",
+    "NodeUnavailable": "skueue.client.api",
+    "NodeUnreachable": "skueue.client.api",
+    "Removed": "skueue.client.api",
+    "RequestRejected": "skueue.client.api",
+    "RequestTimeout": "skueue.client.api",
+    "SkueueError": "skueue.client.api",
+    "connect": "skueue.client.api",
+    "connect_blocking": "skueue.client.api",
+    "LocalCluster": "skueue.cluster.inprocess",
+    "local_cluster": "skueue.cluster.inprocess",
 }
 
 __all__ = [

@@ -14,8 +14,8 @@ records the exact checker needs.
 - :mod:`.scan`: the two distributed primitives the checks are made of (a prefix scan in a
   global order, and the dyadic cover of an index range).
 - :mod:`.certificate`, :mod:`.patterns`, :mod:`.lifo`: the checkers of
-  :mod:`skueue.check` re-expressed as joins, aggregations and scans.
-- :mod:`.checks`: one verdict per history and model, decided as :func:`skueue.check.check`
+  :mod:`skueue.check.checker` re-expressed as joins, aggregations and scans.
+- :mod:`.checks`: one verdict per history and model, decided as :func:`skueue.check.checker.check`
   decides it.
 - :mod:`.stats`, :mod:`.plots`, :mod:`.report`, :mod:`.pipeline`: ``skueue analyze``.
 - :mod:`.experiment`: ``skueue experiment``, the paper's sweeps as Spark tasks.

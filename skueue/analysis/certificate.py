@@ -1,4 +1,4 @@
-"""The ``ord`` certificate check (:mod:`skueue.check_certificate`) as Spark jobs.
+"""The ``ord`` certificate check (:mod:`skueue.check.certificate`) as Spark jobs.
 
 Theory of operation
 -------------------

@@ -1,4 +1,4 @@
-"""One consistency verdict per history and model, decided as :func:`skueue.check.check` does.
+"""One consistency verdict per history and model, as :func:`skueue.check.checker.check` decides.
 
 Theory of operation
 -------------------
@@ -47,8 +47,8 @@ from skueue.analysis.scan import (
     levels_for,
 )
 from skueue.analysis.session import shuffle_partitions
-from skueue.check import EXACT_OPS_MAX, ExactLimitError, Verdict, check_exact
-from skueue.history import QUEUE_OPS, STACK_OPS, Record
+from skueue.check.checker import EXACT_OPS_MAX, ExactLimitError, Verdict, check_exact
+from skueue.check.history import QUEUE_OPS, STACK_OPS, Record
 
 MODELS: Final = ("sc", "linearizable")
 MEMORY_CACHE_ROWS_MAX: Final = 2_000_000

@@ -15,7 +15,7 @@ from typing import Final
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
-from skueue.history import INSERT_OPS
+from skueue.check.history import INSERT_OPS
 
 VIOLATION_COLUMNS: Final = ("hid", "family", "check", "scope", "key", "reason")
 SC: Final = "sc"
@@ -32,7 +32,7 @@ def time_text(c: Column) -> Column:
 
 
 def describe(prefix: str = "") -> Column:
-    """The SQL twin of :meth:`skueue.history.Record.describe`, from columns ``prefix*``."""
+    """The SQL twin of :meth:`skueue.check.history.Record.describe`, from columns ``prefix*``."""
 
     def c(name: str) -> Column:
         return F.col(f"{prefix}{name}")

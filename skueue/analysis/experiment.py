@@ -2,9 +2,9 @@
 
 Theory of operation
 -------------------
-A sweep is a list of :class:`~skueue.sim.experiment.Point` values.  ``spark.range(k,
+A sweep is a list of :class:`~skueue.sim.sweep.Point` values.  ``spark.range(k,
 numPartitions=k)`` makes exactly one partition, hence one task, per point; a Python UDF
-runs :func:`~skueue.sim.experiment.run_point` for its point on whichever executor got
+runs :func:`~skueue.sim.sweep.run_point` for its point on whichever executor got
 the task and returns the result row.  Points are numbered costliest first, and Spark
 schedules partitions in order, so the longest runs start first and no core idles at the
 end (the same rule as ``bench/paper_figures.py``'s process pool).
@@ -30,8 +30,8 @@ from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from skueue.ops import Structure
-from skueue.sim.experiment import (
+from skueue.core.ops import Structure
+from skueue.sim.sweep import (
     ROW_FIELDS,
     Point,
     Row,

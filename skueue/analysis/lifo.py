@@ -1,4 +1,4 @@
-"""The two LIFO rules of :mod:`skueue.check_patterns` as Spark jobs.
+"""The two LIFO rules of :mod:`skueue.check.patterns` as Spark jobs.
 
 Theory of operation
 -------------------

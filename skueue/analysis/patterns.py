@@ -1,4 +1,4 @@
-"""The sound violation patterns of :mod:`skueue.check_patterns` as Spark jobs.
+"""The sound violation patterns of :mod:`skueue.check.patterns` as Spark jobs.
 
 Theory of operation
 -------------------

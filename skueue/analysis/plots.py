@@ -1,6 +1,6 @@
 """PNG plots of ``skueue analyze``'s tables (already collected: a few hundred rows at most).
 
-Like :mod:`skueue.sim.plots`, we draw on a bare :class:`~matplotlib.figure.Figure` with the
+Like :mod:`skueue.sim.figures`, we draw on a bare :class:`~matplotlib.figure.Figure` with the
 Agg canvas: pyplot's global state and backend choice are not a library's to take.
 
 Rules every plot keeps, so that a person can read it:

@@ -5,10 +5,10 @@ Theory of operation
 Every input is read as text, one row per line, with the file it came from, so history
 files and structlog JSON logs may be mixed freely (also compressed: Spark's text source
 decompresses ``.gz`` and ``.bz2``).  Blank lines are skipped, as
-:func:`skueue.history.read_jsonl` skips them.  Each other line is exactly one of:
+:func:`skueue.check.history.read_jsonl` skips them.  Each other line is exactly one of:
 
 - a **log event**: a JSON object with an ``event`` key and no ``op``;
-- a **history record**: valid by the rules of :func:`skueue.history.record_from_json`;
+- a **history record**: valid by the rules of :func:`skueue.check.history.record_from_json`;
 - **malformed**: anything else; counted per file and kept with a reason, never a crash.
 
 Parsing is native (no Python on the executors): one ``from_json`` pass with a typed
@@ -41,7 +41,7 @@ import attrs
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from skueue.history import INSERT_OPS, OPS, REMOVE_OPS
+from skueue.check.history import INSERT_OPS, OPS, REMOVE_OPS
 
 HISTORY_SCHEMA: Final = (
     "process variant, seq bigint, op string, value variant, invoke double, "

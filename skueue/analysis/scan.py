@@ -1,7 +1,7 @@
 """Two distributed primitives that the checks are built from.
 
 Prefix scan
-    The checkers of :mod:`skueue.check` walk a history once in some order (``ord``,
+    The checkers of :mod:`skueue.check.checker` walk a history once in some order (``ord``,
     ``seq``, time) with a running count or maximum.  A Spark window with no partition
     would do that on one executor; :func:`prefix_scan` does it in two levels instead.
     Each part (a history, or a history and a process) is cut into buckets of its order

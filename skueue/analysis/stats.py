@@ -29,9 +29,9 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from dht.keys import POSITION_MAX, position_key
-from overlay.ring import ring_nodes
-from skueue.history import INSERT_OPS
+from skueue.check.history import INSERT_OPS
+from skueue.dht.keys import POSITION_MAX, position_key
+from skueue.overlay.ring import ring_nodes
 
 PERCENTILES: Final = (0.5, 0.9, 0.99)
 PERCENTILE_ACCURACY: Final = 100_000

@@ -13,8 +13,8 @@ from typing import Any
 import attrs
 import trio
 
-from skueue.runtime.errors import RemoteProtocolError
-from skueue.runtime.framing import HEADER_BYTES, FrameDecoder
+from skueue.wire.errors import RemoteProtocolError
+from skueue.wire.framing import HEADER_BYTES, FrameDecoder
 
 RECEIVE_BYTES = 65536
 # The first frame of a connection (a hello) is small; until it is in, a connection we do

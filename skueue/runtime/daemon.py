@@ -3,7 +3,7 @@
 Theory of operation
 -------------------
 One task, the *owner*, is the only one that touches the :class:`Host` (and through it
-the :class:`~skueue.process.Process`).  Everything else feeds it through one bounded
+the :class:`~skueue.core.process.Process`).  Everything else feeds it through one bounded
 channel, the inbox: a reader task per incoming connection (peers and clients) and the
 owner's own pacing timer.  Each step the owner takes every input waiting (up to a bound),
 handles them, ticks when a tick is due, and hands the frames it produced to one writer
@@ -32,27 +32,16 @@ import attrs
 import structlog
 import trio
 
-from overlay.labels import Kind, node_ref
-from overlay.ring import build_views
-from skueue.effects import Effect
-from skueue.errors import PeerError
-from skueue.ops import Structure
-from skueue.process import Process, TickDue
+from skueue.core.effects import Effect
+from skueue.core.errors import PeerError
+from skueue.core.ops import Structure
+from skueue.core.process import Process, TickDue
+from skueue.overlay.labels import Kind, node_ref
+from skueue.overlay.ring import build_views
 from skueue.runtime.address import Address, AddressError, parse_address
-from skueue.runtime.client_protocol import (
-    PROTOCOL_VERSION,
-    ClientRequest,
-    InsertRequest,
-    JoinClusterRequest,
-    LeaveRequest,
-    RemoveRequest,
-    StatsRequest,
-    limits_for_clients,
-)
 from skueue.runtime.connections import frames
 from skueue.runtime.directory import Directory
-from skueue.runtime.errors import DaemonError, RemoteProtocolError
-from skueue.runtime.framing import FrameDecoder, pack, pack_many
+from skueue.runtime.errors import DaemonError
 from skueue.runtime.handshake import check_distinct, parse_peer_hello, reachable
 from skueue.runtime.host import COUNTER_NAMES, Host
 from skueue.runtime.inputs import (
@@ -70,6 +59,18 @@ from skueue.runtime.peers import PeerLinks, parse_peer_frame
 from skueue.runtime.resources import files_needed, raise_open_files_limit
 from skueue.runtime.sessions import DISCONNECTED, ClientGone, ClientInput, ClientSessions
 from skueue.runtime.stats import StatsGathering
+from skueue.wire.client_protocol import (
+    PROTOCOL_VERSION,
+    ClientRequest,
+    InsertRequest,
+    JoinClusterRequest,
+    LeaveRequest,
+    RemoveRequest,
+    StatsRequest,
+    limits_for_clients,
+)
+from skueue.wire.errors import RemoteProtocolError
+from skueue.wire.framing import FrameDecoder, pack, pack_many
 
 log = structlog.get_logger("skueued")
 

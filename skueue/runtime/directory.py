@@ -30,8 +30,8 @@ from typing import Any
 import attrs
 
 from skueue.runtime.address import Address, AddressError, parse_address
-from skueue.runtime.errors import RemoteProtocolError
 from skueue.runtime.host import COUNTER_NAMES
+from skueue.wire.errors import RemoteProtocolError
 
 MEMBERS_MAX = 4096  # far above any cluster we run; bounds what a bad peer can make us hold
 

@@ -13,7 +13,8 @@ from typing import Any
 import trio
 
 from skueue.runtime.address import Address, AddressError, parse_address
-from skueue.runtime.errors import DaemonError, RemoteProtocolError
+from skueue.runtime.errors import DaemonError
+from skueue.wire.errors import RemoteProtocolError
 
 
 def parse_peer_hello(hello: list[Any]) -> tuple[str, str, str | None]:

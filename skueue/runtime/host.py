@@ -1,7 +1,7 @@
 """The sans-IO host of one process: client requests in, frames out.
 
 The daemon's owner task is the only caller.  The host turns client requests into
-operations on the :class:`~skueue.process.Process`, turns the process's effects into
+operations on the :class:`~skueue.core.process.Process`, turns the process's effects into
 frames (protocol messages per peer, replies per client), and keeps the counters that
 ``skueue stats`` shows.  It does no I/O, so it can be tested without sockets.
 """
@@ -17,13 +17,13 @@ from typing import Any
 
 import attrs
 
-from overlay.labels import Kind
-from skueue.effects import Complete, Effect, Send
-from skueue.membership_messages import MembershipMessage
-from skueue.messages import Message
-from skueue.ops import Element, OpKind, Structure, insert_kind, remove_kind
-from skueue.process import Process
-from skueue.runtime.wire import encode_message
+from skueue.core.effects import Complete, Effect, Send
+from skueue.core.messages.membership import MembershipMessage
+from skueue.core.messages.stages import Message
+from skueue.core.ops import Element, OpKind, Structure, insert_kind, remove_kind
+from skueue.core.process import Process
+from skueue.overlay.labels import Kind
+from skueue.wire.peer import encode_message
 
 Frame = list[Any]
 

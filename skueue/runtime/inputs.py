@@ -10,9 +10,9 @@ from typing import Any
 
 import attrs
 
-from overlay.labels import Kind
-from skueue.membership_messages import MembershipMessage
-from skueue.messages import Message
+from skueue.core.messages.membership import MembershipMessage
+from skueue.core.messages.stages import Message
+from skueue.overlay.labels import Kind
 from skueue.runtime.address import Address
 from skueue.runtime.sessions import ClientGone, ClientInput
 

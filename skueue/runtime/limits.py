@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import attrs
 
-from skueue.runtime.framing import FRAME_BYTES_MAX
+from skueue.wire.framing import FRAME_BYTES_MAX
 
 
 @attrs.frozen

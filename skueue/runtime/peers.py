@@ -21,16 +21,17 @@ from typing import Any
 import structlog
 import trio
 
-from overlay.labels import Kind
-from skueue.membership_messages import MembershipMessage
-from skueue.messages import Message
+from skueue.core.messages.membership import MembershipMessage
+from skueue.core.messages.stages import Message
+from skueue.overlay.labels import Kind
 from skueue.runtime.address import Address
 from skueue.runtime.connections import coalescing_writer, first_frame
 from skueue.runtime.directory import Directory
-from skueue.runtime.errors import DaemonError, RemoteProtocolError
-from skueue.runtime.framing import FrameDecoder, pack
+from skueue.runtime.errors import DaemonError
 from skueue.runtime.limits import Limits
-from skueue.runtime.wire import decode_message
+from skueue.wire.errors import RemoteProtocolError
+from skueue.wire.framing import FrameDecoder, pack
+from skueue.wire.peer import decode_message
 
 log = structlog.get_logger("skueued")
 

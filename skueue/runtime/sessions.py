@@ -46,7 +46,9 @@ import attrs
 import structlog
 import trio
 
-from skueue.runtime.client_protocol import (
+from skueue.runtime.connections import ConnectionTimeout, ReadDeadlines, first_frame, frames
+from skueue.runtime.limits import Limits
+from skueue.wire.client_protocol import (
     ADMIN_REQUESTS,
     INVALID,
     TIMEOUT,
@@ -62,9 +64,8 @@ from skueue.runtime.client_protocol import (
     reply_frames,
     request_id,
 )
-from skueue.runtime.connections import ConnectionTimeout, ReadDeadlines, first_frame, frames
-from skueue.runtime.errors import RemoteProtocolError
-from skueue.runtime.framing import (
+from skueue.wire.errors import RemoteProtocolError
+from skueue.wire.framing import (
     HEADER_BYTES,
     BufferBudget,
     BufferBudgetExceeded,
@@ -73,7 +74,6 @@ from skueue.runtime.framing import (
     pack,
     pack_many,
 )
-from skueue.runtime.limits import Limits
 
 log = structlog.get_logger("skueued")
 

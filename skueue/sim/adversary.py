@@ -31,12 +31,12 @@ import random
 
 import attrs
 
-from overlay.labels import Kind
-from skueue.effects import Complete, Effect, Send
-from skueue.history import Record
-from skueue.membership_state import HANDOVER_BYTES_MAX
-from skueue.ops import OpKind, Structure, insert_kind, remove_kind
-from skueue.process import Process
+from skueue.check.history import Record
+from skueue.core.effects import Complete, Effect, Send
+from skueue.core.membership.state import HANDOVER_BYTES_MAX
+from skueue.core.ops import OpKind, Structure, insert_kind, remove_kind
+from skueue.core.process import Process
+from skueue.overlay.labels import Kind
 from skueue.sim.cluster import build_cluster, process_ids
 from skueue.sim.recorder import Recorder
 from skueue.sim.rounds import SimStuck, diagnose

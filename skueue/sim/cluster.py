@@ -7,14 +7,14 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from overlay.labels import Kind
-from overlay.ring import build_views
-from overlay.ring import tree_height as ring_tree_height
-from overlay.tree import children, parent
-from overlay.view import View
-from skueue.membership_state import HANDOVER_BYTES_MAX
-from skueue.ops import Structure
-from skueue.process import Process
+from skueue.core.membership.state import HANDOVER_BYTES_MAX
+from skueue.core.ops import Structure
+from skueue.core.process import Process
+from skueue.overlay.labels import Kind
+from skueue.overlay.ring import build_views
+from skueue.overlay.ring import tree_height as ring_tree_height
+from skueue.overlay.tree import children, parent
+from skueue.overlay.view import View
 
 
 def process_ids(count: int) -> list[str]:

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import attrs
 
-from skueue.effects import Complete
-from skueue.history import Record
-from skueue.ops import Element, Op
+from skueue.check.history import Record
+from skueue.core.effects import Complete
+from skueue.core.ops import Element, Op
 
 
 def as_text(value: Element | None) -> str | None:

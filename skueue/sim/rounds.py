@@ -17,11 +17,11 @@ from collections.abc import Callable
 
 import attrs
 
-from skueue.effects import Complete, Effect, Send
-from skueue.history import Record
-from skueue.messages import Message
-from skueue.ops import OpKind, Structure, insert_kind, remove_kind
-from skueue.process import Process
+from skueue.check.history import Record
+from skueue.core.effects import Complete, Effect, Send
+from skueue.core.messages.stages import Message
+from skueue.core.ops import OpKind, Structure, insert_kind, remove_kind
+from skueue.core.process import Process
 from skueue.sim.cluster import build_cluster, process_ids, tree_height
 from skueue.sim.recorder import Recorder
 

@@ -15,8 +15,8 @@ import time
 
 import attrs
 
-from overlay.labels import Kind
-from skueue.process import Process
+from skueue.core.process import Process
+from skueue.overlay.labels import Kind
 from skueue.sim.cluster import ring_problems, tree_height
 from skueue.sim.rounds import SimStuck, SyncConfig, SyncSim
 

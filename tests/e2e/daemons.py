@@ -37,7 +37,7 @@ def skueued_command() -> list[str]:
     script = Path(sys.executable).parent / "skueued"
     if script.exists():
         return [str(script)]
-    return [sys.executable, "-m", "cli.skueued"]
+    return [sys.executable, "-m", "skueue.cli.skueued"]
 
 
 def free_ports(count: int) -> list[int]:

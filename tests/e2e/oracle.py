@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import collections
 
-from skueue.check import check
-from skueue.history import Record
-from skueue.loadgen import LoadConfig, LoadResult
+from skueue.check.checker import check
+from skueue.check.history import Record
+from skueue.cluster.loadgen import LoadConfig, LoadResult
 
 
 def assert_exactly_once(records: list[Record]) -> None:

@@ -20,8 +20,8 @@ import trio
 
 from skueue.runtime.address import Address
 from skueue.runtime.daemon import Daemon, DaemonConfig
-from skueue.runtime.framing import HEADER_BYTES, pack
 from skueue.runtime.limits import Limits
+from skueue.wire.framing import HEADER_BYTES, pack
 
 HOST = "127.0.0.1"
 REPLY_TIMEOUT_S = 10.0

@@ -18,8 +18,8 @@ import pytest
 import trio
 
 import skueue
-from skueue.check import check
-from skueue.history import Record
+from skueue.check.checker import check
+from skueue.check.history import Record
 from tests.e2e.daemons import Cluster, Daemon, spawn, stop, wait_ready
 
 PRODUCED = 1000

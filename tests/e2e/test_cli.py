@@ -28,7 +28,7 @@ StartCluster = Callable[..., Cluster]
 
 
 def skueue_command() -> list[str]:
-    return [sys.executable, "-m", "cli.skueue"]
+    return [sys.executable, "-m", "skueue.cli.skueue"]
 
 
 def environment() -> dict[str, str]:
@@ -299,7 +299,7 @@ def test_a_17_mib_line_is_refused_with_the_limit(skueued_cluster: StartCluster) 
 # -- item 18: --version, bad addresses ------------------------------------------------------
 
 
-@pytest.mark.parametrize("module", ["cli.skueue", "cli.skueued"])
+@pytest.mark.parametrize("module", ["skueue.cli.skueue", "skueue.cli.skueued"])
 def test_version(module: str) -> None:
     out = subprocess.run(
         [sys.executable, "-m", module, "--version"],
@@ -310,7 +310,7 @@ def test_version(module: str) -> None:
         check=False,
     )
     assert out.returncode == 0, out.stderr
-    name = module.split(".")[1]
+    name = module.split(".")[-1]
     assert out.stdout.decode().split()[0] == name
     assert out.stdout.decode().split()[1][0].isdigit()
 
@@ -352,7 +352,8 @@ def test_the_value_limit_is_configurable_on_the_daemon(skueued_cluster: StartClu
 @pytest.mark.parametrize("size", ["0", "-5", "x", str(16 << 20)])
 def test_a_value_limit_that_cannot_work_is_a_usage_error(size: str) -> None:
     out = subprocess.run(
-        [sys.executable, "-m", "cli.skueued", "--listen", "127.0.0.1:0", "--value-bytes-max", size],
+        [sys.executable, "-m", "skueue.cli.skueued", "--listen", "127.0.0.1:0",
+         "--value-bytes-max", size],
         capture_output=True,
         cwd=ROOT,
         env=environment(),

@@ -20,10 +20,10 @@ import attrs
 import pytest
 import trio
 
-import skueue.client
-from skueue.check import check
-from skueue.history import Record
-from skueue.loadgen import LoadConfig, LoadResult, run_load
+import skueue.client.api
+from skueue.check.checker import check
+from skueue.check.history import Record
+from skueue.cluster.loadgen import LoadConfig, LoadResult, run_load
 from tests.e2e.daemons import HOST, Cluster, free_ports, skueued_command, spawn, stop
 from tests.e2e.oracle import assert_exactly_once, assert_history_ok
 
@@ -98,7 +98,7 @@ def test_queue_cluster_asyncio_is_linearizable(skueued_cluster: StartCluster) ->
 async def test_stack_cluster_is_linearizable(skueued_cluster: StartCluster) -> None:
     """A stack cluster (``--structure stack``): push/pop from 4 clients, then drain."""
     cluster = skueued_cluster(3, "stack")
-    async with skueue.client.connect(cluster.addresses[0]) as q:
+    async with skueue.client.api.connect(cluster.addresses[0]) as q:
         assert q.structure == "stack"
     config = load_config(cluster, ops=2000, clients=4, seed=3)
     result = await run_bounded(config)
@@ -114,12 +114,12 @@ async def test_every_daemon_serves_and_stats_sum_up(skueued_cluster: StartCluste
     a, b, c = cluster.addresses
     values = [f"v{i}".encode() for i in range(50)]
     with trio.fail_after(30):
-        async with skueue.client.connect(a) as qa, skueue.client.connect(b) as qb:
+        async with skueue.client.api.connect(a) as qa, skueue.client.api.connect(b) as qb:
             await qa.enqueue_many(values)
             got = await qb.dequeue_many(60)
             assert got == values  # the elements only: the queue ran dry after 50
             assert await qb.dequeue_many(10) == []
-        async with skueue.client.connect(c) as qc:
+        async with skueue.client.api.connect(c) as qc:
             stats = await qc.stats()
     assert stats["processes"] == 3 and stats["unreachable"] == []
     assert stats["totals"]["inserted"] == 50
@@ -135,7 +135,7 @@ def test_sigterm_exits_zero_promptly_and_leaves_nothing(skueued_cluster: StartCl
 
     async def touch() -> None:
         for address in cluster.addresses:
-            async with skueue.client.connect(address) as q:
+            async with skueue.client.api.connect(address) as q:
                 await q.enqueue(b"x")
                 assert await q.dequeue() == b"x"
 

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from deploy.local_cluster import load_state
-from skueue.launch import (
+from skueue.cluster.launch import (
     ClusterError,
     LocalCluster,
     Member,

@@ -26,8 +26,8 @@ import pytest
 import trio
 
 from skueue.runtime.daemon import Daemon
-from skueue.runtime.framing import HEADER_BYTES, pack
 from skueue.runtime.limits import Limits
+from skueue.wire.framing import HEADER_BYTES, pack
 from tests.e2e.rawclient import RawClient, address, inproc_daemon
 
 pytestmark = pytest.mark.trio

@@ -38,12 +38,9 @@ import msgpack
 import pytest
 import trio
 
-from dht.keys import position_key
-from overlay.labels import LABEL_SPACE, Kind, NodeRef, node_ref
-from overlay.routing import Phase, Route
-from skueue.batch import Batch, RunGrant
-from skueue.loadgen import LoadConfig, run_load
-from skueue.membership_messages import (
+from skueue.cluster.loadgen import LoadConfig, run_load
+from skueue.core.batch import Batch, RunGrant
+from skueue.core.messages.membership import (
     Absorbed,
     AnchorHandover,
     Departing,
@@ -65,12 +62,15 @@ from skueue.membership_messages import (
     UpdateOver,
     Withdraw,
 )
-from skueue.messages import BatchUp, Get, GetReply, Grants, Message, Put, PutAck
-from skueue.runtime.client_protocol import parse_request
-from skueue.runtime.errors import RemoteProtocolError
-from skueue.runtime.framing import FRAME_BYTES_MAX, FrameDecoder, pack
+from skueue.core.messages.stages import BatchUp, Get, GetReply, Grants, Message, Put, PutAck
+from skueue.dht.keys import position_key
+from skueue.overlay.labels import LABEL_SPACE, Kind, NodeRef, node_ref
+from skueue.overlay.routing import Phase, Route
 from skueue.runtime.limits import Limits
-from skueue.runtime.wire import decode_message, encode_message
+from skueue.wire.client_protocol import parse_request
+from skueue.wire.errors import RemoteProtocolError
+from skueue.wire.framing import FRAME_BYTES_MAX, FrameDecoder, pack
+from skueue.wire.peer import decode_message, encode_message
 from tests.e2e.daemons import Cluster
 from tests.e2e.oracle import assert_history_ok
 

@@ -11,8 +11,8 @@ import struct
 import pytest
 import trio
 
-from skueue.runtime.framing import pack
 from skueue.runtime.limits import Limits
+from skueue.wire.framing import pack
 from tests.e2e.rawclient import RawClient, inproc_daemon
 
 pytestmark = pytest.mark.trio

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from skueue.launch import pid_alive
+from skueue.cluster.launch import pid_alive
 from tests.e2e.test_deploy import WORKLOAD_ELEMENTS, run_workload
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -11,8 +11,8 @@ from functools import cache
 
 import attrs
 
-from skueue.history import Record
-from skueue.ops import Structure
+from skueue.check.history import Record
+from skueue.core.ops import Structure
 from skueue.sim.adversary import AsyncConfig, AsyncSim
 from skueue.sim.rounds import SyncConfig, SyncSim
 

@@ -13,8 +13,8 @@ import random
 
 import pytest
 
-from skueue.anchor import QueueAnchor
-from skueue.batch import Batch, RunGrant, combine_all, split_grants
+from skueue.core.anchor import QueueAnchor
+from skueue.core.batch import Batch, RunGrant, combine_all, split_grants
 from skueue.sim.rounds import SyncConfig, SyncSim
 
 # -- Definition 5 -------------------------------------------------------------------

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import statistics
 
-from dht.keys import position_key
-from overlay.ring import ring_nodes
-from skueue.messages import Put
+from skueue.core.messages.stages import Put
+from skueue.dht.keys import position_key
+from skueue.overlay.ring import ring_nodes
 from skueue.sim.rounds import SyncConfig, SyncSim
 from tests.paper._histories import position_of
 

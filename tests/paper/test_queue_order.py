@@ -13,8 +13,8 @@ from collections import deque
 
 import pytest
 
-from skueue.check import check
-from skueue.history import Record
+from skueue.check.checker import check
+from skueue.check.history import Record
 from tests.paper._histories import (
     QUEUE_ASYNC,
     QUEUE_CASES,

@@ -7,7 +7,7 @@ import math
 import random
 import statistics
 
-from skueue.ops import OpKind
+from skueue.core.ops import OpKind
 from skueue.sim.rounds import SyncConfig, SyncSim
 
 

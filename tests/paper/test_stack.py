@@ -10,18 +10,18 @@ from collections.abc import Callable
 
 import pytest
 
-from dht.keys import position_key
-from dht.table import Table
-from overlay.labels import LABEL_SPACE
-from overlay.ring import ring_nodes
-from skueue.anchor import StackAnchor
-from skueue.batch import Batch, RunGrant, combine_all, split_grants
-from skueue.check import check
-from skueue.effects import Complete, Effect, Send
-from skueue.history import Record
-from skueue.intake import OwnBuffer
-from skueue.messages import Get, Put
-from skueue.ops import Op, OpKind, Structure
+from skueue.check.checker import check
+from skueue.check.history import Record
+from skueue.core.anchor import StackAnchor
+from skueue.core.batch import Batch, RunGrant, combine_all, split_grants
+from skueue.core.effects import Complete, Effect, Send
+from skueue.core.intake import OwnBuffer
+from skueue.core.messages.stages import Get, Put
+from skueue.core.ops import Op, OpKind, Structure
+from skueue.dht.keys import position_key
+from skueue.dht.table import Table
+from skueue.overlay.labels import LABEL_SPACE
+from skueue.overlay.ring import ring_nodes
 from skueue.sim.cluster import build_cluster, process_ids
 from skueue.sim.rounds import SyncConfig, SyncSim
 from tests.paper._histories import STACK_ASYNC, STACK_SWEEP, Case, history, ids, ord_of

@@ -13,10 +13,10 @@ import statistics
 
 import pytest
 
-from overlay.labels import LABEL_SPACE, NodeRef
-from overlay.ring import build_views, tree_height
-from overlay.routing import next_hop, start_route
-from overlay.view import View
+from skueue.overlay.labels import LABEL_SPACE, NodeRef
+from skueue.overlay.ring import build_views, tree_height
+from skueue.overlay.routing import next_hop, start_route
+from skueue.overlay.view import View
 
 Views = dict[NodeRef, View]
 

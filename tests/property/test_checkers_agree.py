@@ -23,8 +23,8 @@ from collections import deque
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from skueue.check import check_certificate, check_exact, check_patterns
-from skueue.history import INSERT_OPS, Record
+from skueue.check.checker import check_certificate, check_exact, check_patterns
+from skueue.check.history import INSERT_OPS, Record
 from tests.unit.test_check import (
     drop_removal,
     duplicate_value,

@@ -19,11 +19,11 @@ from hypothesis import given, note
 from hypothesis import strategies as st
 from hypothesis.control import currently_in_test_context
 
-from overlay.labels import left_label, middle_label
-from skueue.check import check
-from skueue.effects import Effect, Send
-from skueue.ops import Structure
-from skueue.process import Process
+from skueue.check.checker import check
+from skueue.core.effects import Effect, Send
+from skueue.core.ops import Structure
+from skueue.core.process import Process
+from skueue.overlay.labels import left_label, middle_label
 from skueue.sim.adversary import AsyncConfig, AsyncSim
 from skueue.sim.cluster import ring_problems
 

@@ -18,8 +18,8 @@ from collections import Counter
 from hypothesis import given, note
 from hypothesis import strategies as st
 
-from skueue.check import check
-from skueue.ops import Structure
+from skueue.check.checker import check
+from skueue.core.ops import Structure
 from skueue.sim.adversary import AsyncConfig, AsyncSim
 
 EXACT_LIMIT = 14  # operations; the exact search is exponential in the worst case

@@ -19,7 +19,7 @@ import attrs
 import pytest
 from pyspark.sql import SparkSession
 
-from cli.skueue import main
+from skueue.cli.skueue import main
 
 pytestmark = pytest.mark.spark
 

@@ -23,9 +23,9 @@ import pytest
 from pyspark.sql import SparkSession
 
 from skueue.analysis.checks import MODELS, HistoryCheck, check_histories
-from skueue.check import check, check_certificate, check_patterns
-from skueue.history import Record, read_jsonl
-from skueue.ops import Structure
+from skueue.check.checker import check, check_certificate, check_patterns
+from skueue.check.history import Record, read_jsonl
+from skueue.core.ops import Structure
 from skueue.sim.adversary import AsyncConfig, AsyncSim
 from skueue.sim.rounds import SyncConfig, SyncSim
 from tests.property.test_checkers_agree import jitter_time

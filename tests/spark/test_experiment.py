@@ -11,11 +11,11 @@ from typing import Any
 import pytest
 from pyspark.sql import SparkSession
 
-from cli.skueue import main
 from skueue.analysis import experiment as ex
 from skueue.analysis.experiment import run_points
-from skueue.ops import Structure
-from skueue.sim.experiment import ROW_FIELDS, Point, run, sizes
+from skueue.cli.skueue import main
+from skueue.core.ops import Structure
+from skueue.sim.sweep import ROW_FIELDS, Point, run, sizes
 
 
 @pytest.mark.spark

@@ -13,8 +13,8 @@ import attrs
 import pytest
 from pyspark.sql import SparkSession
 
-from cli.skueue import main
-from skueue.history import Record, write_jsonl
+from skueue.check.history import Record, write_jsonl
+from skueue.cli.skueue import main
 from skueue.sim.rounds import SyncConfig, SyncSim
 
 LOG = [

@@ -10,7 +10,7 @@ import pytest
 from pyspark.sql import SparkSession
 
 from skueue.analysis.readers import InputError, check_paths, line_counts, load, stage
-from skueue.history import HistoryError, record_from_json
+from skueue.check.history import HistoryError, record_from_json
 
 GOOD = {"process": "A", "seq": 0, "op": "enqueue", "value": "x", "invoke": 0, "response": 1.5}
 

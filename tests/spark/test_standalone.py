@@ -24,8 +24,8 @@ import attrs
 import pytest
 from pyspark.sql import SparkSession
 
-from cli.skueue import main
-from skueue.history import write_jsonl
+from skueue.check.history import write_jsonl
+from skueue.cli.skueue import main
 from skueue.sim.rounds import SyncConfig, SyncSim
 from tests.spark.standalone import loopback_env, standalone_cluster
 

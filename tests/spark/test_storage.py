@@ -6,7 +6,7 @@ import pytest
 from pyspark.sql import SparkSession
 
 from skueue.analysis.stats import storage
-from skueue.messages import Put
+from skueue.core.messages.stages import Put
 from skueue.sim.rounds import SyncConfig, SyncSim
 
 

@@ -16,7 +16,7 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from skueue.runtime.framing import FrameDecoder, pack
+from skueue.wire.framing import FrameDecoder, pack
 
 Respond = Callable[[list[Any]], list[Any]]
 CLOSE = "close the connection"  # a reply that makes the fake hang up, as a daemon may

@@ -16,7 +16,7 @@ from pathlib import Path
 import attrs
 import pytest
 
-from skueue.check import (
+from skueue.check.checker import (
     ExactLimitError,
     Verdict,
     check,
@@ -24,7 +24,7 @@ from skueue.check import (
     check_exact,
     check_patterns,
 )
-from skueue.history import INSERT_OPS, Record, read_jsonl
+from skueue.check.history import INSERT_OPS, Record, read_jsonl
 
 MODELS = ("sc", "linearizable")
 INSERT = {"queue": "enqueue", "stack": "push"}

@@ -7,9 +7,9 @@ import argparse
 
 import pytest
 
-from cli import skueue as skueue_cli
-from cli import skueued as skueued_cli
-from cli.args import shows
+from skueue.cli import skueue as skueue_cli
+from skueue.cli import skueued as skueued_cli
+from skueue.cli.args import shows
 
 OWN_COMMANDS = ["enqueue", "dequeue", "stats", "join", "leave", "bench", "sim"]
 

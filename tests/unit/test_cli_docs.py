@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from cli import skueue as skueue_cli
+from skueue.cli import skueue as skueue_cli
 
 ROOT = Path(__file__).resolve().parents[2]
 README = (ROOT / "README.md").read_text()

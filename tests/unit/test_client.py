@@ -16,8 +16,8 @@ import pytest
 import trio
 
 import skueue
-import skueue.client
-from skueue.runtime.client_protocol import PROTOCOL_VERSION
+import skueue.client.api
+from skueue.wire.client_protocol import PROTOCOL_VERSION
 from tests.unit.fake_daemon import CLOSE, FakeDaemon
 
 TEST_DEADLINE_S = 10.0
@@ -49,8 +49,8 @@ async def test_a_stalled_daemon_times_out_with_the_default_timeout(
 ) -> None:
     """Without any option a request to a daemon that never answers ends with
     RequestTimeout (the default timeout, shortened here) instead of hanging forever."""
-    monkeypatch.setattr(skueue.client, "DEFAULT_REQUEST_TIMEOUT_S", 0.3, raising=False)
-    monkeypatch.setattr(skueue.client, "REPLY_GRACE_S", 0.1, raising=False)
+    monkeypatch.setattr(skueue.client.api, "DEFAULT_REQUEST_TIMEOUT_S", 0.3, raising=False)
+    monkeypatch.setattr(skueue.client.api, "REPLY_GRACE_S", 0.1, raising=False)
     with FakeDaemon() as fake:
         with trio.fail_after(TEST_DEADLINE_S):
             async with skueue.connect(fake.address) as q:
@@ -71,7 +71,7 @@ async def test_request_timeout_option_is_used_and_sent_in_the_hello() -> None:
                     await q.dequeue_many(3)
                 waited = trio.current_time() - t0
     # The client waits the timeout plus a grace for the daemon's own timeout error.
-    assert 0.2 <= waited < 0.2 + skueue.client.REPLY_GRACE_S + 1.0
+    assert 0.2 <= waited < 0.2 + skueue.client.api.REPLY_GRACE_S + 1.0
     assert fake.hellos == [["hello-client", PROTOCOL_VERSION, {"request_timeout_ms": 200}]]
 
 

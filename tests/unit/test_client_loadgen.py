@@ -9,8 +9,8 @@ import pytest
 import trio
 
 import skueue
-from cli.bench_cmd import report
-from skueue.loadgen import LoadConfig, percentiles, run_load
+from skueue.cli.bench_cmd import report
+from skueue.cluster.loadgen import LoadConfig, percentiles, run_load
 
 
 @pytest.fixture(scope="module")

@@ -9,7 +9,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from skueue.runtime.client_protocol import (
+from skueue.runtime.limits import Limits
+from skueue.wire.client_protocol import (
     PROTOCOL_VERSION,
     RID_MAX,
     ClientHello,
@@ -25,8 +26,7 @@ from skueue.runtime.client_protocol import (
     reply_frames,
     request_id,
 )
-from skueue.runtime.errors import RemoteProtocolError
-from skueue.runtime.limits import Limits
+from skueue.wire.errors import RemoteProtocolError
 
 LIMITS = Limits(ops_per_request_max=3, value_bytes_max=4)
 

@@ -6,7 +6,7 @@ import pytest
 
 from skueue.runtime.address import Address
 from skueue.runtime.directory import MEMBERS_MAX, Directory
-from skueue.runtime.errors import RemoteProtocolError
+from skueue.wire.errors import RemoteProtocolError
 
 A, B, C = Address("10.0.0.1", 1), Address("10.0.0.2", 2), Address("10.0.0.3", 3)
 

@@ -7,8 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from skueue.ops import Structure
-from skueue.sim.experiment import (
+from skueue.core.ops import Structure
+from skueue.sim.figures import plot_rounds_vs_n, plot_rounds_vs_probability
+from skueue.sim.sweep import (
     PROBABILITIES,
     RATIOS,
     ROW_FIELDS,
@@ -24,7 +25,6 @@ from skueue.sim.experiment import (
     run_point,
     sizes,
 )
-from skueue.sim.plots import plot_rounds_vs_n, plot_rounds_vs_probability
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 

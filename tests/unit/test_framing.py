@@ -11,8 +11,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from skueue.runtime.errors import RemoteProtocolError
-from skueue.runtime.framing import (
+from skueue.wire.errors import RemoteProtocolError
+from skueue.wire.framing import (
     FRAME_BYTES_MAX,
     HEADER_BYTES,
     OVERSIZED_PREFIX_BYTES,

@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from skueue.history import (
+from skueue.check.history import (
     HistoryError,
     Record,
     read_jsonl,

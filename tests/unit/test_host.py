@@ -10,14 +10,14 @@ from typing import Any
 
 import pytest
 
-from overlay.labels import Kind
-from overlay.ring import build_views
-from skueue.messages import GetReply
-from skueue.node import ProtocolError
-from skueue.ops import Structure
-from skueue.process import Process
+from skueue.core.messages.stages import GetReply
+from skueue.core.node.virtual_node import ProtocolError
+from skueue.core.ops import Structure
+from skueue.core.process import Process
+from skueue.overlay.labels import Kind
+from skueue.overlay.ring import build_views
 from skueue.runtime.host import Host
-from skueue.runtime.wire import decode_message
+from skueue.wire.peer import decode_message
 
 TICKS_MAX = 50
 

@@ -1,60 +1,119 @@
-"""The core stays pure: protocol modules import no I/O, clocks or wire format.
+"""The layers hold: a declarative contract (import-linter) and a fresh interpreter.
 
-(ARCHITECTURE.md, 'Layering': overlay, dht (but dht/storage) and the protocol modules of
-skueue import no trio, msgpack, structlog, time or os; nothing imports cli.)
+The contract lives in ``pyproject.toml`` (``[tool.importlinter]``): the core, the overlay
+and the DHT import no I/O, clocks, randomness or wire format; the core is below the wire,
+the wire below the runtime, the runtime below the client and the clusters, and those
+below the CLI; nothing imports the CLI; the checkers, simulators and analysis run without
+the runtime; and no sibling modules or packages import each other in a cycle.
+
+The contract is shown to be able to fail: on a copy of the package, a core module that
+imports trio and an import cycle each break it.
 """
 
 from __future__ import annotations
 
-import ast
+import json
+import os
+import shutil
+import subprocess
+import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[2]
-FORBIDDEN = {"trio", "msgpack", "structlog", "time", "os", "socket", "asyncio", "threading",
-             "random", "pickle", "subprocess", "cli"}
-# random is forbidden in the protocol core: randomness must be passed in by drivers.
-PURE_DIRS = ["overlay", "dht"]
-PURE_SKUEUE = ["anchor", "batch", "effects", "errors", "intake", "messages", "node", "ops",
-               "process", "membership", "membership_messages", "membership_state", "joining",
-               "leaving", "history", "check", "check_exact", "check_certificate",
-               "check_patterns"]
+PURE_PACKAGES = ["skueue.core", "skueue.overlay", "skueue.dht"]
+# What importing the pure layers may not add to a bare interpreter's modules.
+FORBIDDEN_ROOTS = {"trio", "anyio", "msgpack", "structlog", "socket", "asyncio",
+                   "random", "selectors", "subprocess", "pickle", "logging"}
+# threading joins the list when the core's classes leave attrs (attrs imports it).
+LINT_IMPORTS = "import sys; from importlinter.cli import lint_imports_command; " \
+               "sys.exit(lint_imports_command())"
 
 
-def pure_files() -> list[Path]:
-    files = [p for d in PURE_DIRS for p in (ROOT / d).glob("*.py")]
-    files += [ROOT / "skueue" / f"{name}.py" for name in PURE_SKUEUE]
-    return [f for f in files if f.exists()]
+def lint_imports(cwd: Path, pythonpath: Path | None = None) -> subprocess.CompletedProcess[str]:
+    env = dict(os.environ)
+    if pythonpath is not None:
+        env["PYTHONPATH"] = str(pythonpath)
+    return subprocess.run(
+        [sys.executable, "-c", LINT_IMPORTS, "--no-cache"],
+        cwd=cwd, env=env, capture_output=True, text=True, timeout=120,
+    )
 
 
-def imported_roots(path: Path) -> set[str]:
-    tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
-    roots = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Import):
-            roots.update(alias.name.split(".")[0] for alias in node.names)
-        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            roots.add(node.module.split(".")[0])
-    return roots
+def test_the_layering_contract_holds() -> None:
+    out = lint_imports(ROOT)
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "BROKEN" not in out.stdout
+    assert "Contracts: 5 kept, 0 broken." in out.stdout
 
 
-def test_the_pure_core_exists() -> None:
-    names = {p.stem for p in pure_files()}
-    assert {"node", "process", "batch", "anchor", "routing", "tree", "table"} <= names
+def copy_of_the_package(tmp_path: Path) -> Path:
+    """The package and its contract, with the overlay/dht/cli links resolved."""
+    shutil.copytree(ROOT / "skueue", tmp_path / "skueue",
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copy(ROOT / "pyproject.toml", tmp_path / "pyproject.toml")
+    return tmp_path
 
 
-def test_the_core_imports_no_io_clock_or_wire_format() -> None:
-    offenders = {
-        str(p.relative_to(ROOT)): sorted(imported_roots(p) & FORBIDDEN) for p in pure_files()
-    }
-    offenders = {k: v for k, v in offenders.items() if v}
-    assert not offenders, f"pure modules import I/O or clocks: {offenders}"
+def add_import(module: Path, line: str) -> None:
+    text = module.read_text(encoding="utf-8")
+    anchor = "from __future__ import annotations\n"
+    assert anchor in text
+    module.write_text(text.replace(anchor, anchor + line + "\n", 1), encoding="utf-8")
 
 
-def test_nothing_imports_the_cli() -> None:
-    offenders = [
-        str(p.relative_to(ROOT))
-        for d in ("overlay", "dht", "skueue")
-        for p in (ROOT / d).rglob("*.py")
-        if "cli" in imported_roots(p)
-    ]
-    assert not offenders, f"library modules import cli: {offenders}"
+def test_the_contract_fails_when_a_core_module_imports_trio(tmp_path: Path) -> None:
+    copy = copy_of_the_package(tmp_path)
+    add_import(copy / "skueue/core/batch.py", "import trio")
+    out = lint_imports(copy, pythonpath=copy)
+    assert out.returncode != 0, out.stdout
+    assert "skueue.core is not allowed to import trio" in out.stdout
+    assert "skueue.core.batch -> trio" in out.stdout
+
+
+def test_the_contract_fails_on_an_import_cycle(tmp_path: Path) -> None:
+    copy = copy_of_the_package(tmp_path)
+    # ops is imported by process (through batch); importing process back closes a cycle.
+    add_import(copy / "skueue/core/ops.py", "import skueue.core.process")
+    out = lint_imports(copy, pythonpath=copy)
+    assert out.returncode != 0, out.stdout
+    assert "No cycles are allowed in skueue.core" in out.stdout
+
+
+def pure_modules() -> list[str]:
+    names = []
+    for package in PURE_PACKAGES:
+        folder = ROOT / package.replace(".", "/")
+        for path in sorted(folder.rglob("*.py")):
+            parts = path.relative_to(ROOT).with_suffix("").parts
+            names.append(".".join(parts[:-1] if parts[-1] == "__init__" else parts))
+    return names
+
+
+def modules_after(imports: list[str]) -> set[str]:
+    code = (
+        "import importlib, json, sys\n"
+        f"for name in {imports!r}: importlib.import_module(name)\n"
+        "print(json.dumps(sorted(sys.modules)))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True,
+                         text=True, timeout=60, check=True)
+    return set(json.loads(out.stdout))
+
+
+def test_importing_the_pure_layers_loads_no_io_in_a_fresh_interpreter() -> None:
+    names = pure_modules()
+    assert {"skueue.core.process", "skueue.core.batch", "skueue.overlay.routing",
+            "skueue.dht.table"} <= set(names)
+    added = modules_after(names) - modules_after([])
+    loaded = sorted(m for m in added if m.split(".")[0] in FORBIDDEN_ROOTS)
+    assert not loaded, f"importing the pure layers loaded {loaded}"
+    assert any(m.startswith("skueue.core.") for m in added)
+
+
+@pytest.mark.parametrize("entry", ["skueue", "skueue.core.process"])
+def test_importing_skueue_loads_neither_client_nor_daemon(entry: str) -> None:
+    added = modules_after([entry]) - modules_after([])
+    assert not any(m.split(".")[0] in {"trio", "anyio", "structlog"} for m in added), added
+    assert not any(m.startswith(("skueue.runtime", "skueue.client")) for m in added), added

@@ -8,8 +8,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from overlay import tree
-from overlay.labels import (
+from skueue.overlay import tree
+from skueue.overlay.labels import (
     HALF,
     LABEL_SPACE,
     Kind,
@@ -22,8 +22,8 @@ from overlay.labels import (
     right_label,
     ring_order,
 )
-from overlay.ring import build_views, ring_nodes
-from overlay.view import View
+from skueue.overlay.ring import build_views, ring_nodes
+from skueue.overlay.view import View
 
 SIZES = [1, 2, 3, 5, 16, 100, 300]
 SEEDS = range(5)

@@ -25,13 +25,11 @@ from hypothesis import given, note
 from hypothesis import strategies as st
 from hypothesis.control import currently_in_test_context
 
-from dht.keys import position_key
-from overlay.labels import Kind, NodeRef, node_ref
-from overlay.routing import Phase, Route
-from skueue.batch import Batch, RunGrant
-from skueue.check import check
-from skueue.errors import PeerError
-from skueue.membership_messages import (
+from skueue.check.checker import check
+from skueue.core.batch import Batch, RunGrant
+from skueue.core.errors import PeerError
+from skueue.core.membership.state import JOINS, LOSSY_WHEN_DEPARTED, OVER, Mode
+from skueue.core.messages.membership import (
     Absorbed,
     AnchorHandover,
     Departing,
@@ -52,11 +50,13 @@ from skueue.membership_messages import (
     UpdateOver,
     Withdraw,
 )
-from skueue.membership_state import JOINS, LOSSY_WHEN_DEPARTED, OVER, Mode
-from skueue.messages import BatchUp, Get, GetReply, Grants, Put, PutAck
-from skueue.node import VirtualNode
-from skueue.ops import Structure
-from skueue.process import Process
+from skueue.core.messages.stages import BatchUp, Get, GetReply, Grants, Put, PutAck
+from skueue.core.node.virtual_node import VirtualNode
+from skueue.core.ops import Structure
+from skueue.core.process import Process
+from skueue.dht.keys import position_key
+from skueue.overlay.labels import Kind, NodeRef, node_ref
+from skueue.overlay.routing import Phase, Route
 from skueue.sim.adversary import AsyncConfig, AsyncSim
 from skueue.sim.cluster import ring_problems
 

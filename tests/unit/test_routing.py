@@ -15,11 +15,11 @@ import pytest
 from hypothesis import given, note, settings
 from hypothesis import strategies as st
 
-from dht.keys import POSITION_MAX, position_key
-from overlay.labels import HALF, LABEL_SPACE, Kind, NodeRef, ring_order
-from overlay.ring import build_views
-from overlay.routing import Phase, Route, is_responsible, next_hop, start_route
-from overlay.view import View
+from skueue.dht.keys import POSITION_MAX, position_key
+from skueue.overlay.labels import HALF, LABEL_SPACE, Kind, NodeRef, ring_order
+from skueue.overlay.ring import build_views
+from skueue.overlay.routing import Phase, Route, is_responsible, next_hop, start_route
+from skueue.overlay.view import View
 
 Views = dict[NodeRef, View]
 

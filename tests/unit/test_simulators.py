@@ -7,11 +7,11 @@ import collections
 import attrs
 import pytest
 
-import skueue.node
-from skueue.batch import RunGrant
-from skueue.check import check
-from skueue.messages import Grants
-from skueue.ops import OpKind, Structure
+import skueue.core.node.virtual_node
+from skueue.check.checker import check
+from skueue.core.batch import RunGrant
+from skueue.core.messages.stages import Grants
+from skueue.core.ops import OpKind, Structure
 from skueue.sim.adversary import AsyncConfig, AsyncSim
 from skueue.sim.cluster import build_cluster, process_ids
 from skueue.sim.rounds import SimStuck, SyncConfig, SyncSim
@@ -101,7 +101,7 @@ def test_an_injected_ordering_bug_is_caught(monkeypatch: pytest.MonkeyPatch) -> 
 
 def test_an_injected_loss_is_caught(monkeypatch: pytest.MonkeyPatch) -> None:
     """Drop every tenth Put at the DHT and the drain check notices the lost elements."""
-    original = skueue.node.VirtualNode._store
+    original = skueue.core.node.virtual_node.VirtualNode._store
     counter = collections.Counter[str]()
 
     def lossy(self, put):  # type: ignore[no-untyped-def]
@@ -110,7 +110,7 @@ def test_an_injected_loss_is_caught(monkeypatch: pytest.MonkeyPatch) -> None:
             return []
         return original(self, put)
 
-    monkeypatch.setattr(skueue.node.VirtualNode, "_store", lossy)
+    monkeypatch.setattr(skueue.core.node.virtual_node.VirtualNode, "_store", lossy)
     with pytest.raises(SimStuck):
         # Gets for the lost Puts wait forever: the run cannot become quiescent.
         AsyncSim(AsyncConfig(5, Structure.QUEUE, 60, 0.7, seed=1, max_steps=50_000)).run()

@@ -22,16 +22,16 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from overlay.labels import Kind, node_ref
-from overlay.routing import Phase, Route
-from skueue.batch import Batch, RunGrant
-from skueue.messages import MESSAGE_KINDS, BatchUp, Get, GetReply, Grants, Put, PutAck
-from skueue.ops import Structure
-from skueue.runtime.errors import RemoteProtocolError
+from skueue.core.batch import Batch, RunGrant
+from skueue.core.messages.stages import MESSAGE_KINDS, BatchUp, Get, GetReply, Grants, Put, PutAck
+from skueue.core.ops import Structure
+from skueue.overlay.labels import Kind, node_ref
+from skueue.overlay.routing import Phase, Route
 from skueue.runtime.peers import parse_peer_frame
-from skueue.runtime.wire import decode_message, encode_message
 from skueue.sim import rounds
 from skueue.sim.rounds import SyncConfig, SyncSim
+from skueue.wire.errors import RemoteProtocolError
+from skueue.wire.peer import decode_message, encode_message
 
 
 def through_wire(message: Any) -> Any:

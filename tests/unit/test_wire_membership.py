@@ -6,14 +6,14 @@ from __future__ import annotations
 import msgpack
 import pytest
 
-from overlay.labels import Kind, node_ref
-from skueue.membership_messages import MEMBERSHIP_KINDS, Departing, HandoverPart
-from skueue.membership_state import HANDOVER_BYTES_MAX, NODE_BYTES_MAX, split_entries
-from skueue.ops import Structure
-from skueue.runtime.errors import RemoteProtocolError
-from skueue.runtime.framing import FRAME_BYTES_MAX, pack
-from skueue.runtime.wire import decode_message, encode_message
+from skueue.core.membership.state import HANDOVER_BYTES_MAX, NODE_BYTES_MAX, split_entries
+from skueue.core.messages.membership import MEMBERSHIP_KINDS, Departing, HandoverPart
+from skueue.core.ops import Structure
+from skueue.overlay.labels import Kind, node_ref
 from skueue.sim.adversary import AsyncConfig, AsyncSim
+from skueue.wire.errors import RemoteProtocolError
+from skueue.wire.framing import FRAME_BYTES_MAX, pack
+from skueue.wire.peer import decode_message, encode_message
 
 
 def churn_messages() -> list[object]:

@@ -1,0 +1,1 @@
+"""The history format and the consistency checkers (exact, certificate, patterns)."""

@@ -1,0 +1,1 @@
+"""Running clusters: in-process, as launched daemons, and a load generator over them."""

@@ -1,0 +1,1 @@
+"""The protocol core: pure, deterministic, sans-IO (see docs/architecture.md)."""

@@ -1,0 +1,195 @@
+"""Batches (paper Definition 5, SPEC §5) and the position grants that come back down.
+
+Theory of operation
+-------------------
+A batch is a sequence of run lengths ``(b_1, ..., b_k)``: odd runs (1-based) count
+inserts (Enqueue/Push), even runs count removes (Dequeue/Pop).  Batches combine
+elementwise on their way up the aggregation tree; the node that combined them keeps
+the sub-batches in a fixed order (own buffer first, then children in tree order) so that
+the grants coming back down can be split in that same order.
+
+Besides the run lengths, a batch carries ``slots``: per run, how many ranks of the
+anchor's serialization (``ord``) the run needs.  For the queue ``slots == counts``.  For
+the stack, locally combined Push/Pop pairs need ranks but no DHT positions, so a run's
+slots may exceed its count.  Carrying them keeps every operation's ``ord`` a unique
+integer that respects program order, which is what lets a checker certify any history.
+
+``joins`` and ``leaves`` are the update-phase counters of SPEC §8 (summed on combine);
+``nodes`` counts the integrated nodes whose batches went into this one, so that the anchor
+knows the size of the ring for the paper's update trigger without anyone holding a list.
+
+A :class:`RunGrant` is what the anchor assigns to one run: ``available`` consecutive
+positions starting at ``first`` and walking in direction ``step`` (+1, or -1 for stack
+Pops, which take the highest position first), the first rank ``ord_first``, and the
+stack ticket.  Operations beyond ``available`` in a remove run get "empty".
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Sequence
+
+import attrs
+
+from skueue.dht.keys import POSITION_MAX
+
+# Bounds no correct batch comes near; a peer's batch beyond them is refused, so that
+# positions and ranks can never leave the range the DHT keys and the wire support.
+RUN_OPS_MAX = 1 << 32
+COUNTER_MAX = 1 << 32
+RANK_MAX = 1 << 62
+
+
+def _add_elementwise(a: tuple[int, ...], b: tuple[int, ...]) -> tuple[int, ...]:
+    if len(a) < len(b):
+        a, b = b, a
+    return tuple(x + (b[i] if i < len(b) else 0) for i, x in enumerate(a))
+
+
+def is_insert_run(index: int) -> bool:
+    """0-based run index: even indices (the paper's odd b_i) are insert runs."""
+    return index % 2 == 0
+
+
+@attrs.frozen
+class Batch:
+    counts: tuple[int, ...] = ()
+    slots: tuple[int, ...] = ()
+    joins: int = 0
+    leaves: int = 0
+    nodes: int = 0
+
+    @staticmethod
+    def of(*counts: int) -> Batch:
+        """A batch whose every operation needs a position (the queue's case)."""
+        return Batch(tuple(counts), tuple(counts))
+
+    def append(self, inserts: bool) -> Batch:
+        """Definition 5: append one operation at the end of the buffer."""
+        k = len(self.counts)
+        if k and is_insert_run(k - 1) == inserts:
+            bump = (*self.counts[:-1], self.counts[-1] + 1)
+            return attrs.evolve(self, counts=bump, slots=(*self.slots[:-1], self.slots[-1] + 1))
+        if not inserts and k == 0:
+            # A buffer that starts with a Dequeue is (0, 1).
+            return attrs.evolve(self, counts=(0, 1), slots=(0, 1))
+        return attrs.evolve(self, counts=(*self.counts, 1), slots=(*self.slots, 1))
+
+    def combine(self, other: Batch) -> Batch:
+        return Batch(
+            _add_elementwise(self.counts, other.counts),
+            _add_elementwise(self.slots, other.slots),
+            self.joins + other.joins,
+            self.leaves + other.leaves,
+            self.nodes + other.nodes,
+        )
+
+    @property
+    def operations(self) -> int:
+        return sum(self.slots)
+
+    @property
+    def is_empty(self) -> bool:
+        return not any(self.slots) and not self.joins and not self.leaves
+
+    def describe(self) -> str:
+        # Not strict: a peer's malformed batch must still describe itself in a log line.
+        pairs = itertools.zip_longest(self.counts, self.slots, fillvalue="?")
+        runs = ",".join(str(c) if c == s else f"{c}/{s}" for c, s in pairs)
+        extra = f" j{self.joins}" if self.joins else ""
+        extra += f" l{self.leaves}" if self.leaves else ""
+        return f"({runs}){extra}"
+
+
+def batch_problem(b: Batch, stack: bool) -> str | None:
+    """What is wrong with a batch a peer sent, or None.  A queue batch needs a position
+    for every operation; a stack batch has the form ``(0, pops, pushes)`` (Theorem 20)."""
+    if len(b.counts) != len(b.slots):
+        return "counts and slots differ in length"
+    if any(not 0 <= c <= s <= RUN_OPS_MAX for c, s in zip(b.counts, b.slots, strict=True)):
+        return "a run is negative, too long, or has more operations than ranks"
+    if not all(0 <= x <= COUNTER_MAX for x in (b.joins, b.leaves, b.nodes)):
+        return "a membership counter is out of range"
+    if not stack and b.counts != b.slots:
+        return "a queue run needs a position for every operation"
+    if stack and (len(b.counts) > 3 or (b.slots and b.slots[0] != 0)):
+        return "a stack batch is (0, pops, pushes)"
+    return None
+
+
+def grant_problem(g: RunGrant, index: int, count: int, stack: bool) -> str | None:
+    """What is wrong with the grant for run ``index`` of a batch whose run holds ``count``
+    operations needing positions, or None."""
+    inserts = is_insert_run(index)
+    if not (0 <= g.ord_first <= RANK_MAX and 0 <= g.ticket <= RANK_MAX):
+        return f"run {index}: rank or ticket out of range"
+    if inserts and g.available != count or not 0 <= g.available <= count:
+        return f"run {index}: {g.available} positions for {count} operations"
+    shape = (g.step, g.ticket_step)
+    want = (1, 0) if not stack else (1, 1) if inserts else (-1, 0)
+    if shape != want or (not stack and g.ticket != 0):
+        return f"run {index}: steps {shape} do not fit a {'stack' if stack else 'queue'}"
+    if g.first < (0 if stack else 1):
+        return f"run {index}: position {g.first}"
+    if g.available and not (
+        1 <= g.first <= POSITION_MAX and 1 <= g.position(g.available - 1) <= POSITION_MAX
+    ):
+        return f"run {index}: positions out of range"
+    return None
+
+
+def combine_all(batches: Sequence[Batch]) -> Batch:
+    total = Batch()
+    for b in batches:
+        total = total.combine(b)
+    return total
+
+
+@attrs.frozen
+class RunGrant:
+    """Positions and ranks assigned to one run of a batch."""
+
+    first: int
+    available: int
+    ord_first: int
+    ticket: int = 0
+    step: int = 1
+    ticket_step: int = 0
+
+    def position(self, i: int) -> int:
+        return self.first + i * self.step
+
+    def ticket_of(self, i: int) -> int:
+        return self.ticket + i * self.ticket_step
+
+    def describe(self) -> str:
+        if self.available == 0:
+            return f"[empty ord {self.ord_first}]"
+        last = self.position(self.available - 1)
+        return f"[{self.first}..{last} ord {self.ord_first} t{self.ticket}]"
+
+
+def split_grants(grants: Sequence[RunGrant], subs: Sequence[Batch]) -> list[tuple[RunGrant, ...]]:
+    """Stage 3: split the grants of a combined batch over its sub-batches, in order.
+
+    Sub-batch ``j`` takes the next ``counts[j][i]`` positions of run ``i`` while they
+    last and the next ``slots[j][i]`` ranks.  Returns one grant tuple per sub-batch,
+    as long as that sub-batch's run list.
+    """
+    out: list[list[RunGrant]] = [[] for _ in subs]
+    for i, grant in enumerate(grants):
+        g = grant
+        for j, sub in enumerate(subs):
+            if i >= len(sub.counts):
+                continue
+            count, slots = sub.counts[i], sub.slots[i]
+            taken = min(count, g.available)
+            out[j].append(attrs.evolve(g, available=taken))
+            g = attrs.evolve(
+                g,
+                first=g.first + taken * g.step,
+                available=g.available - taken,
+                ord_first=g.ord_first + slots,
+                ticket=g.ticket + taken * g.ticket_step,
+            )
+    return [tuple(x) for x in out]

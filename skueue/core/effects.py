@@ -1,0 +1,45 @@
+"""Effects: what the core asks its driver to do.  Data only; the driver carries them out."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import attrs
+
+from skueue.core.ops import Element
+from skueue.overlay.labels import NodeRef
+
+
+@attrs.frozen
+class Send:
+    """Deliver ``message`` to the virtual node ``to`` (possibly of the same process)."""
+
+    to: NodeRef
+    message: Any
+
+    def describe(self) -> str:
+        desc = getattr(self.message, "describe", None)
+        text = desc() if desc else repr(self.message)
+        return f"send {self.to.describe()} {text}"
+
+
+@attrs.frozen
+class Complete:
+    """A client operation finished.
+
+    ``value`` is the element a Dequeue/Pop returned (None = empty) or the element an
+    Enqueue/Push inserted.  ``position`` and ``ord`` are what a checker needs to certify
+    the history: the DHT position (None for an empty result or a locally combined pair)
+    and the operation's rank in the anchor's serialization.
+    """
+
+    op_id: int
+    value: Element | None
+    ord: int
+    position: int | None = None
+
+    def describe(self) -> str:
+        return f"complete #{self.op_id} value={self.value!r} ord={self.ord} pos={self.position}"
+
+
+Effect = Send | Complete

@@ -1,0 +1,120 @@
+"""Client intake: a node's own buffer of new operations, with the stack's local combining.
+
+Theory of operation
+-------------------
+Operations of one process enter one buffer in issue order, which is what gives program
+order (SPEC §6).  When the node starts a new batch it freezes the buffer; when the grants
+for that batch come back, :meth:`OwnBuffer.assign` hands each operation its position,
+rank (``ord``) and ticket.
+
+Queue: the buffer is the Definition-5 batch, one operation after another.
+
+Stack (SPEC §7, paper §VI): a Pop that arrives while the buffer holds an unmatched Push
+takes the last such Push at once: the pair never needs the anchor or the DHT.  So the
+unmatched operations always have the form (pops, pushes), and the batch sent up is
+``(0, pops, pushes)`` of constant size (Theorem 20).  The matched pairs still get ranks
+in program order (the batch's ``slots``), and they complete when the grants arrive,
+after the anchor has serialized everything before them: that keeps the stack
+linearizable, not only sequentially consistent.
+"""
+
+from __future__ import annotations
+
+import attrs
+
+from skueue.core.batch import Batch, RunGrant
+from skueue.core.ops import Element, Op, Structure
+
+
+@attrs.frozen
+class Assignment:
+    """What one own operation got from the anchor."""
+
+    op: Op
+    ord: int
+    position: int | None  # None: an empty remove, or a locally combined operation
+    ticket: int = 0
+    # For a locally combined Pop: the element of the Push it was matched with.
+    combined_value: Element | None = None
+    combined: bool = False
+
+
+@attrs.define
+class OwnBuffer:
+    structure: Structure
+    ops: list[Op] = attrs.field(factory=list)
+    # Stack only: index of each matched op -> index of its partner; unmatched pushes in order.
+    partner: dict[int, int] = attrs.field(factory=dict)
+    open_pushes: list[int] = attrs.field(factory=list)
+
+    def __len__(self) -> int:
+        return len(self.ops)
+
+    def add(self, op: Op) -> None:
+        index = len(self.ops)
+        self.ops.append(op)
+        if self.structure is not Structure.STACK:
+            return
+        if op.kind.inserts:
+            self.open_pushes.append(index)
+        elif self.open_pushes:
+            push = self.open_pushes.pop()
+            self.partner[index] = push
+            self.partner[push] = index
+
+    def _split(self) -> int:
+        """Stack: index of the first unmatched Push; ops before it form the Pop run."""
+        return self.open_pushes[0] if self.open_pushes else len(self.ops)
+
+    def batch(self) -> Batch:
+        if not self.ops:
+            return Batch()
+        if self.structure is Structure.QUEUE:
+            b = Batch()
+            for op in self.ops:
+                b = b.append(op.kind.inserts)
+            return b
+        split = self._split()
+        pops = sum(1 for i in range(split) if i not in self.partner)
+        pushes = len(self.open_pushes)
+        return Batch((0, pops, pushes), (0, split, len(self.ops) - split))
+
+    def assign(self, grants: tuple[RunGrant, ...]) -> list[Assignment]:
+        if self.structure is Structure.QUEUE:
+            return self._assign_queue(grants)
+        return self._assign_stack(grants)
+
+    def _assign_queue(self, grants: tuple[RunGrant, ...]) -> list[Assignment]:
+        out = []
+        run, offset = -1, 0
+        for op in self.ops:
+            wanted_run_parity = 0 if op.kind.inserts else 1
+            if run < 0 or run % 2 != wanted_run_parity:
+                run = wanted_run_parity if run < 0 else run + 1
+                offset = 0
+            g = grants[run]
+            position = g.position(offset) if offset < g.available else None
+            out.append(Assignment(op, g.ord_first + offset, position))
+            offset += 1
+        return out
+
+    def _assign_stack(self, grants: tuple[RunGrant, ...]) -> list[Assignment]:
+        out = []
+        split = self._split()
+        taken = [0, 0]  # positions used in the pop run and the push run
+        for index, op in enumerate(self.ops):
+            run = 1 if index < split else 2
+            g = grants[run]
+            rank = g.ord_first + (index if run == 1 else index - split)
+            if index in self.partner:
+                partner_value = self.ops[self.partner[index]].value
+                value = None if op.kind.inserts else partner_value
+                out.append(Assignment(op, rank, None, combined_value=value, combined=True))
+                continue
+            k = taken[run - 1]
+            taken[run - 1] += 1
+            if k < g.available:
+                out.append(Assignment(op, rank, g.position(k), g.ticket_of(k)))
+            else:
+                out.append(Assignment(op, rank, None))
+        return out

@@ -1,0 +1,1 @@
+"""Join, Leave and the update phase (SPEC §8)."""

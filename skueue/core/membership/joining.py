@@ -1,0 +1,293 @@
+"""Joining: placing a joiner at its responsible node, counting the join, and stage 2 of
+the update phase, where counted joiners enter the ring
+(see :mod:`skueue.core.membership.update_phase`)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import attrs
+
+from skueue.core.effects import Effect, Send
+from skueue.core.errors import ProtocolError
+from skueue.core.intake import OwnBuffer
+from skueue.core.membership.state import (
+    JOIN_RETRY_TICKS,
+    JOINS,
+    NODE_BYTES_MAX,
+    OVER,
+    Mode,
+    UpdatePhase,
+    cyclic_distance,
+    in_interval,
+    keys_in,
+    split_entries,
+)
+from skueue.core.messages.membership import (
+    Absorbed,
+    Entry,
+    HandoverPart,
+    Integrate,
+    IntegrateAck,
+    JoinAccepted,
+    JoinAcceptedAck,
+    JoinCounted,
+    JoinCountedAck,
+    JoinRequest,
+    MayILeave,
+    SetPred,
+    SetPredAck,
+    Withdraw,
+)
+from skueue.overlay.labels import Kind, NodeRef
+from skueue.overlay.routing import next_hop, start_route
+from skueue.overlay.view import View
+
+if TYPE_CHECKING:
+    from skueue.core.node.virtual_node import InFlight, VirtualNode
+
+
+def start_join(node: VirtualNode) -> list[Effect]:
+    assert node.contact is not None
+    node.join_wait_ticks = 1
+    return [Send(node.contact, JoinRequest(None, node.me))]
+
+
+def joining_tick(node: VirtualNode) -> list[Effect]:
+    """Repeat the join request until a responsible node answers."""
+    if node.responsible is not None or node.contact is None:
+        return []
+    node.join_wait_ticks += 1
+    if node.join_wait_ticks % JOIN_RETRY_TICKS:
+        return []
+    return [Send(node.contact, JoinRequest(None, node.me))]
+
+
+def on_join_request(node: VirtualNode, msg: JoinRequest) -> list[Effect]:
+    joiner = msg.joiner
+    if node.mode is not Mode.MEMBER:
+        # A joining contact passes the request on to where it asked itself.
+        return [Send(node.contact, msg)] if node.contact is not None else []
+    if node.phase is not None:
+        if joiner not in node.deferred_joins:
+            node.deferred_joins.append(joiner)
+        return []
+    route = msg.route or start_route(node.view, joiner.label)
+    hop, route = next_hop(node.view, route)
+    if hop is not None:
+        return [Send(hop, JoinRequest(route, joiner))]
+    if joiner == node.me:
+        return []  # a late copy: the joiner is already in the ring
+    if joiner not in node.joiners:
+        adopt(node, [joiner])
+    return [Send(joiner, JoinAccepted(node.me))]
+
+
+def adopt(node: VirtualNode, joiners: list[NodeRef]) -> None:
+    node.joiners.extend(joiners)
+    node.joiners.sort(key=lambda j: (cyclic_distance(node.me.label, j.label), j.key))
+    node.recompute_tree()
+
+
+def on_join_accepted(node: VirtualNode, msg: JoinAccepted) -> list[Effect]:
+    confirm: list[Effect] = [Send(msg.responsible, JoinAcceptedAck(node.me))] if msg.confirm else []
+    if node.mode is not Mode.JOINING or node.responsible == msg.responsible:
+        return confirm
+    if not msg.confirm and node.responsible is not None:
+        # A late answer to an earlier request: only a move (confirmed) changes the node
+        # that places us once one has.
+        return []
+    old, node.responsible = node.responsible, msg.responsible
+    assert node.ticket is not None
+    node.ticket.responsible[node.me.kind] = msg.responsible
+    effects: list[Effect] = []
+    flight = node.inflight
+    if old is not None and node.me.kind is Kind.LEFT:
+        # Moved to a new responsible node (an update phase integrated a node in front
+        # of us): take back the batch the old one will never serve, and tell it either
+        # way, so that it stops taking batches from us.
+        number = -1
+        if flight is not None and not flight.served:
+            number = flight.number
+            reclaim(node)
+        effects.append(Send(old, Withdraw(node.me, number)))
+    node.recompute_tree()
+    return effects + confirm
+
+
+def reclaim(node: VirtualNode) -> None:
+    """Put an unserved batch's operations back in front of the own buffer, in order."""
+    flight = node.inflight
+    assert flight is not None
+    ops = [*flight.own.ops, *node.own.ops]
+    node.own = OwnBuffer(node.structure)
+    for op in ops:
+        node.own.add(op)
+    if flight.reports_join and node.ticket is not None:
+        node.ticket.reported = False
+    node.inflight = None
+
+
+def on_withdraw(node: VirtualNode, msg: Withdraw) -> list[Effect]:
+    node.released.discard(msg.sender)
+    take_back(node, msg.sender, msg.number)
+    return []
+
+
+def take_back(node: VirtualNode, sender: NodeRef, number: int) -> None:
+    """Drop batch ``number`` of a relayed joiner, now or when it comes (-1: none)."""
+    if number < 0:
+        return
+    if sender in node.child_batches:
+        del node.child_batches[sender]
+        del node.child_numbers[sender]
+    else:
+        node.withdrawn.add((sender, number))
+
+
+def join_report(node: VirtualNode) -> int:
+    """A joining left node's batch reports its process's join once all three nodes are
+    placed (3 joining nodes for the anchor's trigger)."""
+    ticket = node.ticket
+    if node.mode is not Mode.JOINING or ticket is None or ticket.reported:
+        return 0
+    if len(ticket.responsible) < len(Kind):
+        return 0
+    ticket.reported = True
+    return len(Kind)
+
+
+def join_counted(node: VirtualNode, flight: InFlight) -> list[Effect]:
+    """The anchor assigned the batch with our join: tell every responsible node, and hold
+    the next batch until all three know."""
+    ticket = node.ticket
+    assert ticket is not None
+    ticket.counted = True
+    effects: list[Effect] = []
+    for kind, responsible in ticket.responsible.items():
+        joiner = node.me.sibling(kind)
+        flight.holds.add(joiner)
+        effects.append(Send(responsible, JoinCounted(node.me, joiner)))
+    return effects
+
+
+def on_join_counted(node: VirtualNode, msg: JoinCounted) -> list[Effect]:
+    if msg.joiner not in node.joiners:
+        raise ProtocolError(
+            f"{node.me.describe()}: JoinCounted for {msg.joiner.describe()}, "
+            "which it does not place"
+        )
+    node.counted_joiners.add(msg.joiner)
+    return [Send(msg.sender, JoinCountedAck(msg.joiner))]
+
+
+def on_join_counted_ack(node: VirtualNode, msg: JoinCountedAck) -> list[Effect]:
+    flight = node.inflight
+    if flight is not None:
+        flight.holds.discard(msg.joiner)
+        if flight.done():
+            node.inflight = None
+    return []
+
+
+def integrate_joiners(node: VirtualNode) -> list[Effect]:
+    """Stage 2: put every counted joiner into the ring; joiners not counted yet stay
+    joining, placed at whichever node now precedes them."""
+    ph = node.phase
+    assert ph is not None
+    joiners = [j for j in node.joiners if j in node.counted_joiners]
+    if not joiners:
+        ph.duty_done = True
+        return []
+    waiting = [j for j in node.joiners if j not in node.counted_joiners]
+    old_succ = node.view.succ
+    chain = [node.me, *joiners, old_succ]
+    effects: list[Effect] = []
+    for i, joiner in enumerate(joiners):
+        lo, hi = joiner.label, chain[i + 2].label
+        entries = node.table.take_where(keys_in(lo, hi))
+        moved = tuple(j for j in waiting if in_interval(j.label, lo, hi))
+        pieces = split_entries(entries, node.handover_bytes_max, NODE_BYTES_MAX * (3 + len(moved)))
+        for index, piece in enumerate(pieces[:-1]):
+            effects.append(Send(joiner, HandoverPart(node.me, index, piece)))
+        parts = len(pieces) - 1
+        integrate = Integrate(node.me, chain[i], chain[i + 2], pieces[-1], moved, parts)
+        effects.append(Send(joiner, integrate))
+    effects.append(Send(old_succ, SetPred(node.me, joiners[-1])))
+    ph.acks = {*joiners, old_succ}
+    first = joiners[0]
+    before = set(node.kids)
+    node.joiners = [j for j in waiting if not in_interval(j.label, first.label, old_succ.label)]
+    node.counted_joiners.clear()
+    node.set_view(attrs.evolve(node.view, succ=first))
+    # Relayed joiners placed elsewhere now may still have a batch on its way here.
+    node.released |= {j for j in before - set(node.kids) if j.kind is Kind.LEFT}
+    return effects
+
+
+def on_integrate(node: VirtualNode, msg: Integrate, entries: list[Entry]) -> list[Effect]:
+    """Enter the ring; ``entries`` are all of the handover, pieces and final message."""
+    withdrawn = -1
+    flight = node.inflight
+    if flight is not None and not flight.served:
+        # Our relayed batch will never be served now: take its operations back, in order.
+        withdrawn = flight.number
+        reclaim(node)
+    node.mode = Mode.MEMBER
+    node.responsible = None
+    node.ticket = None
+    node.table.add_entries(entries)
+    node.view = View(node.me, msg.pred, msg.succ)
+    adopt(node, list(msg.joiners))
+    if node.phase is None:
+        node.phase = UpdatePhase(None, (), stage=OVER)
+    ack = IntegrateAck(node.me, withdrawn)
+    if not msg.joiners:
+        return [Send(msg.sender, ack)]
+    # The joiners that moved here learn their new responsible node, and confirm it before
+    # the phase can end: a join counted later is then reported here, not to the old node.
+    node.phase.moves_unconfirmed = set(msg.joiners)
+    node.phase.integrate_ack, node.phase.integrated_by = ack, msg.sender
+    return [Send(j, JoinAccepted(node.me, confirm=True)) for j in msg.joiners]
+
+
+def on_join_accepted_ack(node: VirtualNode, msg: JoinAcceptedAck) -> list[Effect]:
+    ph = node.phase
+    if ph is None or msg.joiner not in ph.moves_unconfirmed:
+        raise ProtocolError(f"{node.me.describe()}: unexpected {msg.describe()}")
+    ph.moves_unconfirmed.discard(msg.joiner)
+    if ph.moves_unconfirmed or ph.integrate_ack is None or ph.integrated_by is None:
+        return []
+    ack, to = ph.integrate_ack, ph.integrated_by
+    ph.integrate_ack = ph.integrated_by = None
+    return [Send(to, ack)]
+
+
+def on_integrate_ack(node: VirtualNode, msg: IntegrateAck) -> list[Effect]:
+    node.released.discard(msg.sender)
+    take_back(node, msg.sender, msg.withdrawn)
+    return acked(node, msg.sender)
+
+
+def acked(node: VirtualNode, sender: NodeRef) -> list[Effect]:
+    ph = node.phase
+    assert ph is not None
+    if sender in ph.absorbing:
+        return [Send(ph.absorbing.pop(sender), Absorbed())]
+    ph.acks.discard(sender)
+    if ph.stage == JOINS and not ph.acks:
+        ph.duty_done = True
+    return []
+
+
+def on_set_pred(node: VirtualNode, msg: SetPred) -> list[Effect]:
+    node.set_view(attrs.evolve(node.view, pred=msg.pred))
+    effects: list[Effect] = [Send(msg.sender, SetPredAck(node.me))]
+    ph = node.phase
+    if ph is not None and ph.asked is not None and ph.absorber is None and ph.asked != msg.pred:
+        # A leaver whose predecessor left: ask the new one (the old one's answer, if it
+        # still comes, is stale and ignored).
+        ph.asked = msg.pred
+        ph.asked_all.add(msg.pred)
+        effects.append(Send(msg.pred, MayILeave(node.me)))
+    return effects

@@ -1,0 +1,1 @@
+"""Peer messages: one frozen attrs class per kind."""

@@ -1,0 +1,111 @@
+"""One frozen attrs class per message kind (never subclassed), and the registry the wire uses.
+
+Messages are addressed by the driver (``Send.to``); a message carries its sender only
+where the receiver needs it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import attrs
+
+from skueue.core.batch import Batch, RunGrant
+from skueue.core.ops import Element
+from skueue.overlay.labels import NodeRef
+from skueue.overlay.routing import Route
+
+
+@attrs.frozen
+class BatchUp:
+    """Stage 1: a child's batch, sent to its parent in the aggregation tree."""
+
+    sender: NodeRef  # the child; the parent files the batch under it
+    batch: Batch
+    # The sender's batch counter: lets a parent drop a batch that a joining child took
+    # back when it was integrated (the batch may still be on its way then).
+    number: int = 0
+
+    def describe(self) -> str:
+        return f"BatchUp #{self.number} from {self.sender.describe()} {self.batch.describe()}"
+
+
+@attrs.frozen
+class Grants:
+    """Stage 3: the position grants for the batch a child sent up, one per run."""
+
+    grants: tuple[RunGrant, ...]
+    # The anchor's batch held operations.  Only a pacing hint for drivers: a daemon keeps
+    # its tree turning at full speed while the cluster is busy, and slows down when idle.
+    busy: bool = False
+    # The anchor starts an update phase with these grants (SPEC §8): no new batches
+    # until "update over".
+    update: bool = False
+    # The number of the batch these grants answer (``BatchUp.number``): grants for any
+    # other batch of the receiver are stale or forged, and refused.
+    number: int = 0
+
+    def describe(self) -> str:
+        flags = (" busy" if self.busy else "") + (" update" if self.update else "")
+        return f"Grants #{self.number} " + " ".join(g.describe() for g in self.grants) + flags
+
+
+@attrs.frozen
+class Put:
+    """Stage 4: store ``element`` at ``position`` (routed hop by hop to pred(key))."""
+
+    route: Route | None  # None: not started; the receiver starts routing (a joiner's relay)
+    position: int
+    element: Element
+    ticket: int  # stack ticket; 0 for the queue
+    requester: NodeRef  # where a PutAck goes when ``ack`` is set
+    op_id: int
+    # Whether a PutAck is wanted: the stack's stage 4 waits for its Puts to land, and an
+    # update phase waits until no Put is on its way anywhere.
+    ack: bool
+
+    def describe(self) -> str:
+        return f"Put pos={self.position} t={self.ticket} op=#{self.op_id}"
+
+
+@attrs.frozen
+class Get:
+    """Stage 4: remove and return the element at ``position`` (waits for its Put)."""
+
+    route: Route | None  # None: not started; the receiver starts routing
+    position: int
+    ticket: int  # stack: take the largest ticket <= this; queue: 0
+    requester: NodeRef
+    op_id: int
+
+    def describe(self) -> str:
+        return f"Get pos={self.position} t={self.ticket} op=#{self.op_id}"
+
+
+@attrs.frozen
+class GetReply:
+    """The element a Get removed, sent straight back to the requesting node."""
+
+    op_id: int
+    position: int
+    element: Element
+
+    def describe(self) -> str:
+        return f"GetReply op=#{self.op_id} pos={self.position}"
+
+
+@attrs.frozen
+class PutAck:
+    """A Put landed (stack only)."""
+
+    op_id: int
+
+    def describe(self) -> str:
+        return f"PutAck op=#{self.op_id}"
+
+
+MESSAGE_KINDS: dict[str, type[Any]] = {
+    cls.__name__: cls for cls in (BatchUp, Grants, Put, Get, GetReply, PutAck)
+}
+
+Message = BatchUp | Grants | Put | Get | GetReply | PutAck

@@ -1,0 +1,1 @@
+"""One virtual node and the parts it owns."""

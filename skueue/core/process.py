@@ -1,0 +1,222 @@
+"""One process: its left, middle and right virtual nodes, behind the core contract.
+
+    submit(op) -> effects     a client request enters
+    handle(to, message)       a message for one of this process's nodes arrives
+    tick() -> effects         the paper's Timeout, once per round
+
+Messages between the process's own virtual nodes never leave it: they are handled in
+the same step until nothing local is left, and only messages for other processes come
+out as ``Send`` effects.  (A driver that wants to count virtual hops as rounds can turn
+this off with ``local_delivery=False``.)
+
+Peer input: ``handle`` checks the message against the receiving node's state before
+anything changes, and raises :class:`~skueue.core.errors.PeerError` (the sender's fault)
+with the process unchanged; a driver drops the link and carries on.  Messages between
+the process's own nodes are ours: one of them refused is our bug, a loud
+:class:`~skueue.core.errors.ProtocolError`.
+
+Client intake: every operation of a process enters the buffer of one node, the left
+node, because one buffer per process is what keeps program order (SPEC §6), and the left
+node is the highest of the three in the tree.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections import deque
+from collections.abc import Mapping
+
+import attrs
+
+from skueue.core.effects import Effect, Send
+from skueue.core.errors import PeerError, ProtocolError
+from skueue.core.membership import update_phase as membership
+from skueue.core.messages.membership import MembershipMessage
+from skueue.core.messages.stages import Message
+from skueue.core.node.virtual_node import VirtualNode
+from skueue.core.ops import Element, Op, OpKind, Structure
+from skueue.overlay.labels import Kind, NodeRef, process_nodes
+from skueue.overlay.view import View
+
+INTAKE_KIND = Kind.LEFT
+
+
+class TickDue(enum.Enum):
+    NOW = "now"  # a batch with operations can go up
+    IDLE = "idle"  # only an empty batch can go up
+    NOTHING = "nothing"  # every node waits for a message
+
+
+# Right first, so that a batch climbs the process's own nodes within one tick.
+TICK_ORDER = (Kind.RIGHT, Kind.MIDDLE, Kind.LEFT)
+
+
+@attrs.define
+class Process:
+    process_id: str
+    nodes: dict[Kind, VirtualNode]
+    structure: Structure
+    local_delivery: bool = True
+    next_op_id: int = 0
+    # Did the last tick start a batch anywhere?  Drivers use it to skip idle processes.
+    last_tick_fired: bool = True
+
+    @classmethod
+    def create(
+        cls,
+        process_id: str,
+        views: Mapping[Kind, View],
+        structure: Structure = Structure.QUEUE,
+        *,
+        local_delivery: bool = True,
+        handover_bytes_max: int = membership.HANDOVER_BYTES_MAX,
+    ) -> Process:
+        """``handover_bytes_max``: the largest message a handover of entries (join or
+        leave) may use; a driver sets it below its frame limit."""
+        _check_handover_limit(handover_bytes_max)
+        nodes = {
+            kind: VirtualNode(views[kind], structure, handover_bytes_max=handover_bytes_max)
+            for kind in Kind
+        }
+        return cls(process_id, nodes, structure, local_delivery)
+
+    @classmethod
+    def create_joining(
+        cls,
+        process_id: str,
+        contact: NodeRef,
+        structure: Structure = Structure.QUEUE,
+        *,
+        local_delivery: bool = True,
+        handover_bytes_max: int = membership.HANDOVER_BYTES_MAX,
+    ) -> Process:
+        """A process outside the ring that will join it through ``contact`` (call
+        :meth:`join`).  Its views are placeholders until each node is integrated."""
+        _check_handover_limit(handover_bytes_max)
+        nodes = {}
+        ticket = membership.JoinTicket()
+        for me in process_nodes(process_id):
+            nodes[me.kind] = VirtualNode(
+                View(me, me, me),
+                structure,
+                mode=membership.Mode.JOINING,
+                contact=contact,
+                ticket=ticket,
+                handover_bytes_max=handover_bytes_max,
+            )
+        return cls(process_id, nodes, structure, local_delivery)
+
+    def join(self) -> list[Effect]:
+        """Send the three join requests (SPEC §8: a join is one request per node)."""
+        effects: list[Effect] = []
+        for node in self.nodes.values():
+            effects.extend(membership.start_join(node))
+        return self._settle(effects)
+
+    def leave(self) -> None:
+        """Stop taking operations; the nodes go in the next update phase after the anchor
+        has counted their leave."""
+        if any(n.mode is not membership.Mode.MEMBER for n in self.nodes.values()):
+            raise ValueError("only a process that is fully in the ring can leave")
+        ticket = membership.LeaveTicket(list(self.nodes.values()))
+        for node in self.nodes.values():
+            node.leave = ticket
+
+    @property
+    def joined(self) -> bool:
+        return all(n.mode is membership.Mode.MEMBER for n in self.nodes.values())
+
+    @property
+    def departed(self) -> bool:
+        return all(n.mode is membership.Mode.DEPARTED for n in self.nodes.values())
+
+    @property
+    def leaving(self) -> bool:
+        return any(n.leave is not None for n in self.nodes.values())
+
+    def new_op(self, kind: OpKind, value: Element | None = None) -> Op:
+        """Build the next operation of this process (op ids follow issue order)."""
+        op = Op(self.next_op_id, kind, value)
+        self.next_op_id += 1
+        return op
+
+    def submit(self, op: Op) -> list[Effect]:
+        return self._settle(self.nodes[INTAKE_KIND].submit(op))
+
+    def tick(self) -> list[Effect]:
+        effects: list[Effect] = []
+        before = self.batches_sent()
+        for kind in TICK_ORDER:
+            effects.extend(self._settle(self.nodes[kind].tick()))
+        self.last_tick_fired = self.batches_sent() != before
+        return effects
+
+    def batches_sent(self) -> int:
+        return sum(n.batches_sent for n in self.nodes.values())
+
+    def handle(self, to: NodeRef, message: Message | MembershipMessage) -> list[Effect]:
+        """A message from another process for node ``to``.  Raises :class:`PeerError`,
+        with this process unchanged, if no correct peer can send it now."""
+        if to.process != self.process_id:
+            raise ValueError(f"message for {to.describe()} delivered to process {self.process_id}")
+        sender = getattr(message, "sender", None)
+        if self.local_delivery and isinstance(sender, NodeRef) and sender.process == to.process:
+            # Our own nodes' messages never cross the network: this one is forged.
+            raise PeerError(f"{to.describe()}: {message.describe()} claims to be from here")
+        node = self.nodes[to.kind]
+        if node.mode is membership.Mode.DEPARTED and isinstance(
+            message, membership.LOSSY_WHEN_DEPARTED
+        ):
+            return []
+        return self._settle(node.handle(message))
+
+    def _settle(self, effects: list[Effect]) -> list[Effect]:
+        """Deliver messages between own nodes at once; return the rest in order."""
+        if not self.local_delivery:
+            return effects
+        out: list[Effect] = []
+        pending: deque[Effect] = deque(effects)
+        while pending:
+            effect = pending.popleft()
+            if isinstance(effect, Send) and effect.to.process == self.process_id:
+                node = self.nodes[effect.to.kind]
+                if node.mode is membership.Mode.DEPARTED and isinstance(
+                    effect.message, membership.LOSSY_WHEN_DEPARTED
+                ):
+                    continue
+                try:
+                    pending.extend(node.handle(effect.message))
+                except PeerError as e:
+                    raise ProtocolError(f"a message between own nodes was refused: {e}") from e
+            else:
+                out.append(effect)
+        return out
+
+    def tick_due(self) -> TickDue:
+        """How soon a tick is worth running.
+
+        A daemon ticks at once when a batch with operations can go (or the last grants
+        said the cluster was busy), paces its ticks when only empty batches can (so an
+        idle cluster does not spin empty batches around the tree as fast as the network
+        allows), and waits for input otherwise.
+        """
+        due = TickDue.NOTHING
+        for node in self.nodes.values():
+            if node.can_fire():
+                if node.wants_speed():
+                    return TickDue.NOW
+                due = TickDue.IDLE
+        return due
+
+    def entries(self) -> int:
+        """DHT entries stored by this process's three nodes."""
+        return sum(len(n.table) for n in self.nodes.values())
+
+    def describe(self) -> str:
+        return " | ".join(self.nodes[k].describe() for k in Kind)
+
+
+def _check_handover_limit(handover_bytes_max: int) -> None:
+    least = 2 * membership.HANDOVER_OVERHEAD_BYTES
+    if handover_bytes_max < least:
+        raise ValueError(f"handover_bytes_max must be at least {least} bytes")

@@ -1,0 +1,1 @@
+"""The wire: framing, the client protocol and the peer codec."""

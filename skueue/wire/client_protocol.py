@@ -1,0 +1,249 @@
+"""The client protocol: request frames a client may send, checked field by field.
+
+Frames are msgpack arrays:
+
+    client -> daemon   ["hello-client", version, {options}]   first frame; options optional:
+                         "request_timeout_ms": int > 0         time this client's requests out
+                         "admin": bool                         an administrative connection
+                       ["insert", rid, [value, ...]]           enqueue / push
+                       ["remove", rid, count]                  dequeue / pop
+                       ["stats", rid]
+                       ["leave", rid]                          hand off and exit
+                       ["join", rid, "HOST:PORT"]              join that cluster (alone, empty)
+    daemon -> client   ["welcome", process_id, structure, version, {limits}]
+                       ["more", rid, results]                  part of a large reply, then:
+                       ["done", rid, results]                  one result per operation
+                       ["stats", rid, {...}]
+                       ["error", rid | None, message, code]
+
+An insert's result is ``[ord, position]``; a remove's is ``[value | None, ord, position]``
+(``None`` = the structure was empty).  ``rid`` is the client's request id, echoed back.
+
+Version 2 (version 1 hellos are still served; their clients ignore what they do not
+know): the hello's options, the welcome's limits (``value_bytes_max``,
+``ops_per_request_max``, ``frame_bytes_max``), error codes, and replies in pieces.  A
+reply whose frame would exceed ``frame_bytes_max`` goes as zero or more ``more`` frames
+and one ``done``, each within the limit; the client joins their results in order.
+
+Error codes: ``timeout`` (the outcome is unknown), ``unavailable`` (nothing was done;
+retry later or elsewhere), ``too-large`` (over a limit), ``invalid`` (a bad field).  An
+error whose rid is None ends the connection.
+
+What ends a connection and what does not:
+
+- A request over a limit (a value over ``value_bytes_max``, more operations than
+  ``ops_per_request_max``) is answered alone, ``too-large``, and the connection serves on
+  (:func:`parse_request` returns a :class:`Refused` for it).
+- A frame over ``frame_bytes_max`` is skipped as it arrives, never buffered.  Its request
+  id is read from the first bytes of its payload, and when there is one the frame is
+  answered alone like the above.  When there is none (the frame does not start like a
+  request), nobody can be answered: one ``["error", None, "a frame of N bytes exceeds the
+  limit of M", "too-large"]`` and the connection closes.
+- Anything malformed (a field of the wrong type, an unknown kind) is answered
+  ``invalid`` and the connection closes: a client that sends garbage is not served on.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import attrs
+import msgpack
+
+from skueue.runtime.limits import Limits
+from skueue.wire.errors import RemoteProtocolError
+
+PROTOCOL_VERSION = 2
+VERSIONS = (1, 2)  # hellos this daemon serves
+RID_MAX = 1 << 63
+# Room around a reply's results: array headers, the kind, a rid of up to 9 bytes.
+REPLY_OVERHEAD_BYTES = 32
+
+TIMEOUT = "timeout"
+UNAVAILABLE = "unavailable"
+TOO_LARGE = "too-large"
+INVALID = "invalid"
+
+
+@attrs.frozen
+class ClientHello:
+    version: int
+    request_timeout_s: float | None = None
+    admin: bool = False
+
+
+def parse_client_hello(frame: Any) -> ClientHello:
+    """``["hello-client", version, {options}?]``; an unsupported version is refused."""
+    if not isinstance(frame, list) or frame[:1] != ["hello-client"] or len(frame) not in (2, 3):
+        raise RemoteProtocolError("hello: expected [\"hello-client\", version, {options}]")
+    version = frame[1]
+    if type(version) is not int or version not in VERSIONS:
+        raise RemoteProtocolError(
+            f"client protocol version {version!r:.20} is not supported; this daemon speaks "
+            f"versions {', '.join(map(str, VERSIONS))}: upgrade the client or the daemon"
+        )
+    options = frame[2] if len(frame) == 3 else {}
+    if not isinstance(options, dict):
+        raise RemoteProtocolError("hello: the options must be a map")
+    timeout_ms = options.get("request_timeout_ms")
+    if timeout_ms is not None and (type(timeout_ms) is not int or timeout_ms <= 0):
+        raise RemoteProtocolError("hello: request_timeout_ms must be a positive integer")
+    admin = options.get("admin", False)
+    if type(admin) is not bool:
+        raise RemoteProtocolError("hello: admin must be true or false")
+    timeout_s = None if timeout_ms is None else timeout_ms / 1000
+    return ClientHello(version, timeout_s, admin)
+
+
+def limits_for_clients(limits: Limits) -> dict[str, int]:
+    """The limits a client checks its requests against (the welcome's last element)."""
+    return {
+        "value_bytes_max": limits.value_bytes_max,
+        "ops_per_request_max": limits.ops_per_request_max,
+        "frame_bytes_max": limits.frame_bytes_max,
+    }
+
+
+@attrs.frozen
+class InsertRequest:
+    rid: int
+    values: list[bytes]
+
+
+@attrs.frozen
+class RemoveRequest:
+    rid: int
+    count: int
+
+
+@attrs.frozen
+class StatsRequest:
+    rid: int
+
+
+@attrs.frozen
+class LeaveRequest:
+    rid: int
+
+
+@attrs.frozen
+class JoinClusterRequest:
+    rid: int
+    seed: str
+
+
+@attrs.frozen
+class Refused:
+    """A request answered with an error alone; the connection serves on."""
+
+    rid: int
+    message: str
+    code: str
+
+    def reply(self) -> list[Any]:
+        return ["error", self.rid, self.message, self.code]
+
+
+ClientRequest = InsertRequest | RemoveRequest | StatsRequest | LeaveRequest | JoinClusterRequest
+ADMIN_REQUESTS = (StatsRequest, LeaveRequest, JoinClusterRequest)
+
+
+def request_id(frame: Any) -> int | None:
+    """The rid of a frame if it has a usable one, to address an error reply."""
+    if isinstance(frame, list) and len(frame) > 1 and type(frame[1]) is int:
+        rid: int = frame[1]
+        return rid
+    return None
+
+
+def parse_request(frame: Any, limits: Limits) -> ClientRequest | Refused:
+    """The request in ``frame``, or a :class:`Refused` for one over a limit; anything
+    malformed raises :class:`RemoteProtocolError` (the connection ends)."""
+    if not isinstance(frame, list) or not frame or type(frame[0]) is not str:
+        raise RemoteProtocolError("request: expected [kind, rid, ...]")
+    kind = frame[0]
+    if len(frame) < 2 or type(frame[1]) is not int or not 0 <= frame[1] < RID_MAX:
+        raise RemoteProtocolError(f"{kind!r:.30}: the request id must be a non-negative integer")
+    rid = frame[1]
+    if kind == "insert" and len(frame) == 3:
+        values = frame[2]
+        if not isinstance(values, list) or not values:
+            raise RemoteProtocolError("insert: expected a non-empty list of values")
+        for v in values:
+            if type(v) is not bytes:
+                raise RemoteProtocolError(f"insert: values must be bytes, got {type(v).__name__}")
+        if len(values) > limits.ops_per_request_max:
+            return Refused(
+                rid,
+                f"insert: {len(values)} values exceed the limit of {limits.ops_per_request_max}",
+                TOO_LARGE,
+            )
+        largest = max(len(v) for v in values)
+        if largest > limits.value_bytes_max:
+            return Refused(
+                rid,
+                f"insert: a value of {largest} bytes exceeds the limit of "
+                f"{limits.value_bytes_max}",
+                TOO_LARGE,
+            )
+        return InsertRequest(rid, values)
+    if kind == "remove" and len(frame) == 3:
+        count = frame[2]
+        if type(count) is not int or count < 1:
+            raise RemoteProtocolError(
+                f"remove: count must be an integer from 1 to {limits.ops_per_request_max}"
+            )
+        if count > limits.ops_per_request_max:
+            return Refused(
+                rid,
+                f"remove: a count of {count} exceeds the limit of {limits.ops_per_request_max}",
+                TOO_LARGE,
+            )
+        return RemoveRequest(rid, count)
+    if kind == "stats" and len(frame) == 2:
+        return StatsRequest(rid)
+    if kind == "leave" and len(frame) == 2:
+        return LeaveRequest(rid)
+    if kind == "join" and len(frame) == 3:
+        if type(frame[2]) is not str or not 0 < len(frame[2]) <= 256:
+            raise RemoteProtocolError("join: expected the seed's address as a string")
+        return JoinClusterRequest(rid, frame[2])
+    raise RemoteProtocolError(f"unknown request {kind!r:.30} with {len(frame)} fields")
+
+
+def oversized_request_id(prefix: bytes) -> int | None:
+    """The rid of a request from the first bytes of its (oversized, skipped) frame, if
+    they start like ``[kind, rid, ...]``."""
+    unpacker = msgpack.Unpacker(raw=False)
+    unpacker.feed(prefix)
+    try:
+        if unpacker.read_array_header() < 2 or type(unpacker.unpack()) is not str:
+            return None
+        rid = unpacker.unpack()
+    except (msgpack.OutOfData, ValueError, msgpack.UnpackException, TypeError):
+        return None
+    return rid if type(rid) is int and 0 <= rid < RID_MAX else None
+
+
+def reply_frames(frame: list[Any], frame_bytes_max: int) -> list[list[Any]]:
+    """``["done", rid, results]`` as zero or more ``more`` frames and one ``done``, each
+    within ``frame_bytes_max`` (a single result larger than that goes alone)."""
+    _, rid, results = frame
+    budget = frame_bytes_max - REPLY_OVERHEAD_BYTES
+    parts: list[list[Any]] = [[]]
+    size = 0
+    for result in results:
+        n = len(msgpack.packb(result, use_bin_type=True))
+        if parts[-1] and size + n > budget:
+            parts.append([])
+            size = 0
+        parts[-1].append(result)
+        size += n
+    return [["more", rid, p] for p in parts[:-1]] + [["done", rid, parts[-1]]]
+
+
+def reply_elements(frame: list[Any]) -> int:
+    """Removed elements a reply carries (a remove's results are ``[value, ord, pos]``)."""
+    if frame[0] not in ("done", "more") or not isinstance(frame[2], list):
+        return 0
+    return sum(1 for r in frame[2] if isinstance(r, list) and len(r) == 3 and r[0] is not None)

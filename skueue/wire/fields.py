@@ -1,0 +1,127 @@
+"""Field codecs shared by the wire modules: checked ints, nodes, batches, grants, routes.
+
+Every decoder checks type and range and raises :class:`RemoteProtocolError`, never
+anything else, so that a malformed frame is one clear warning in the daemon's log.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from typing import Any
+
+from skueue.core.batch import Batch, RunGrant
+from skueue.core.ops import Element
+from skueue.overlay.labels import LABEL_SPACE, Kind, NodeRef, node_ref
+from skueue.overlay.routing import Phase, Route
+from skueue.wire.errors import RemoteProtocolError
+
+PROCESS_ID_CHARS_MAX = 256
+RUNS_MAX = 1 << 16  # a batch longer than this is not one a correct peer sends
+INT_MAX = 1 << 63
+
+
+def _int(x: Any, what: str, low: int = 0, high: int = INT_MAX) -> int:
+    if type(x) is not int or not low <= x < high:
+        raise RemoteProtocolError(f"{what}: expected an integer in [{low}, {high}), got {x!r:.60}")
+    return x
+
+
+def _bool(x: Any, what: str) -> bool:
+    if type(x) is not bool:
+        raise RemoteProtocolError(f"{what}: expected a boolean, got {x!r:.60}")
+    return x
+
+
+def _list(x: Any, what: str, length: int | None = None) -> list[Any]:
+    if type(x) is not list or (length is not None and len(x) != length):
+        want = "a list" if length is None else f"a list of {length}"
+        raise RemoteProtocolError(f"{what}: expected {want}, got {x!r:.60}")
+    return x
+
+
+def process_id(x: Any, what: str = "process id") -> str:
+    if type(x) is not str or not 0 < len(x) <= PROCESS_ID_CHARS_MAX:
+        raise RemoteProtocolError(f"{what}: expected a non-empty string, got {x!r:.60}")
+    return x
+
+
+def element(x: Any, what: str = "element") -> Element:
+    if type(x) not in (bytes, str):
+        raise RemoteProtocolError(f"{what}: expected bytes, got {type(x).__name__}")
+    return x
+
+
+@lru_cache(maxsize=65536)
+def _node(process: str, kind: int) -> NodeRef:
+    return node_ref(process, Kind(kind))
+
+
+def encode_node(n: NodeRef) -> list[Any]:
+    return [n.process, int(n.kind)]
+
+
+def decode_node(x: Any, what: str = "node") -> NodeRef:
+    p, k = _list(x, what, 2)
+    return _node(process_id(p, what), _int(k, f"{what} kind", 0, 3))
+
+
+def encode_batch(b: Batch) -> list[Any]:
+    return [list(b.counts), list(b.slots), b.joins, b.leaves, b.nodes]
+
+
+def decode_batch(x: Any) -> Batch:
+    counts, slots, joins, leaves, nodes = _list(x, "batch", 5)
+    counts = [_int(c, "batch run") for c in _list(counts, "batch counts")]
+    slots = [_int(s, "batch slots") for s in _list(slots, "batch slots")]
+    if len(counts) != len(slots) or len(counts) > RUNS_MAX:
+        raise RemoteProtocolError("batch: counts and slots differ in length or are too long")
+    if any(c > s for c, s in zip(counts, slots, strict=True)):
+        raise RemoteProtocolError("batch: a run has more operations than ranks")
+    return Batch(
+        tuple(counts),
+        tuple(slots),
+        _int(joins, "joins"),
+        _int(leaves, "leaves"),
+        _int(nodes, "nodes"),
+    )
+
+
+def encode_grant(g: RunGrant) -> list[int]:
+    return [g.first, g.available, g.ord_first, g.ticket, g.step, g.ticket_step]
+
+
+def decode_grant(x: Any) -> RunGrant:
+    first, available, ord_first, ticket, step, ticket_step = _list(x, "grant", 6)
+    # type() first: True == 1 and 1.0 == 1, and neither is a step.
+    if type(step) is not int or step not in (1, -1):
+        raise RemoteProtocolError("grant: step must be 1 or -1, ticket step 0 or 1")
+    if type(ticket_step) is not int or ticket_step not in (0, 1):
+        raise RemoteProtocolError("grant: step must be 1 or -1, ticket step 0 or 1")
+    return RunGrant(
+        _int(first, "grant first"),
+        _int(available, "grant available"),
+        _int(ord_first, "grant ord"),
+        _int(ticket, "grant ticket"),
+        step,
+        ticket_step,
+    )
+
+
+def encode_route(r: Route) -> list[int]:
+    return [r.target, r.bits, r.taken, r.point, int(r.phase), r.heading, r.hops]
+
+
+def decode_route(x: Any) -> Route:
+    target, bits, taken, point, phase, heading, hops = _list(x, "route", 7)
+    try:
+        return Route(
+            target=_int(target, "route target", 0, LABEL_SPACE),
+            bits=_int(bits, "route bits", 0, 65),
+            taken=_int(taken, "route taken", 0, 65),
+            point=_int(point, "route point", 0, LABEL_SPACE),
+            phase=Phase(_int(phase, "route phase", 0, len(Phase))),
+            heading=_int(heading, "route heading", -1, 2),
+            hops=_int(hops, "route hops"),
+        )
+    except ValueError as e:
+        raise RemoteProtocolError(f"route: {e}") from None
