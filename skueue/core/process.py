@@ -51,6 +51,39 @@ class TickDue(enum.Enum):
 TICK_ORDER = (Kind.RIGHT, Kind.MIDDLE, Kind.LEFT)
 
 
+@attrs.frozen
+class NodeStats:
+    """One virtual node, as :meth:`Process.stats` reports it."""
+
+    entries: int  # DHT entries it stores
+    batches_sent: int  # batches it sent up the tree so far
+    last_batch_operations: int  # operations in the last of them
+
+
+@attrs.frozen
+class ProcessStats:
+    """What a driver may know about a process without reading its nodes (pure, a copy)."""
+
+    process_id: str
+    structure: Structure
+    nodes: Mapping[str, NodeStats]  # "left", "middle", "right"
+    anchor: bool  # this process holds the anchor
+    size: int | None  # elements in the queue or stack, known at the anchor only
+    joined: bool
+    leaving: bool
+    departed: bool
+    alone: bool  # a one-process cluster: every node is its own predecessor's process
+
+    @property
+    def entries(self) -> int:
+        return sum(n.entries for n in self.nodes.values())
+
+    @property
+    def held_elements(self) -> int:
+        """Elements this process stores or, at the anchor, may still have to serve."""
+        return max(self.entries, self.size or 0)
+
+
 @attrs.define
 class Process:
     process_id: str
@@ -113,11 +146,18 @@ class Process:
             effects.extend(membership.start_join(node))
         return self._settle(effects)
 
+    def why_not_leave(self) -> str | None:
+        """Why :meth:`leave` cannot be called now (None: it can)."""
+        if any(n.mode is not membership.Mode.MEMBER for n in self.nodes.values()):
+            return "only a process that is fully in the ring can leave"
+        return None
+
     def leave(self) -> None:
         """Stop taking operations; the nodes go in the next update phase after the anchor
-        has counted their leave."""
-        if any(n.mode is not membership.Mode.MEMBER for n in self.nodes.values()):
-            raise ValueError("only a process that is fully in the ring can leave")
+        has counted their leave.  A driver asks :meth:`why_not_leave` first."""
+        why = self.why_not_leave()
+        if why is not None:
+            raise ProtocolError(why)
         ticket = membership.LeaveTicket(list(self.nodes.values()))
         for node in self.nodes.values():
             node.leave = ticket
@@ -211,6 +251,28 @@ class Process:
     def entries(self) -> int:
         """DHT entries stored by this process's three nodes."""
         return sum(len(n.table) for n in self.nodes.values())
+
+    def node_ref(self, kind: Kind) -> NodeRef:
+        return self.nodes[kind].me
+
+    def stats(self) -> ProcessStats:
+        anchor = next((n.anchor for n in self.nodes.values() if n.anchor is not None), None)
+        return ProcessStats(
+            process_id=self.process_id,
+            structure=self.structure,
+            nodes={
+                kind.name.lower(): NodeStats(
+                    len(node.table), node.batches_sent, node.last_batch_operations
+                )
+                for kind, node in self.nodes.items()
+            },
+            anchor=anchor is not None,
+            size=anchor.size() if anchor is not None else None,
+            joined=self.joined,
+            leaving=self.leaving,
+            departed=self.departed,
+            alone=all(n.view.pred.process == self.process_id for n in self.nodes.values()),
+        )
 
     def describe(self) -> str:
         return " | ".join(self.nodes[k].describe() for k in Kind)

@@ -287,15 +287,13 @@ class Daemon:
         if not DEBUG_LOGS.enabled:
             self.host.tick()
             return
-        nodes = self.host.process.nodes
-        before = {kind: node.batches_sent for kind, node in nodes.items()}
+        before = self.host.process.stats().nodes
         self.host.tick()
-        for kind, node in nodes.items():
-            if node.batches_sent != before[kind]:
-                ops = node.last_batch_operations
-                if ops:  # idle trees turn empty batches all the time: no news
-                    node_name = kind.name.lower()
-                    log.debug("batch up", process=self.process_id, node=node_name, batch_ops=ops)
+        for name, node in self.host.process.stats().nodes.items():
+            if node.batches_sent != before[name].batches_sent and node.last_batch_operations:
+                # idle trees turn empty batches all the time: only batches with operations
+                log.debug("batch up", process=self.process_id, node=name,
+                          batch_ops=node.last_batch_operations)
 
     def _dispatch(self, item: Input) -> None:
         assert self.host is not None and self.links is not None
@@ -444,9 +442,10 @@ class Daemon:
     def _leave(self, client: int, rid: int) -> None:
         assert self.host is not None
         host = self.host
-        if is_alone(host.process):
+        stats = host.process.stats()
+        if stats.alone:
             # The last member: nobody can take its data, and no update phase can run.
-            held = held_elements(host)
+            held = stats.held_elements + host.pending_ops
             if held:
                 message = (
                     f"this daemon is the last member of its cluster and holds {held} "
@@ -464,12 +463,12 @@ class Daemon:
             message = f"cannot leave while members are unreachable ({self._why_no_answer()})"
             host.client_frames.append((client, ["error", rid, message, "unavailable"]))
             return
-        try:
-            if not host.process.leaving:
-                host.process.leave()
-        except ValueError as e:
-            host.client_frames.append((client, ["error", rid, str(e), "unavailable"]))
-            return
+        if not host.process.leaving:
+            why = host.process.why_not_leave()
+            if why is not None:
+                host.client_frames.append((client, ["error", rid, why, "unavailable"]))
+                return
+            host.process.leave()
         log.info("leaving", process=self.process_id)
         self.leave_waiters.append((client, rid))
 
@@ -557,23 +556,13 @@ async def bind(listen: Address) -> list[trio.SocketListener]:
         raise DaemonError(f"cannot listen on {listen}: {e.strerror or e}") from None
 
 
-def is_alone(process: Process) -> bool:
-    """A one-process cluster: every node is its own predecessor's process."""
-    return all(n.view.pred.process == process.process_id for n in process.nodes.values())
-
-
-def held_elements(host: Host) -> int:
-    """Elements this process holds or may still have to serve (0: it may go)."""
-    anchor = sum(n.anchor.size() for n in host.process.nodes.values() if n.anchor)
-    return max(host.process.entries(), anchor) + host.pending_ops
-
-
 def alone_and_empty(host: Host) -> str | None:
     """Why this daemon may not join another cluster (None: it may): only a one-process
     cluster with nothing stored and nothing pending can give up its own ring."""
-    if not is_alone(host.process):
+    stats = host.process.stats()
+    if not stats.alone:
         return "only a daemon that is alone (a one-process cluster) can join another cluster"
-    if held_elements(host):
+    if stats.held_elements + host.pending_ops:
         return "this daemon holds elements; drain it before it joins another cluster"
     return None
 

@@ -109,7 +109,7 @@ class Host:
             self._apply(self.process.submit(op))
 
     def peer_message(self, to_kind: Kind, message: Message | MembershipMessage) -> None:
-        self._apply(self.process.handle(self.process.nodes[to_kind].me, message))
+        self._apply(self.process.handle(self.process.node_ref(to_kind), message))
 
     def tick(self) -> bool:
         """Run the Timeout; True if a batch started anywhere in the process."""
@@ -195,18 +195,17 @@ class Host:
             self.gone_clients.discard(client)
 
     def stats(self) -> dict[str, Any]:
-        nodes = self.process.nodes
-        anchor = next((n.anchor for n in nodes.values() if n.anchor is not None), None)
+        core = self.process.stats()
         return {
-            "process": self.process.process_id,
-            "structure": self.structure.value,
-            "entries": sum(len(n.table) for n in nodes.values()),
-            "entries_per_node": {k.name.lower(): len(n.table) for k, n in nodes.items()},
+            "process": core.process_id,
+            "structure": core.structure.value,
+            "entries": core.entries,
+            "entries_per_node": {name: node.entries for name, node in core.nodes.items()},
             "pending_ops": self.pending_ops,
-            "anchor": anchor is not None,
-            "joining": not self.process.joined,
-            "leaving": self.process.leaving,
-            "size": anchor.size() if anchor is not None else None,
+            "anchor": core.anchor,
+            "joining": not core.joined,
+            "leaving": core.leaving,
+            "size": core.size,
             # Counters include those inherited from processes that left, so that the
             # cluster's totals stay whole across leaves.
             **{k: v + getattr(self.inherited, k) for k, v in self.counters.as_dict().items()},
