@@ -44,8 +44,9 @@ def add_parser(sub: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     # Imported here: pyspark is heavy, and other commands never need it.
-    from skueue.analysis.pipeline import Options, analyze
+    from skueue.analysis.pipeline import analyze
     from skueue.analysis.readers import InputError, check_paths
+    from skueue.analysis.result import Options
     from skueue.analysis.session import (
         SHUFFLE_PARTITIONS,
         MasterError,

@@ -16,10 +16,8 @@ Theory of operation
 from __future__ import annotations
 
 import json
-import math
-import statistics
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, Final
 
@@ -27,63 +25,16 @@ import attrs
 from pyspark.sql import DataFrame, SparkSession
 
 from skueue.analysis import plots, stats
-from skueue.analysis.checks import HistoryCheck, check_histories
+from skueue.analysis.checks import check_histories
 from skueue.analysis.readers import InputError, Inputs, line_counts, load, stage
+from skueue.analysis.report import render
+from skueue.analysis.result import Analysis, Options, summary_json
 from skueue.analysis.session import sized_shuffle_partitions
 
 MALFORMED_SHOWN: Final = 10
 BATCHES_PLOTTED_MAX: Final = 1_000_000
 """Batch sizes brought to the driver for the histogram (two small ints each)."""
 BATCH_NODE_ORDER: Final = {"left": 0, "middle": 1, "right": 2, "all": 3}
-
-
-@attrs.frozen
-class Options:
-    paths: tuple[str, ...]
-    out: Path
-    per_file: bool = False
-    drained: bool = False
-    members: tuple[str, ...] = ()
-    """The cluster's process ids, for storage per process (else from logs or history)."""
-    unit: str = "auto"
-    partitions_fixed: bool = False
-    """The user set ``spark.sql.shuffle.partitions``: keep it rather than size it."""
-
-
-@attrs.define
-class Analysis:
-    """Everything the report shows (small: collected aggregates only)."""
-
-    options: Options
-    master: str
-    files: dict[str, dict[str, int]] = attrs.field(factory=dict)
-    malformed: list[dict[str, str]] = attrs.field(factory=list)
-    checks: list[HistoryCheck] = attrs.field(factory=list)
-    summaries: dict[int, stats.Summary] = attrs.field(factory=dict)
-    latency: dict[int, list[dict[str, Any]]] = attrs.field(factory=dict)
-    throughput: dict[int, list[dict[str, Any]]] = attrs.field(factory=dict)
-    storage: dict[int, list[dict[str, Any]]] = attrs.field(factory=dict)
-    members_source: str = ""
-    event_counts: list[dict[str, Any]] = attrs.field(factory=list)
-    batches: list[dict[str, Any]] = attrs.field(factory=list)
-    plots: list[Path] = attrs.field(factory=list)
-    tables: list[str] = attrs.field(factory=list)
-    seconds: dict[str, float] = attrs.field(factory=dict)
-    shuffle_partitions: int = 0
-    """What the checks and statistics ran with (sized from the input unless set)."""
-
-    @property
-    def records(self) -> int:
-        return sum(f["record"] for f in self.files.values())
-
-    @property
-    def malformed_lines(self) -> int:
-        return sum(f["malformed"] for f in self.files.values())
-
-    @property
-    def ok(self) -> bool:
-        """Every history checked and found linearizable (hence also sequentially consistent)."""
-        return all(c.problem is None and c.verdicts["linearizable"].ok for c in self.checks)
 
 
 def analyze(
@@ -116,8 +67,6 @@ def analyze(
         result.shuffle_partitions = partitions
         _check_and_summarise(spark, inputs, result, clock, progress)
     with clock("report"):
-        from skueue.analysis.report import render
-
         (out / "report.md").write_text(render(result), encoding="utf-8")
         (out / "summary.json").write_text(json.dumps(summary_json(result), indent=2) + "\n",
                                           encoding="utf-8")
@@ -273,41 +222,3 @@ def _log_stats(events: DataFrame, result: Analysis, out: Path) -> None:
                 .collect()]
         result.plots.append(plots.plot_batches(
             rows, f"Batch sizes sent up the tree{named}", out / "batches.png"))
-
-
-def fairness(rows: Sequence[Mapping[str, Any]]) -> dict[str, float]:
-    """min, mean, max and coefficient of variation of the entries stored per process."""
-    stored = [int(r["stored"]) for r in rows]
-    if not stored:
-        return {}
-    mean = statistics.fmean(stored)
-    cv = statistics.pstdev(stored) / mean if mean else math.nan
-    return {"min": min(stored), "mean": mean, "max": max(stored), "cv": cv}
-
-
-def summary_json(result: Analysis) -> dict[str, Any]:
-    """The verdicts and headline numbers, for scripts."""
-    return {
-        "ok": result.ok,
-        "master": result.master,
-        "records": result.records,
-        "malformed_lines": result.malformed_lines,
-        "files": result.files,
-        "histories": [
-            {
-                "name": c.name,
-                "records": c.records,
-                "structure": c.structure,
-                "problem": c.problem,
-                "verdicts": {
-                    m: {"ok": v.ok, "method": v.method, "reason": v.reason}
-                    for m, v in c.verdicts.items()
-                },
-                "findings": [attrs.asdict(f) for f in c.findings],
-            }
-            for c in result.checks
-        ],
-        "seconds": {k: round(v, 3) for k, v in result.seconds.items()},
-        "shuffle_partitions": result.shuffle_partitions,
-    }
-

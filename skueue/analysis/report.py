@@ -6,7 +6,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from skueue.analysis.checks import HistoryCheck
-from skueue.analysis.pipeline import Analysis, fairness
+from skueue.analysis.result import Analysis, fairness
 
 _METHOD = {
     "certificate": "the anchor's `ord` certificate (a proof)",
