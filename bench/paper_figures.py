@@ -15,24 +15,27 @@ benchmark to about ten minutes on two cores.
 from __future__ import annotations
 
 import argparse
-import csv
-import math
 import multiprocessing
 import sys
 import time
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 
 from skueue.sim.figures import plot_rounds_vs_n, plot_rounds_vs_probability
+from skueue.sim.results import (
+    rate_table,
+    read_csv,
+    size_table,
+    slope_table,
+    sort_key,
+    write_csv,
+)
 from skueue.sim.sweep import (
-    ROW_FIELDS,
     Point,
     Row,
     figure2_points,
     figure3_points,
     figure4_points,
-    fit_rounds_per_doubling,
-    mean_rounds,
     number,
     run,
 )
@@ -45,8 +48,6 @@ FIGURES = {
 }
 FIGURE4_TITLE = ("Figure 4: Skueue, mean rounds per request vs request probability\n"
                  "(n = {n}, insert ratio 0.5)")
-# Digits kept in the CSVs: enough to compare runs, few enough to keep the files small.
-DIGITS = {"mean_rounds": 4, "entries_mean": 3, "messages_per_request": 3, "wall_seconds": 2}
 
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
@@ -96,94 +97,6 @@ def describe(row: Mapping[str, object]) -> str:
             f"seed={row['seed']}")
 
 
-def write_csv(rows: Iterable[Row], path: Path) -> None:
-    with path.open("w", newline="", encoding="utf-8") as f:
-        writer = csv.DictWriter(f, fieldnames=ROW_FIELDS)
-        writer.writeheader()
-        for row in rows:
-            writer.writerow({k: _cell(k, v) for k, v in row.items()})
-
-
-def read_csv(path: Path) -> list[Row]:
-    """Rows back from :func:`write_csv`, with their types (an empty ``p`` is ``None``)."""
-    ints = {"n", "seed", "requests", "tree_height", "largest_batch", "entries_min",
-            "entries_max"}
-    rows: list[Row] = []
-    with path.open(newline="", encoding="utf-8") as f:
-        for raw in csv.DictReader(f):
-            row: Row = {}
-            for key, text in raw.items():
-                if key == "structure":
-                    row[key] = text
-                elif text == "":
-                    row[key] = None
-                else:
-                    row[key] = int(text) if key in ints else float(text)
-            rows.append(row)
-    return rows
-
-
-def _cell(key: str, value: object) -> object:
-    if value is None:
-        return ""
-    if isinstance(value, float) and key in DIGITS:
-        return round(value, DIGITS[key])
-    return value
-
-
-def _sort_key(row: Row) -> tuple[float, ...]:
-    p = -1.0 if row["p"] is None else number(row, "p")
-    return (number(row, "n"), p, number(row, "ratio"), number(row, "seed"),
-            0.0 if row["structure"] == "queue" else 1.0)
-
-
-# -- reporting ---------------------------------------------------------------------------
-
-
-def size_table(rows: list[Row]) -> str:
-    """Markdown: one line per n, one column per ratio, plus the tree height."""
-    curves = mean_rounds(rows, "n", "ratio")
-    ratios = list(curves)
-    heights = {number(r, "n"): number(r, "tree_height") for r in rows}
-    header = "| n | tree height | " + " | ".join(f"ratio {r:g}" for r in ratios) + " |"
-    lines = [header, "|" + "---:|" * (len(ratios) + 2)]
-    for n in sorted(heights):
-        cells = " | ".join(f"{curves[r][n]:.1f}" if n in curves[r] else "" for r in ratios)
-        lines.append(f"| {int(n)} | {int(heights[n])} | {cells} |")
-    return "\n".join(lines)
-
-
-def rate_table(rows: list[Row]) -> str:
-    """Markdown: one line per probability, one column per structure."""
-    curves = mean_rounds(rows, "p", "structure")
-    names = list(curves)
-    ps = sorted({number(r, "p") for r in rows})
-    lines = ["| p | " + " | ".join(str(s) for s in names) + " |", "|" + "---:|" * (len(names) + 1)]
-    for p in ps:
-        cells = " | ".join(f"{curves[s][p]:.1f}" if p in curves[s] else "" for s in names)
-        lines.append(f"| {p:g} | {cells} |")
-    return "\n".join(lines)
-
-
-def slope_table(rows: list[Row]) -> str:
-    """Markdown: fitted rounds per doubling of n, over all sizes and over the larger half.
-
-    A logarithmic curve has the same slope in both columns; a clearly larger slope over
-    the larger sizes would mean faster-than-logarithmic growth.
-    """
-    ns = sorted({number(r, "n") for r in rows})
-    big = ns[len(ns) // 2:]
-    whole = fit_rounds_per_doubling(rows)
-    upper = fit_rounds_per_doubling([r for r in rows if number(r, "n") in big])
-    lines = [f"| ratio | rounds per doubling (n = {int(ns[0])}..{int(ns[-1])}) "
-             f"| rounds per doubling (n = {int(big[0])}..{int(big[-1])}) |",
-             "|---:|---:|---:|"]
-    for ratio, slope in whole.items():
-        up = upper.get(ratio, math.nan)
-        lines.append(f"| {ratio:g} | {slope:.2f} | {up:.2f} |")
-    return "\n".join(lines)
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     by_figure = points_of(args)
@@ -203,7 +116,7 @@ def main(argv: Sequence[str] | None = None) -> int:
               f"(elapsed {time.perf_counter() - started:.0f} s)", file=sys.stderr, flush=True)
     wall = time.perf_counter() - started
 
-    rows.sort(key=_sort_key)
+    rows.sort(key=sort_key)
     for figure, points in by_figure.items():
         stem, title = FIGURES[figure]
         if figure == 4:

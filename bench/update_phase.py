@@ -18,14 +18,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from skueue.sim.results import slope  # noqa: E402
 from skueue.sim.update_rounds import measure_update_phase  # noqa: E402
-
-
-def slope(xs: list[float], ys: list[float]) -> float:
-    mx, my = statistics.fmean(xs), statistics.fmean(ys)
-    return sum((x - mx) * (y - my) for x, y in zip(xs, ys, strict=True)) / sum(
-        (x - mx) ** 2 for x in xs
-    )
 
 
 def main() -> None:

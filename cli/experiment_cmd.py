@@ -57,6 +57,7 @@ def run(args: argparse.Namespace) -> int:
         stop_if_ours,
     )
     from skueue.sim.figures import plot_rounds_vs_n, plot_rounds_vs_probability
+    from skueue.sim.results import rate_table, size_table, slope_table, sort_key, write_csv
     from skueue.sim.sweep import (
         figure2_points,
         figure3_points,
@@ -94,7 +95,7 @@ def run(args: argparse.Namespace) -> int:
     master = describe_master(spark, plan)
     started = time.perf_counter()
     try:
-        rows = sorted(ex.run_points(spark, points, progress), key=ex.sort_key)
+        rows = sorted(ex.run_points(spark, points, progress), key=sort_key)
         wall = time.perf_counter() - started
         if rows:
             spark.createDataFrame(rows, ex.ROW_SCHEMA).coalesce(1).write.mode(
@@ -112,7 +113,7 @@ def run(args: argparse.Namespace) -> int:
             mine = [r for r in rows if r["p"] is None and r["structure"] == structure]
         if not mine:
             continue
-        ex.write_csv(mine, args.out / f"{stem}.csv")
+        write_csv(mine, args.out / f"{stem}.csv")
         # Links relative to report.md, which sits next to them: they resolve wherever
         # the directory is copied or rendered.
         files = [f"![{title}]({stem}.png)", "",
@@ -120,12 +121,12 @@ def run(args: argparse.Namespace) -> int:
         if figure == 4:
             plot_rounds_vs_probability(mine, args.out / f"{stem}.png")
             report += [f"## {title} (n = {args.figure4_n}, insert ratio 0.5)", "", *files,
-                       ex.rate_table(mine), ""]
+                       rate_table(mine), ""]
         else:
             plot_rounds_vs_n(mine, args.out / f"{stem}.png", title)
-            report += [f"## {title}", "", *files, ex.size_table(mine), "",
+            report += [f"## {title}", "", *files, size_table(mine), "",
                        "Fitted rounds per doubling of n (least squares on log2 n):", "",
-                       ex.slope_table(mine), ""]
+                       slope_table(mine), ""]
     big = ex.largest_run(rows)
     hosts = sorted({str(r[ex.HOST_FIELD]) for r in rows})
     if big is not None:

@@ -12,18 +12,15 @@ end (the same rule as ``bench/paper_figures.py``'s process pool).
 The simulator is deterministic given the point, so every number but ``wall_seconds``
 equals the single-machine benchmark's for the same points and seeds.  Rows come back to
 the driver (a few hundred at most), are merged into the Figure 2-4 tables and plots, and
-are written as CSV (the benchmark's format, to diff) and Parquet.
+are written as CSV (the benchmark's format, :mod:`skueue.sim.results`, to diff) and
+Parquet.
 """
 
 from __future__ import annotations
 
-import csv
-import math
 import socket
 import threading
-import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from pathlib import Path
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Final
 
 from pyspark.sql import SparkSession
@@ -31,23 +28,12 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from skueue.core.ops import Structure
-from skueue.sim.sweep import (
-    ROW_FIELDS,
-    Point,
-    Row,
-    fit_rounds_per_doubling,
-    mean_rounds,
-    number,
-    run_point,
-)
+from skueue.sim.sweep import ROW_FIELDS, Point, Row, number, run_point
 
 PROGRESS_POLL_S: Final = 5.0
 """How often ``skueue experiment`` asks Spark how many points are done."""
 HOST_FIELD: Final = "host"
 """Extra column: the executor host that ran the point."""
-# Digits kept in the CSVs: the same as bench/paper_figures.py, so the files diff cleanly.
-DIGITS: Final = {"mean_rounds": 4, "entries_mean": 3, "messages_per_request": 3,
-                 "wall_seconds": 2}
 _TYPES: Final = {
     "structure": T.StringType(), "n": T.LongType(), "ratio": T.DoubleType(),
     "p": T.DoubleType(), "seed": T.LongType(), "requests": T.LongType(),
@@ -155,72 +141,7 @@ class _Progress:
             self._advance(self._total)
 
 
-# -- tables and files ----------------------------------------------------------------------
-
-
-def sort_key(row: Mapping[str, object]) -> tuple[float, ...]:
-    p = -1.0 if row["p"] is None else number(row, "p")
-    return (number(row, "n"), p, number(row, "ratio"), number(row, "seed"),
-            0.0 if row["structure"] == "queue" else 1.0)
-
-
-def write_csv(rows: Iterable[Mapping[str, object]], path: Path) -> None:
-    """The benchmark's CSV format (``bench/paper_figures.py``): same columns and digits."""
-    with path.open("w", newline="", encoding="utf-8") as f:
-        writer = csv.DictWriter(f, fieldnames=ROW_FIELDS)
-        writer.writeheader()
-        for row in rows:
-            writer.writerow({k: _cell(k, row[k]) for k in ROW_FIELDS})
-
-
-def _cell(key: str, value: object) -> object:
-    if value is None:
-        return ""
-    if isinstance(value, float) and key in DIGITS:
-        return round(value, DIGITS[key])
-    return value
-
-
-def size_table(rows: Sequence[Mapping[str, object]]) -> str:
-    """Markdown: one line per n, one column per ratio (mean rounds), plus the tree height."""
-    curves = mean_rounds(rows, "n", "ratio")
-    ratios = list(curves)
-    heights = {number(r, "n"): number(r, "tree_height") for r in rows}
-    lines = ["| n | tree height | " + " | ".join(f"ratio {r:g}" for r in ratios) + " |",
-             "|" + "---:|" * (len(ratios) + 2)]
-    for n in sorted(heights):
-        cells = " | ".join(f"{curves[r][n]:.1f}" if n in curves[r] else "" for r in ratios)
-        lines.append(f"| {int(n)} | {int(heights[n])} | {cells} |")
-    return "\n".join(lines)
-
-
-def rate_table(rows: Sequence[Mapping[str, object]]) -> str:
-    """Markdown: one line per request probability, one column per structure."""
-    curves = mean_rounds(rows, "p", "structure")
-    names = list(curves)
-    ps = sorted({number(r, "p") for r in rows})
-    lines = ["| p | " + " | ".join(str(s) for s in names) + " |",
-             "|" + "---:|" * (len(names) + 1)]
-    for p in ps:
-        cells = " | ".join(f"{curves[s][p]:.1f}" if p in curves[s] else "" for s in names)
-        lines.append(f"| {p:g} | {cells} |")
-    return "\n".join(lines)
-
-
-def slope_table(rows: Sequence[Mapping[str, object]]) -> str:
-    """Markdown: fitted rounds per doubling of n, over all sizes and over the larger half."""
-    ns = sorted({number(r, "n") for r in rows})
-    if len(ns) < 2:
-        return "(one size only: no slope)"
-    big = ns[len(ns) // 2:]
-    whole = fit_rounds_per_doubling(rows)
-    upper = fit_rounds_per_doubling([r for r in rows if number(r, "n") in big])
-    lines = [f"| ratio | rounds per doubling (n = {int(ns[0])}..{int(ns[-1])}) "
-             f"| rounds per doubling (n = {int(big[0])}..{int(big[-1])}) |",
-             "|---:|---:|---:|"]
-    for ratio, slope in whole.items():
-        lines.append(f"| {ratio:g} | {slope:.2f} | {upper.get(ratio, math.nan):.2f} |")
-    return "\n".join(lines)
+# -- summaries ----------------------------------------------------------------------------
 
 
 def largest_run(rows: Sequence[Mapping[str, object]]) -> Mapping[str, object] | None:
@@ -228,7 +149,3 @@ def largest_run(rows: Sequence[Mapping[str, object]]) -> Mapping[str, object] | 
     if not rows:
         return None
     return max(rows, key=lambda r: (number(r, "n"), number(r, "wall_seconds")))
-
-
-def elapsed(started: float) -> float:
-    return time.perf_counter() - started

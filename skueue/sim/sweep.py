@@ -15,9 +15,9 @@ paper's load (10 requests a round to random processes for 1000 rounds).  Figure 
 insert ratio 0.5, so that local combining becomes visible.
 
 The paper's claim is that mean rounds grow logarithmically in ``n``;
-:func:`fit_rounds_per_doubling` measures that as the least-squares slope of mean rounds
-against ``log2 n``: a roughly constant slope over the range (rather than one that keeps
-growing) is what "logarithmic" means here.
+:func:`skueue.sim.results.fit_rounds_per_doubling` measures that as the least-squares
+slope of mean rounds against ``log2 n``: a roughly constant slope over the range (rather
+than one that keeps growing) is what "logarithmic" means here.
 
 This module reads a wall clock (``wall_seconds``) but is otherwise pure: no files, no
 processes, no plotting.
@@ -248,33 +248,3 @@ def mean_rounds(
         c: {k: statistics.fmean(v) for k, v in sorted(cells[c].items())}
         for c in sorted(cells, key=_order)
     }
-
-
-def fit_rounds_per_doubling(rows: Iterable[Mapping[str, object]]) -> dict[float, float]:
-    """Least-squares slope of mean rounds against ``log2 n``, one per ratio.
-
-    Pass the rows of one structure.  Every row is one sample (seeds are not averaged
-    first), which gives the same slope as fitting the per-size means when every size has
-    the same number of seeds.  A ratio with fewer than two distinct sizes has no slope
-    and is left out.
-    """
-    samples: dict[float, list[tuple[float, float]]] = defaultdict(list)
-    for row in rows:
-        samples[number(row, "ratio")].append(
-            (math.log2(number(row, "n")), number(row, "mean_rounds"))
-        )
-    slopes = {}
-    for ratio, points in sorted(samples.items()):
-        xs = [x for x, _ in points]
-        if len(set(xs)) < 2:
-            continue
-        slopes[ratio] = _slope(xs, [y for _, y in points])
-    return slopes
-
-
-def _slope(xs: Sequence[float], ys: Sequence[float]) -> float:
-    mx = statistics.fmean(xs)
-    my = statistics.fmean(ys)
-    sxx = sum((x - mx) ** 2 for x in xs)
-    sxy = sum((x - mx) * (y - my) for x, y in zip(xs, ys, strict=True))
-    return sxy / sxx

@@ -1,4 +1,4 @@
-"""The experiment library and its plots (SPEC §9): fast checks on tiny runs."""
+"""The experiment library, its tables and its plots (SPEC §9): fast checks on tiny runs."""
 
 from __future__ import annotations
 
@@ -9,6 +9,14 @@ import pytest
 
 from skueue.core.ops import Structure
 from skueue.sim.figures import plot_rounds_vs_n, plot_rounds_vs_probability
+from skueue.sim.results import (
+    fit_rounds_per_doubling,
+    read_csv,
+    slope,
+    slope_table,
+    sort_key,
+    write_csv,
+)
 from skueue.sim.sweep import (
     PROBABILITIES,
     RATIOS,
@@ -17,7 +25,6 @@ from skueue.sim.sweep import (
     figure2_points,
     figure3_points,
     figure4_points,
-    fit_rounds_per_doubling,
     mean_rounds,
     number,
     percentile,
@@ -86,11 +93,11 @@ def test_sweeps_cover_the_papers_axes() -> None:
 def _synthetic(slopes: dict[float, float]) -> list[dict[str, object]]:
     # mean rounds = intercept + slope * log2 n, with seed noise that cancels per size
     rows: list[dict[str, object]] = []
-    for ratio, slope in slopes.items():
+    for ratio, per_doubling in slopes.items():
         for k in range(1, 9):
             for noise in (-0.5, 0.5):
                 rows.append({"structure": "queue", "n": 2**k, "ratio": ratio,
-                             "mean_rounds": 3.0 + slope * k + noise, "tree_height": 2 * k,
+                             "mean_rounds": 3.0 + per_doubling * k + noise, "tree_height": 2 * k,
                              "p": None})
     return rows
 
@@ -107,6 +114,40 @@ def test_fit_reads_rows_back_from_csv_text_and_skips_single_sizes() -> None:
             {"n": "16", "ratio": "0.25", "mean_rounds": "16"},
             {"n": "8", "ratio": "1.0", "mean_rounds": "5"}]
     assert fit_rounds_per_doubling(rows) == {0.25: pytest.approx(3.0)}
+
+
+def test_slope_is_least_squares_and_needs_two_distinct_xs() -> None:
+    assert slope([1.0, 2.0, 3.0], [2.0, 4.5, 7.0]) == pytest.approx(2.5)
+    with pytest.raises(ValueError, match="two distinct"):
+        slope([3.0, 3.0], [1.0, 2.0])
+
+
+def test_slope_table_fits_the_whole_range_and_the_upper_half() -> None:
+    table = slope_table(_synthetic({0.0: 4.0, 0.5: 7.5})).splitlines()
+    assert table[0] == ("| ratio | rounds per doubling (n = 2..256) "
+                        "| rounds per doubling (n = 32..256) |")
+    assert table[2:] == ["| 0 | 4.00 | 4.00 |", "| 0.5 | 7.50 | 7.50 |"]
+
+
+def test_slope_table_says_when_the_upper_half_is_one_size() -> None:
+    rows = [r for r in _synthetic({0.5: 2.0}) if number(r, "n") in (2.0, 4.0)]
+    table = slope_table(rows)
+    assert "nan" not in table
+    assert table.splitlines()[0].endswith("| rounds per doubling (n = 4) |")
+    assert table.splitlines()[2] == "| 0.5 | 2.00 | one size: no slope |"
+    assert slope_table(rows[:2]) == "(one size only: no slope)"
+
+
+def test_csv_round_trip_keeps_types_and_order(tmp_path: Path) -> None:
+    rows = [run_point(Structure.STACK, 4, 0.5, seed=0, per_node_probability=0.5, rounds=5),
+            run_point(Structure.QUEUE, 2, 0.25, seed=1, rounds=5)]
+    rows.sort(key=sort_key)
+    write_csv(rows, tmp_path / "rows.csv")
+    back = read_csv(tmp_path / "rows.csv")
+    assert [(r["structure"], r["n"], r["p"]) for r in back] == [("queue", 2, None),
+                                                                ("stack", 4, 0.5)]
+    assert all(isinstance(r["requests"], int) for r in back)
+    assert back[0]["mean_rounds"] == pytest.approx(number(rows[0], "mean_rounds"), abs=1e-4)
 
 
 def test_mean_rounds_averages_seeds() -> None:
