@@ -14,15 +14,14 @@ Stack: a position may hold several elements over time, told apart by tickets.  A
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
 from typing import Generic, TypeVar
-
-import attrs
 
 Waiter = TypeVar("Waiter")
 Element = TypeVar("Element")
 
 
-@attrs.define
+@dataclass(slots=True)
 class Table(Generic[Waiter, Element]):
     """Entries and waiting Gets at one node.
 
@@ -30,9 +29,9 @@ class Table(Generic[Waiter, Element]):
     """
 
     # position -> {ticket: element}; the queue uses ticket 0 only.
-    entries: dict[int, dict[int, Element]] = attrs.field(factory=dict)
+    entries: dict[int, dict[int, Element]] = field(default_factory=dict)
     # position -> [(ticket, waiter)]
-    waiting: dict[int, list[tuple[int, Waiter]]] = attrs.field(factory=dict)
+    waiting: dict[int, list[tuple[int, Waiter]]] = field(default_factory=dict)
 
     def __len__(self) -> int:
         return sum(len(v) for v in self.entries.values())

@@ -17,8 +17,8 @@ sort key, and every comparison of positions on the cycle goes through it.
 from __future__ import annotations
 
 import enum
+from dataclasses import dataclass
 
-import attrs
 import mmh3
 
 LABEL_BITS = 64
@@ -57,7 +57,7 @@ def label_for(middle: int, kind: Kind) -> int:
     return middle
 
 
-@attrs.frozen
+@dataclass(frozen=True, slots=True)
 class NodeRef:
     """A reference to one virtual node: what a node knows of another.
 

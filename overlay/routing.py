@@ -49,9 +49,7 @@ integers so that it travels inside messages unchanged.
 from __future__ import annotations
 
 import enum
-from typing import Any
-
-import attrs
+from dataclasses import dataclass, replace
 
 from skueue.overlay.labels import LABEL_BITS, LABEL_SPACE, Kind, NodeRef
 from skueue.overlay.view import View
@@ -72,48 +70,48 @@ class Phase(enum.IntEnum):
     FINAL = 2  # walking along linear edges to pred(target)
 
 
-def _label(instance: Any, attribute: attrs.Attribute[int], value: int) -> None:
+def _check_label(name: str, value: int) -> None:
     if not 0 <= value < LABEL_SPACE:
-        raise ValueError(f"{attribute.name} {value} is not a label in [0, 2**64)")
+        raise ValueError(f"{name} {value} is not a label in [0, 2**64)")
 
 
-def _heading(instance: Any, attribute: attrs.Attribute[int], value: int) -> None:
-    if value not in (-1, 0, 1):
-        raise ValueError(f"heading {value} is not -1, 0 or 1")
-
-
-def _bits(instance: Route, attribute: attrs.Attribute[int], value: int) -> None:
-    if not 0 <= value <= LABEL_BITS:
-        raise ValueError(f"bits {value} not in [0, {LABEL_BITS}]")
-
-
-def _taken(instance: Route, attribute: attrs.Attribute[int], value: int) -> None:
-    if not 0 <= value <= instance.bits:
-        raise ValueError(f"taken {value} not in [0, bits={instance.bits}]")
-
-
-@attrs.frozen
+@dataclass(frozen=True, slots=True)
 class Route:
     """The routing state a message carries (plain ints and one IntEnum, for the wire).
 
-    Validators reject states no correct node produces, so a decoder can turn a
-    malformed route from a peer into a protocol error before routing trips over it.
+    ``__post_init__`` rejects states no correct node produces (``ValueError``), so a
+    decoder can turn a malformed route from a peer into a protocol error before routing
+    trips over it.
     """
 
-    target: int = attrs.field(validator=_label)
+    target: int
     """The point ``t``; the route ends at ``pred(t)``."""
-    bits: int = attrs.field(validator=_bits)
+    bits: int
     """``k``: how many leading bits of ``t`` the De Bruijn phase consumes."""
-    taken: int = attrs.field(default=0, validator=_taken)
+    taken: int = 0
     """How many of those bits the route has consumed so far."""
-    point: int = attrs.field(default=0, validator=_label)
+    point: int = 0
     """The ideal continuous De Bruijn point ``z`` after ``taken`` bits."""
-    phase: Phase = attrs.field(default=Phase.BITS, converter=Phase)
-    """What the node holding the message does next."""
-    heading: int = attrs.field(default=0, validator=_heading)
+    phase: Phase = Phase.BITS
+    """What the node holding the message does next (an int from the wire becomes a Phase)."""
+    heading: int = 0
     """Committed walk direction while looking for a middle node: -1 pred, +1 succ, 0 none."""
-    hops: int = attrs.field(default=0, validator=attrs.validators.ge(0))
+    hops: int = 0
     """Hops taken so far (every edge counts, virtual or linear); for measurements only."""
+
+    def __post_init__(self) -> None:
+        # Frozen: the conversion of a wire int to a Phase has to go around __setattr__.
+        object.__setattr__(self, "phase", Phase(self.phase))
+        _check_label("target", self.target)
+        if not 0 <= self.bits <= LABEL_BITS:
+            raise ValueError(f"bits {self.bits} not in [0, {LABEL_BITS}]")
+        if not 0 <= self.taken <= self.bits:
+            raise ValueError(f"taken {self.taken} not in [0, bits={self.bits}]")
+        _check_label("point", self.point)
+        if self.heading not in (-1, 0, 1):
+            raise ValueError(f"heading {self.heading} is not -1, 0 or 1")
+        if self.hops < 0:
+            raise ValueError(f"hops {self.hops} is negative")
 
     def describe(self) -> str:
         return (
@@ -202,18 +200,18 @@ def next_hop(view: View, route: Route) -> tuple[NodeRef | None, Route]:
     if is_responsible(view, target):
         return None, route
     if _pred_is_responsible(view, target):
-        return view.pred, attrs.evolve(route, phase=Phase.FINAL, heading=0, hops=route.hops + 1)
+        return view.pred, replace(route, phase=Phase.FINAL, heading=0, hops=route.hops + 1)
 
     # Each pass either returns a hop or moves to a later phase (BITS -> TO_MIDDLE/FINAL
     # with ``taken`` one higher, TO_MIDDLE -> BITS at a middle node), so the loop is short.
     while True:
         if route.phase is Phase.BITS:
             if route.taken >= route.bits:
-                route = attrs.evolve(route, phase=Phase.FINAL, heading=0)
+                route = replace(route, phase=Phase.FINAL, heading=0)
                 continue
             bit = _bit(route)
             taken = route.taken + 1
-            route = attrs.evolve(
+            route = replace(
                 route,
                 taken=taken,
                 point=(route.point + bit * LABEL_SPACE) >> 1,
@@ -226,17 +224,17 @@ def next_hop(view: View, route: Route) -> tuple[NodeRef | None, Route]:
                 # Only at the start: the message already sits on the sibling this bit
                 # leads to, so the virtual hop costs nothing.
                 continue
-            return me.sibling(kind), attrs.evolve(route, hops=route.hops + 1)
+            return me.sibling(kind), replace(route, hops=route.hops + 1)
 
         if route.phase is Phase.TO_MIDDLE:
             if me.kind is Kind.MIDDLE:
-                route = attrs.evolve(route, phase=Phase.BITS, heading=0)
+                route = replace(route, phase=Phase.BITS, heading=0)
                 continue
             hop, heading = _step_towards_middle(view, route)
-            return hop, attrs.evolve(route, heading=heading, hops=route.hops + 1)
+            return hop, replace(route, heading=heading, hops=route.hops + 1)
 
         # FINAL.  Not responsible, so either t lies below me (walk pred-ward; from the
         # minimum node that crosses the cycle edge to the maximum node, which owns t), or t
         # lies at or above succ, which is then not across the cycle edge.
         hop = view.pred if target < me.label else view.succ
-        return hop, attrs.evolve(route, hops=route.hops + 1)
+        return hop, replace(route, hops=route.hops + 1)

@@ -6,12 +6,12 @@ virtual edges) its process's other two nodes.  Nothing else: no node holds the r
 
 from __future__ import annotations
 
-import attrs
+from dataclasses import dataclass
 
 from skueue.overlay.labels import Kind, NodeRef
 
 
-@attrs.frozen
+@dataclass(frozen=True, slots=True)
 class View:
     me: NodeRef
     pred: NodeRef

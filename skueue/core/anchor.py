@@ -7,9 +7,8 @@ virtual counter of §V), so every operation gets a unique rank.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Protocol
-
-import attrs
 
 from skueue.core.batch import Batch, RunGrant, is_insert_run
 
@@ -26,7 +25,7 @@ class AnchorPolicy(Protocol):
     def describe(self) -> str: ...
 
 
-@attrs.define
+@dataclass(slots=True)
 class QueueAnchor:
     """Occupied positions are ``[first, last]``; initially empty (first=1, last=0)."""
 
@@ -58,7 +57,7 @@ class QueueAnchor:
         return f"queue[{self.first}..{self.last}] ord={self.ord_next}"
 
 
-@attrs.define
+@dataclass(slots=True)
 class StackAnchor:
     """``last`` is the stack size; ``ticket`` counts Pushes ever assigned and never decreases."""
 
@@ -107,7 +106,7 @@ def import_anchor(state: tuple[int, ...], stack: bool) -> AnchorPolicy:
     return QueueAnchor(first, last, ord_next)
 
 
-@attrs.define
+@dataclass(slots=True)
 class UpdateTrigger:
     """When the anchor starts an update phase (SPEC §8).
 

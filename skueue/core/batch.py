@@ -28,8 +28,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Sequence
-
-import attrs
+from dataclasses import dataclass, replace
 
 from skueue.dht.keys import POSITION_MAX
 
@@ -51,7 +50,7 @@ def is_insert_run(index: int) -> bool:
     return index % 2 == 0
 
 
-@attrs.frozen
+@dataclass(frozen=True, slots=True)
 class Batch:
     counts: tuple[int, ...] = ()
     slots: tuple[int, ...] = ()
@@ -69,11 +68,11 @@ class Batch:
         k = len(self.counts)
         if k and is_insert_run(k - 1) == inserts:
             bump = (*self.counts[:-1], self.counts[-1] + 1)
-            return attrs.evolve(self, counts=bump, slots=(*self.slots[:-1], self.slots[-1] + 1))
+            return replace(self, counts=bump, slots=(*self.slots[:-1], self.slots[-1] + 1))
         if not inserts and k == 0:
             # A buffer that starts with a Dequeue is (0, 1).
-            return attrs.evolve(self, counts=(0, 1), slots=(0, 1))
-        return attrs.evolve(self, counts=(*self.counts, 1), slots=(*self.slots, 1))
+            return replace(self, counts=(0, 1), slots=(0, 1))
+        return replace(self, counts=(*self.counts, 1), slots=(*self.slots, 1))
 
     def combine(self, other: Batch) -> Batch:
         return Batch(
@@ -145,7 +144,7 @@ def combine_all(batches: Sequence[Batch]) -> Batch:
     return total
 
 
-@attrs.frozen
+@dataclass(frozen=True, slots=True)
 class RunGrant:
     """Positions and ranks assigned to one run of a batch."""
 
@@ -184,8 +183,8 @@ def split_grants(grants: Sequence[RunGrant], subs: Sequence[Batch]) -> list[tupl
                 continue
             count, slots = sub.counts[i], sub.slots[i]
             taken = min(count, g.available)
-            out[j].append(attrs.evolve(g, available=taken))
-            g = attrs.evolve(
+            out[j].append(replace(g, available=taken))
+            g = replace(
                 g,
                 first=g.first + taken * g.step,
                 available=g.available - taken,

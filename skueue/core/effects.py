@@ -2,15 +2,14 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
-
-import attrs
 
 from skueue.core.ops import Element
 from skueue.overlay.labels import NodeRef
 
 
-@attrs.frozen
+@dataclass(frozen=True, slots=True)
 class Send:
     """Deliver ``message`` to the virtual node ``to`` (possibly of the same process)."""
 
@@ -23,7 +22,7 @@ class Send:
         return f"send {self.to.describe()} {text}"
 
 
-@attrs.frozen
+@dataclass(frozen=True, slots=True)
 class Complete:
     """A client operation finished.
 

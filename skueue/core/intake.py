@@ -20,13 +20,13 @@ linearizable, not only sequentially consistent.
 
 from __future__ import annotations
 
-import attrs
+from dataclasses import dataclass, field
 
 from skueue.core.batch import Batch, RunGrant
 from skueue.core.ops import Element, Op, Structure
 
 
-@attrs.frozen
+@dataclass(frozen=True, slots=True)
 class Assignment:
     """What one own operation got from the anchor."""
 
@@ -39,13 +39,13 @@ class Assignment:
     combined: bool = False
 
 
-@attrs.define
+@dataclass(slots=True)
 class OwnBuffer:
     structure: Structure
-    ops: list[Op] = attrs.field(factory=list)
+    ops: list[Op] = field(default_factory=list)
     # Stack only: index of each matched op -> index of its partner; unmatched pushes in order.
-    partner: dict[int, int] = attrs.field(factory=dict)
-    open_pushes: list[int] = attrs.field(factory=list)
+    partner: dict[int, int] = field(default_factory=dict)
+    open_pushes: list[int] = field(default_factory=list)
 
     def __len__(self) -> int:
         return len(self.ops)

@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 import enum
-
-import attrs
+from dataclasses import dataclass
 
 # Elements are opaque to the protocol: bytes from real clients, str in simulations.
 Element = bytes | str
@@ -39,7 +38,7 @@ def remove_kind(structure: Structure) -> OpKind:
     return OpKind.DEQUEUE if structure is Structure.QUEUE else OpKind.POP
 
 
-@attrs.frozen
+@dataclass(frozen=True, slots=True)
 class Op:
     """One client request.  ``op_id`` is unique within its process and increases in issue order."""
 

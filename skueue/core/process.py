@@ -25,8 +25,7 @@ from __future__ import annotations
 import enum
 from collections import deque
 from collections.abc import Mapping
-
-import attrs
+from dataclasses import dataclass
 
 from skueue.core.effects import Effect, Send
 from skueue.core.errors import PeerError, ProtocolError
@@ -51,7 +50,7 @@ class TickDue(enum.Enum):
 TICK_ORDER = (Kind.RIGHT, Kind.MIDDLE, Kind.LEFT)
 
 
-@attrs.frozen
+@dataclass(frozen=True, slots=True)
 class NodeStats:
     """One virtual node, as :meth:`Process.stats` reports it."""
 
@@ -60,7 +59,7 @@ class NodeStats:
     last_batch_operations: int  # operations in the last of them
 
 
-@attrs.frozen
+@dataclass(frozen=True, slots=True)
 class ProcessStats:
     """What a driver may know about a process without reading its nodes (pure, a copy)."""
 
@@ -84,7 +83,7 @@ class ProcessStats:
         return max(self.entries, self.size or 0)
 
 
-@attrs.define
+@dataclass(slots=True)
 class Process:
     process_id: str
     nodes: dict[Kind, VirtualNode]

@@ -28,8 +28,7 @@ steps raises :class:`SimStuck` naming which nodes wait for what.
 from __future__ import annotations
 
 import random
-
-import attrs
+from dataclasses import dataclass
 
 from skueue.check.history import Record
 from skueue.core.effects import Complete, Effect, Send
@@ -42,7 +41,7 @@ from skueue.sim.recorder import Recorder
 from skueue.sim.rounds import SimStuck, diagnose
 
 
-@attrs.frozen
+@dataclass(frozen=True, slots=True)
 class AsyncConfig:
     processes: int = 4
     structure: Structure = Structure.QUEUE
@@ -62,14 +61,14 @@ class AsyncConfig:
     value_bytes: int = 0
     handover_bytes_max: int | None = None
 
-    def __attrs_post_init__(self) -> None:
+    def __post_init__(self) -> None:
         if self.processes < 1:
             raise ValueError("processes must be at least 1")
         if not 0.0 <= self.insert_ratio <= 1.0:
             raise ValueError("the enqueue/push ratio must be in [0, 1]")
 
 
-@attrs.define
+@dataclass(slots=True)
 class AsyncResult:
     config: AsyncConfig
     records: list[Record]

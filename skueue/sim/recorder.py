@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import attrs
+from dataclasses import dataclass, field
 
 from skueue.check.history import Record
 from skueue.core.effects import Complete
@@ -15,12 +15,12 @@ def as_text(value: Element | None) -> str | None:
     return value.decode("utf-8", errors="backslashreplace")
 
 
-@attrs.define
+@dataclass(slots=True)
 class Recorder:
     """Collects one record per completed operation; times are whatever the driver uses."""
 
-    open_ops: dict[tuple[str, int], tuple[Op, float]] = attrs.field(factory=dict)
-    records: list[Record] = attrs.field(factory=list)
+    open_ops: dict[tuple[str, int], tuple[Op, float]] = field(default_factory=dict)
+    records: list[Record] = field(default_factory=list)
 
     def invoked(self, process: str, op: Op, now: float) -> None:
         self.open_ops[(process, op.op_id)] = (op, now)

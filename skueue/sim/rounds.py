@@ -14,8 +14,7 @@ from __future__ import annotations
 
 import random
 from collections.abc import Callable
-
-import attrs
+from dataclasses import dataclass
 
 from skueue.check.history import Record
 from skueue.core.effects import Complete, Effect, Send
@@ -30,7 +29,7 @@ class SimStuck(RuntimeError):
     """A run did not become quiescent within its bound; the message says who waits for what."""
 
 
-@attrs.frozen
+@dataclass(frozen=True, slots=True)
 class SyncConfig:
     processes: int = 16
     structure: Structure = Structure.QUEUE
@@ -43,7 +42,7 @@ class SyncConfig:
     local_delivery: bool = True
     tick_all: bool = False
 
-    def __attrs_post_init__(self) -> None:
+    def __post_init__(self) -> None:
         if self.processes < 1:
             raise ValueError("processes must be at least 1")
         if not 0.0 <= self.insert_ratio <= 1.0:
@@ -55,7 +54,7 @@ class SyncConfig:
             raise ValueError("the per-node request probability must be in [0, 1]")
 
 
-@attrs.define
+@dataclass(slots=True)
 class SyncResult:
     config: SyncConfig
     records: list[Record]

@@ -12,8 +12,7 @@ from __future__ import annotations
 
 import random
 import time
-
-import attrs
+from dataclasses import dataclass
 
 from skueue.core.process import Process
 from skueue.overlay.labels import Kind
@@ -23,7 +22,7 @@ from skueue.sim.rounds import SimStuck, SyncConfig, SyncSim
 ROUNDS_MAX = 50_000
 
 
-@attrs.frozen
+@dataclass(frozen=True, slots=True)
 class PhaseTiming:
     processes: int
     joins: int

@@ -8,9 +8,9 @@ sorted search over all labels, which no node could do.
 from __future__ import annotations
 
 import bisect
+import dataclasses
 import random
 
-import attrs
 import pytest
 from hypothesis import given, note, settings
 from hypothesis import strategies as st
@@ -220,7 +220,7 @@ def test_route_is_plain_data_for_the_wire() -> None:
     hop, after = next_hop(views[start], route)
     assert hop is not None
     for state in (route, after):
-        fields = attrs.asdict(state)
+        fields = dataclasses.asdict(state)
         assert all(type(value) is int or isinstance(value, Phase) for value in fields.values())
         wire = {k: int(v) for k, v in fields.items()}  # what msgpack hands back
         assert Route(**wire) == state

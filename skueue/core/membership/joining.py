@@ -4,9 +4,8 @@ the update phase, where counted joiners enter the ring
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import TYPE_CHECKING
-
-import attrs
 
 from skueue.core.effects import Effect, Send
 from skueue.core.errors import ProtocolError
@@ -219,7 +218,7 @@ def integrate_joiners(node: VirtualNode) -> list[Effect]:
     before = set(node.kids)
     node.joiners = [j for j in waiting if not in_interval(j.label, first.label, old_succ.label)]
     node.counted_joiners.clear()
-    node.set_view(attrs.evolve(node.view, succ=first))
+    node.set_view(replace(node.view, succ=first))
     # Relayed joiners placed elsewhere now may still have a batch on its way here.
     node.released |= {j for j in before - set(node.kids) if j.kind is Kind.LEFT}
     return effects
@@ -281,7 +280,7 @@ def acked(node: VirtualNode, sender: NodeRef) -> list[Effect]:
 
 
 def on_set_pred(node: VirtualNode, msg: SetPred) -> list[Effect]:
-    node.set_view(attrs.evolve(node.view, pred=msg.pred))
+    node.set_view(replace(node.view, pred=msg.pred))
     effects: list[Effect] = [Send(msg.sender, SetPredAck(node.me))]
     ph = node.phase
     if ph is not None and ph.asked is not None and ph.absorber is None and ph.asked != msg.pred:

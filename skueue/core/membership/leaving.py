@@ -8,9 +8,8 @@ order they came in."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import TYPE_CHECKING
-
-import attrs
 
 from skueue.core.effects import Effect, Send
 from skueue.core.membership.state import NODE_BYTES_MAX, Mode, split_entries
@@ -89,7 +88,7 @@ def on_departing(node: VirtualNode, msg: Departing, entries: list[Entry]) -> lis
     ph.granted.discard(msg.sender)
     node.table.add_entries(entries)
     node.deferred_joins.extend(j for j in msg.deferred if j not in node.deferred_joins)
-    node.set_view(attrs.evolve(node.view, succ=msg.succ))
+    node.set_view(replace(node.view, succ=msg.succ))
     ph.absorbing[msg.succ] = msg.sender
     return [Send(msg.succ, SetPred(node.me, node.me))]
 

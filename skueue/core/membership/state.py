@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
-
-import attrs
 
 from skueue.core.messages.membership import (
     Departing,
@@ -45,7 +44,7 @@ PARTS_MAX = 1 << 24
 LOSSY_WHEN_DEPARTED = (JoinRequest, MayILeave, LeaveAnswer)
 
 
-@attrs.define
+@dataclass(slots=True)
 class JoinTicket:
     """A joining process's progress, shared by its three nodes (one process, one memory).
 
@@ -55,12 +54,12 @@ class JoinTicket:
     a process's nodes would leave virtual edges into nodes outside the ring.
     """
 
-    responsible: dict[Kind, NodeRef] = attrs.field(factory=dict)
+    responsible: dict[Kind, NodeRef] = field(default_factory=dict)
     reported: bool = False
     counted: bool = False
 
 
-@attrs.define(eq=False)
+@dataclass(slots=True, eq=False)
 class LeaveTicket:
     """A leaving process's progress, shared by its three nodes.
 
@@ -69,7 +68,7 @@ class LeaveTicket:
     lets all three nodes go in the next phase, together.
     """
 
-    nodes: list[VirtualNode] = attrs.field(repr=False)
+    nodes: list[VirtualNode] = field(repr=False)
     reported: bool = False
     counted: bool = False
 
@@ -85,23 +84,23 @@ class Mode(enum.Enum):
     DEPARTED = "departed"
 
 
-@attrs.define
+@dataclass(slots=True)
 class UpdatePhase:
     old_parent: NodeRef | None
     old_children: tuple[NodeRef, ...]
     stage: int = QUIET
-    heard: set[NodeRef] = attrs.field(factory=set)  # old children done with ``stage``
+    heard: set[NodeRef] = field(default_factory=set)  # old children done with ``stage``
     reported: bool = False  # StageDone for ``stage`` sent (or, at the root, acted on)
     duty_done: bool = False  # stages 2 and 3: this node's own part is finished
-    acks: set[NodeRef] = attrs.field(factory=set)  # stage 2: acknowledgements awaited
+    acks: set[NodeRef] = field(default_factory=set)  # stage 2: acknowledgements awaited
     asked: NodeRef | None = None  # stage 3: the predecessor we asked whether we may go
-    asked_all: set[NodeRef] = attrs.field(factory=set)  # ... and every one asked before
-    granted: set[NodeRef] = attrs.field(factory=set)  # stage 3: leavers we let go
+    asked_all: set[NodeRef] = field(default_factory=set)  # ... and every one asked before
+    granted: set[NodeRef] = field(default_factory=set)  # stage 3: leavers we let go
     absorber: NodeRef | None = None  # stage 3: who took our part
-    absorbing: dict[NodeRef, NodeRef] = attrs.field(factory=dict)  # new succ -> leaver
+    absorbing: dict[NodeRef, NodeRef] = field(default_factory=dict)  # new succ -> leaver
     # A node integrated in this phase that took over joiners: its IntegrateAck waits
     # until each of them confirmed its new responsible node.
-    moves_unconfirmed: set[NodeRef] = attrs.field(factory=set)
+    moves_unconfirmed: set[NodeRef] = field(default_factory=set)
     integrate_ack: IntegrateAck | None = None
     integrated_by: NodeRef | None = None
 
@@ -155,14 +154,14 @@ def split_entries(
     return pieces
 
 
-@attrs.define
+@dataclass(slots=True)
 class Incoming:
     """Handovers that arrive in pieces, per sender: the pieces so far and the final
     message (Departing or Integrate) once it came.  Pieces and final message may arrive
     in any order; the handover is taken over when all are here."""
 
-    parts: dict[NodeRef, dict[int, tuple[Entry, ...]]] = attrs.field(factory=dict)
-    finals: dict[NodeRef, Departing | Integrate] = attrs.field(factory=dict)
+    parts: dict[NodeRef, dict[int, tuple[Entry, ...]]] = field(default_factory=dict)
+    finals: dict[NodeRef, Departing | Integrate] = field(default_factory=dict)
 
     def complete(self, sender: NodeRef, final: Departing | Integrate) -> bool:
         return len(self.parts.get(sender, {})) == final.parts

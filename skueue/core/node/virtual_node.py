@@ -33,9 +33,8 @@ order give the same effects.
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field, replace
 from typing import NoReturn
-
-import attrs
 
 from skueue.core.anchor import AnchorPolicy, QueueAnchor, StackAnchor, UpdateTrigger
 from skueue.core.batch import Batch, RunGrant, batch_problem, grant_problem, split_grants
@@ -49,12 +48,12 @@ from skueue.core.ops import Element, Op, Structure
 from skueue.dht.keys import POSITION_MAX, position_key
 from skueue.dht.table import Table
 from skueue.overlay.labels import Kind, NodeRef
-from skueue.overlay.routing import is_responsible, next_hop, start_route
+from skueue.overlay.routing import Route, is_responsible, next_hop, start_route
 from skueue.overlay.tree import children, parent
 from skueue.overlay.view import View
 
 
-@attrs.define
+@dataclass(slots=True)
 class InFlight:
     """``B``: the batch this node sent (or assigned) and how it was put together."""
 
@@ -62,14 +61,14 @@ class InFlight:
     layout: tuple[tuple[NodeRef | None, Batch], ...]  # None is the own buffer
     served: bool = False
     # Stack: own DHT operations not yet acknowledged; B is cleared when this empties.
-    outstanding: set[int] = attrs.field(factory=set)
+    outstanding: set[int] = field(default_factory=set)
     number: int = 0  # the node's batch counter when this batch went up
     # Each child's batch number, which its grants carry back.
-    child_numbers: dict[NodeRef, int] = attrs.field(factory=dict)
+    child_numbers: dict[NodeRef, int] = field(default_factory=dict)
     reports_leave: bool = False  # the batch carries this node's own Leave
     reports_join: bool = False  # the batch carries this (joining) process's Join
     # Joining left node: JoinCounted acknowledgements awaited before the next batch.
-    holds: set[NodeRef] = attrs.field(factory=set)
+    holds: set[NodeRef] = field(default_factory=set)
 
     def done(self) -> bool:
         return self.served and not self.outstanding and not self.holds
@@ -79,51 +78,51 @@ def new_anchor(structure: Structure) -> AnchorPolicy:
     return QueueAnchor() if structure is Structure.QUEUE else StackAnchor()
 
 
-@attrs.define
+@dataclass(slots=True)
 class VirtualNode:
     view: View
     structure: Structure
     anchor: AnchorPolicy | None = None
-    own: OwnBuffer = attrs.field(init=False)
-    child_batches: dict[NodeRef, Batch] = attrs.field(factory=dict)
-    child_numbers: dict[NodeRef, int] = attrs.field(factory=dict)  # BatchUp.number of each
+    own: OwnBuffer = field(init=False)
+    child_batches: dict[NodeRef, Batch] = field(default_factory=dict)
+    child_numbers: dict[NodeRef, int] = field(default_factory=dict)  # BatchUp.number of each
     inflight: InFlight | None = None
-    table: Table[tuple[NodeRef, int], Element] = attrs.field(factory=Table)
+    table: Table[tuple[NodeRef, int], Element] = field(default_factory=Table)
     # Own removes waiting for their element: op_id -> assignment.
-    awaiting: dict[int, Assignment] = attrs.field(factory=dict)
+    awaiting: dict[int, Assignment] = field(default_factory=dict)
     batches_sent: int = 0
     largest_batch: int = 0  # most runs in any batch this node sent or assigned (Theorem 18/20)
     last_batch_operations: int = 0  # operations in the batch this node sent last (for logs)
     # Whether the last grants said the cluster's batch held operations (a pacing hint).
     cluster_busy: bool = False
     # Own Puts not yet acknowledged: an update phase waits until none is on its way.
-    unacked_puts: set[int] = attrs.field(factory=set)
+    unacked_puts: set[int] = field(default_factory=set)
     # Membership (SPEC §8); see skueue.core.membership.update_phase.
     mode: membership.Mode = membership.Mode.MEMBER
     contact: NodeRef | None = None  # joining: where the join requests go
     responsible: NodeRef | None = None  # joining: the node that placed us
     join_wait_ticks: int = 0
     ticket: membership.JoinTicket | None = None  # joining: shared by the process's nodes
-    joiners: list[NodeRef] = attrs.field(factory=list)  # placed here, not yet integrated
-    counted_joiners: set[NodeRef] = attrs.field(factory=set)  # ... and counted: go next phase
+    joiners: list[NodeRef] = field(default_factory=list)  # placed here, not yet integrated
+    counted_joiners: set[NodeRef] = field(default_factory=set)  # ... and counted: go next phase
     leave: membership.LeaveTicket | None = None  # leaving: shared by the process's nodes
     phase: membership.UpdatePhase | None = None
-    deferred_joins: list[NodeRef] = attrs.field(factory=list)
-    withdrawn: set[tuple[NodeRef, int]] = attrs.field(factory=set)
+    deferred_joins: list[NodeRef] = field(default_factory=list)
+    withdrawn: set[tuple[NodeRef, int]] = field(default_factory=set)
     # Relayed joiners placed elsewhere now whose Withdraw (or IntegrateAck) is still due:
     # a batch they sent before they knew may still come, and is accepted until then.
-    released: set[NodeRef] = attrs.field(factory=set)
+    released: set[NodeRef] = field(default_factory=set)
     # Handovers arriving in pieces (leaves and joins): see skueue.core.membership.state.
-    incoming: membership.Incoming = attrs.field(factory=lambda: membership.Incoming())
+    incoming: membership.Incoming = field(default_factory=lambda: membership.Incoming())
     # Largest handover message this node sends: entries beyond it go in several pieces.
     handover_bytes_max: int = membership.HANDOVER_BYTES_MAX
     trigger: UpdateTrigger | None = None
     # Tree edges follow from the view (and the joiners relayed here); kept here because
     # tick runs every round.
-    kids: tuple[NodeRef, ...] = attrs.field(init=False)
-    up: NodeRef | None = attrs.field(init=False)
+    kids: tuple[NodeRef, ...] = field(init=False)
+    up: NodeRef | None = field(init=False)
 
-    def __attrs_post_init__(self) -> None:
+    def __post_init__(self) -> None:
         self.own = OwnBuffer(self.structure)
         if self.anchor is None and self.mode is membership.Mode.MEMBER and self.view.is_anchor:
             self.anchor = new_anchor(self.structure)
@@ -201,7 +200,7 @@ class VirtualNode:
         """The own buffer's batch plus this node's membership counters (SPEC §8)."""
         b = self.own.batch()
         member = self.mode is membership.Mode.MEMBER
-        return attrs.evolve(
+        return replace(
             b,
             joins=membership.join_report(self),
             leaves=membership.leave_report(self),
@@ -390,7 +389,7 @@ class VirtualNode:
         start = message.route or start_route(self.view, position_key(message.position))
         hop, route = next_hop(self.view, start)
         if hop is not None:
-            return [Send(hop, attrs.evolve(message, route=route))]
+            return [Send(hop, with_route(message, route))]
         if isinstance(message, Put):
             return self._store(message)
         found, element = self.table.get(
@@ -455,3 +454,12 @@ class VirtualNode:
             f"{self.me.describe()} {state} own={len(self.own)} kids={len(self.child_batches)}"
             f" entries={len(self.table)}{anchor}"
         )
+
+
+def with_route(message: Put | Get, route: Route) -> Put | Get:
+    """The same DHT request one hop further (built field by field: the message classes
+    are another module's, and this needs nothing of how they are made)."""
+    if isinstance(message, Put):
+        return Put(route, message.position, message.element, message.ticket,
+                   message.requester, message.op_id, message.ack)
+    return Get(route, message.position, message.ticket, message.requester, message.op_id)
