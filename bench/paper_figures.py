@@ -21,7 +21,6 @@ import time
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 
-from skueue.sim.figures import plot_rounds_vs_n, plot_rounds_vs_probability
 from skueue.sim.results import (
     rate_table,
     read_csv,
@@ -99,6 +98,14 @@ def describe(row: Mapping[str, object]) -> str:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
+    try:
+        from skueue.sim.figures import plot_rounds_vs_n, plot_rounds_vs_probability
+    except ImportError as e:
+        if not (e.name or "").startswith("matplotlib"):
+            raise
+        print("paper_figures: error: needs the spark extra: pip install 'skueue[spark]' "
+              "(matplotlib not installed)", file=sys.stderr)
+        return 1
     by_figure = points_of(args)
     everything = [p for points in by_figure.values() for p in points]
     args.out.mkdir(parents=True, exist_ok=True)

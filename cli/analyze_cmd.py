@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from skueue.cli.args import fail
+from skueue.cli.args import fail, require_spark_extra
 
 PROG = "skueue analyze"
 
@@ -43,6 +43,7 @@ def add_parser(sub: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    require_spark_extra(PROG)
     # Imported here: pyspark is heavy, and other commands never need it.
     from skueue.analysis.pipeline import analyze
     from skueue.analysis.readers import InputError, check_paths
@@ -50,17 +51,14 @@ def run(args: argparse.Namespace) -> int:
     from skueue.analysis.session import (
         SHUFFLE_PARTITIONS,
         MasterError,
-        active_session_exists,
-        build_session,
-        describe_master,
         parse_conf,
         plan_master,
-        stop_if_ours,
+        started_session,
     )
 
     try:
         check_paths(args.paths)
-        plan = plan_master(args.master)
+        plan_master(args.master)  # an unknown master fails here, before a JVM starts
         conf = parse_conf(args.conf)
     except (InputError, MasterError, ValueError) as e:
         fail(PROG, str(e))
@@ -71,19 +69,16 @@ def run(args: argparse.Namespace) -> int:
     def progress(step: str) -> None:
         print(f"{PROG}: {step}", file=sys.stderr, flush=True)
 
-    existed = active_session_exists()
-    spark = build_session(args.master, app_name="skueue analyze", conf=conf)
-    try:
-        result = analyze(spark, options, master=describe_master(spark, plan),
-                         progress=progress)
-    except InputError as e:
-        fail(PROG, str(e))
-    except Exception as e:  # a missing remote path surfaces as one of Spark's errors
-        if "PATH_NOT_FOUND" in str(e) or "Path does not exist" in str(e):
-            fail(PROG, f"input path not found: {str(e).splitlines()[0]}")
-        raise
-    finally:
-        stop_if_ours(spark, existed)
+    with started_session(args.master, app_name=PROG, conf=conf) as session:
+        try:
+            result = analyze(session.spark, options, master=session.master,
+                             progress=progress)
+        except InputError as e:
+            fail(PROG, str(e))
+        except Exception as e:  # a missing remote path surfaces as one of Spark's errors
+            if "PATH_NOT_FOUND" in str(e) or "Path does not exist" in str(e):
+                fail(PROG, f"input path not found: {str(e).splitlines()[0]}")
+            raise
     for c in result.checks:
         if c.problem is not None:
             print(f"{c.name}: not checkable: {c.problem}")

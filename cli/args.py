@@ -7,15 +7,20 @@ traceback.  ``--help`` shows every option's default.
 from __future__ import annotations
 
 import argparse
+import importlib
 import sys
 from importlib.metadata import PackageNotFoundError, version
-from typing import Any, NoReturn
+from typing import Any, Final, NoReturn
 
 from skueue.runtime.address import AddressError, parse_address
 
 EXIT_USAGE = 2
 EXIT_FAILED = 1
 EXIT_INTERRUPTED = 130  # 128 + SIGINT, what a shell reports for Ctrl-C
+
+SPARK_EXTRA: Final = ("pyspark", "matplotlib")
+"""What ``pip install 'skueue[spark]'`` adds; ``skueue analyze`` and ``experiment`` need both."""
+SPARK_EXTRA_HINT: Final = "needs the spark extra: pip install 'skueue[spark]'"
 
 
 class HelpFormatter(argparse.HelpFormatter):
@@ -64,6 +69,26 @@ def package_version() -> str:
 def fail(prog: str, message: str, code: int = EXIT_USAGE) -> NoReturn:
     print(f"{prog}: error: {message}", file=sys.stderr)
     raise SystemExit(code)
+
+
+def require_spark_extra(prog: str) -> None:
+    """Exit with one line, not a traceback, when pyspark or matplotlib is not installed.
+
+    ``pip install skueue`` is lean (the daemon, the client and the simulators); the
+    Spark commands and the plots come with the ``spark`` extra.
+    """
+    missing = [name for name in SPARK_EXTRA if not _importable(name)]
+    if missing:
+        fail(prog, f"{SPARK_EXTRA_HINT} ({' and '.join(missing)} not installed)",
+             EXIT_FAILED)
+
+
+def _importable(name: str) -> bool:
+    try:
+        importlib.import_module(name)
+    except ImportError:
+        return False
+    return True
 
 
 def address(text: str) -> str:

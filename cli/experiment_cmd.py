@@ -8,7 +8,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from skueue.cli.args import fail, positive_int
+from skueue.cli.args import fail, positive_int, require_spark_extra
 
 PROG = "skueue experiment"
 FIGURES = {
@@ -46,16 +46,9 @@ def add_parser(sub: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    require_spark_extra(PROG)
     from skueue.analysis import experiment as ex
-    from skueue.analysis.session import (
-        MasterError,
-        active_session_exists,
-        build_session,
-        describe_master,
-        parse_conf,
-        plan_master,
-        stop_if_ours,
-    )
+    from skueue.analysis.session import MasterError, parse_conf, plan_master, started_session
     from skueue.sim.figures import plot_rounds_vs_n, plot_rounds_vs_probability
     from skueue.sim.results import rate_table, size_table, slope_table, sort_key, write_csv
     from skueue.sim.sweep import (
@@ -90,18 +83,14 @@ def run(args: argparse.Namespace) -> int:
         print(f"{PROG}: {done}/{total} points done", file=sys.stderr, flush=True)
 
     print(f"{PROG}: {len(points)} points on {plan.describe()}", file=sys.stderr, flush=True)
-    existed = active_session_exists()
-    spark = build_session(args.master, app_name="skueue experiment", conf=conf)
-    master = describe_master(spark, plan)
-    started = time.perf_counter()
-    try:
-        rows = sorted(ex.run_points(spark, points, progress), key=sort_key)
+    with started_session(args.master, app_name=PROG, conf=conf) as session:
+        master = session.master
+        started = time.perf_counter()
+        rows = sorted(ex.run_points(session.spark, points, progress), key=sort_key)
         wall = time.perf_counter() - started
         if rows:
-            spark.createDataFrame(rows, ex.ROW_SCHEMA).coalesce(1).write.mode(
+            session.spark.createDataFrame(rows, ex.ROW_SCHEMA).coalesce(1).write.mode(
                 "overwrite").parquet(str(args.out / "rows"))
-    finally:
-        stop_if_ours(spark, existed)
 
     report = [f"# Skueue experiment (master {master})", ""]
     for figure in args.figures:

@@ -1,12 +1,12 @@
 """Entry file for ``spark-submit``, which runs only ``.py`` files, not console scripts::
 
     spark-submit --master spark://head:7077 \\
-        "$(python -c 'import cli.spark_submit as m; print(m.__file__)')" \\
+        "$(python -c 'import skueue.cli.spark_submit as m; print(m.__file__)')" \\
         analyze hdfs://nn/histories --out /shared/analysis
 
 The arguments are those of the ``skueue`` command.  Run as a script, this file's folder
-comes first on ``sys.path``, where its sibling modules (``stats``, ``report``, ...) would
-shadow top-level modules of the same names; so that entry goes before anything is imported.
+comes first on ``sys.path``, where its sibling ``skueue.py`` would shadow the ``skueue``
+package itself; so that entry goes before anything is imported.
 """
 
 from __future__ import annotations

@@ -17,9 +17,12 @@ records the exact checker needs.
   :mod:`skueue.check.checker` re-expressed as joins, aggregations and scans.
 - :mod:`.checks`: one verdict per history and model, decided as :func:`skueue.check.checker.check`
   decides it.
-- :mod:`.stats`, :mod:`.plots`, :mod:`.report`, :mod:`.pipeline`: ``skueue analyze``.
-- :mod:`.experiment`: ``skueue experiment``, the paper's sweeps as Spark tasks.
-- ``cli/spark_submit.py``: the ``.py`` entry file ``spark-submit`` needs for both commands.
+- :mod:`.stats`, :mod:`.plots`, :mod:`.pipeline`: ``skueue analyze``, which fills a
+  :class:`.result.Analysis` that :mod:`.report` renders.
+- :mod:`.experiment`: ``skueue experiment``, the paper's sweeps as Spark tasks (its
+  tables and CSV files are :mod:`skueue.sim.results`, shared with the benchmark).
+- ``skueue.cli.spark_submit``: the ``.py`` entry file ``spark-submit`` needs for both
+  commands.
 
 Nothing in :mod:`skueue` outside this package imports it, so the core never needs a JVM.
 """

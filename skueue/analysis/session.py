@@ -160,16 +160,38 @@ def describe_master(session: SparkSession, plan: MasterPlan) -> str:
         return plan.describe()
 
 
-def stop_if_ours(session: SparkSession, existed: bool) -> None:
-    """Stop ``session`` unless it was already running when the command began (a test's)."""
-    if not existed:
-        session.stop()
+@attrs.frozen
+class Started:
+    """A session as a command holds it: the session and the master it really runs on."""
+
+    spark: SparkSession
+    master: str
+    """:func:`describe_master`'s text, for the report and the progress lines."""
 
 
-def active_session_exists() -> bool:
+@contextmanager
+def started_session(
+    master: str | None = None,
+    *,
+    app_name: str = "skueue",
+    conf: Mapping[str, str] | None = None,
+) -> Iterator[Started]:
+    """Start (or reuse) the session for ``master`` for the block; stop it after, if ours.
+
+    A session that was already running when the block began (a test's, a notebook's)
+    is reused and left running; one this block started is stopped when it ends, also on
+    an error.  Raises :class:`MasterError` for an unknown master, before anything starts.
+    """
     from pyspark.sql import SparkSession
 
-    return SparkSession.getActiveSession() is not None
+    plan = plan_master(master)
+    existed = SparkSession.getActiveSession() is not None
+    spark = build_session(master, app_name=app_name, conf=conf)
+    try:
+        yield Started(spark, describe_master(spark, plan))
+    finally:
+        if not existed:
+            spark.stop()
 
 
 def parse_conf(items: list[str] | None) -> dict[str, str]:

@@ -12,7 +12,7 @@ from collections.abc import Iterator
 import pytest
 from pyspark.sql import SparkSession
 
-from skueue.analysis.session import build_session
+from skueue.analysis.session import started_session
 
 TEST_CONF = {
     "spark.sql.shuffle.partitions": "2",
@@ -22,6 +22,5 @@ TEST_CONF = {
 
 @pytest.fixture(scope="session")
 def spark() -> Iterator[SparkSession]:
-    session = build_session("local[2]", app_name="skueue-tests", conf=TEST_CONF)
-    yield session
-    session.stop()
+    with started_session("local[2]", app_name="skueue-tests", conf=TEST_CONF) as session:
+        yield session.spark
