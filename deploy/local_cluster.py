@@ -30,7 +30,7 @@ from skueue.cluster.launch import (
     STOP_TIMEOUT_S,
     STRUCTURES,
     ClusterError,
-    LocalCluster,
+    LaunchedCluster,
     Member,
     stop_members,
 )
@@ -71,7 +71,7 @@ def cmd_start(args: argparse.Namespace) -> int:
                 f"({', '.join(m.address for m in running)}); stop it first"
             )
         remove_state(state_dir, previous, keep_logs=False)
-    cluster = LocalCluster(
+    cluster = LaunchedCluster(
         args.n,
         args.base_port,
         args.structure,

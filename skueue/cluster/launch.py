@@ -228,7 +228,7 @@ def skueued_command() -> list[str]:
 
 # Library clusters still running (strong references: a cluster dropped without stop() is
 # still stopped at exit rather than leaked).
-_running: set[LocalCluster] = set()
+_running: set[LaunchedCluster] = set()
 
 
 def _stop_leftovers() -> None:
@@ -239,8 +239,11 @@ def _stop_leftovers() -> None:
 atexit.register(_stop_leftovers)
 
 
-class LocalCluster:
-    """N daemons on 127.0.0.1 forming one static cluster.
+class LaunchedCluster:
+    """N ``skueued`` processes on 127.0.0.1 forming one static cluster.
+
+    Real daemons over real TCP, unlike :class:`skueue.cluster.inprocess.LocalCluster`,
+    which runs its processes as tasks inside the calling program.
 
     ``start()`` returns once every daemon is ready (or raises ClusterError after stopping
     whatever it started); ``stop()`` is idempotent.  Used as a context manager it stops on
@@ -303,7 +306,7 @@ class LocalCluster:
         """Each daemon's exit status (None: still running); 0 after a clean stop."""
         return [m.exit_code() for m in self.members]
 
-    def __enter__(self) -> LocalCluster:
+    def __enter__(self) -> LaunchedCluster:
         if not self.members:
             self.start()
         return self
@@ -312,11 +315,11 @@ class LocalCluster:
         self.stop()
 
     def __repr__(self) -> str:
-        return f"LocalCluster({self.addresses or self.n}, structure={self.structure!r})"
+        return f"LaunchedCluster({self.addresses or self.n}, structure={self.structure!r})"
 
     # -- start ----------------------------------------------------------------------------
 
-    def start(self) -> LocalCluster:
+    def start(self) -> LaunchedCluster:
         if self.members:
             raise ClusterError("this cluster is started already")
         if self.log_dir is None:
@@ -487,8 +490,8 @@ def launch(
     structure: str = "queue",
     log_dir: str | os.PathLike[str] | None = None,
     **options: Any,
-) -> LocalCluster:
+) -> LaunchedCluster:
     """Start ``n`` daemons and return the running cluster.  Use it as a context manager
     (``with launch(3) as c:``) or call ``c.stop()``; either way it is stopped at exit.
-    ``options``: log_format, log_level, ready_timeout_s, command (see LocalCluster)."""
-    return LocalCluster(n, base_port, structure, log_dir, **options).start()
+    ``options``: log_format, log_level, ready_timeout_s, command (see LaunchedCluster)."""
+    return LaunchedCluster(n, base_port, structure, log_dir, **options).start()

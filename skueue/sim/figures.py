@@ -1,4 +1,7 @@
-"""PNG plots of the paper's Figures 2-4 from experiment rows (:mod:`skueue.sim.sweep`).
+"""PNG plots of the paper's Figures 2-4 from sweep rows (:mod:`skueue.sim.sweep`).
+
+Needs matplotlib, which comes with the ``spark`` extra (``pip install 'skueue[spark]'``);
+nothing else in :mod:`skueue.sim` does.
 
 We draw on a bare :class:`matplotlib.figure.Figure` with the Agg canvas instead of going
 through ``pyplot``: pyplot keeps global state and picks a backend for the whole process,

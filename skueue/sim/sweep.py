@@ -7,7 +7,10 @@ An experiment is a list of :class:`Point` values, each one synchronous-rounds ru
 :data:`Row` of plain numbers and strings, so that rows go straight into a CSV, cross a
 process-pool boundary unchanged, and are compared across runs without knowing the
 simulator's classes.  The generators below only *describe* sweeps; running them (in
-parallel, with progress output) is the job of ``bench/paper_figures.py``.
+parallel, with progress output) is the job of ``bench/paper_figures.py`` (a process pool)
+and of ``skueue experiment`` (:mod:`skueue.analysis.experiment`, one Spark task per
+point); :mod:`skueue.sim.results` turns the rows into tables and CSV files and
+:mod:`skueue.sim.figures` into plots.
 
 Figures 2 and 3 sweep ``n = 2, 4, ..., max_n`` for several insert ratios with the
 paper's load (10 requests a round to random processes for 1000 rounds).  Figure 4 fixes

@@ -20,7 +20,7 @@ import pytest
 from deploy.local_cluster import load_state
 from skueue.cluster.launch import (
     ClusterError,
-    LocalCluster,
+    LaunchedCluster,
     Member,
     PortInUse,
     launch,
@@ -193,13 +193,13 @@ def test_launch_on_a_port_in_use_names_it() -> None:
 def test_a_daemon_that_dies_is_named_with_its_log() -> None:
     command = [sys.executable, "-c", "import sys; print('boom: bad config'); sys.exit(3)"]
     with pytest.raises(ClusterError, match=r"exited with status 3 before it was ready") as e:
-        LocalCluster(2, command=command).start()
+        LaunchedCluster(2, command=command).start()
     assert "boom: bad config" in str(e.value)
 
 
 def test_a_daemon_that_never_gets_ready_times_out_and_is_stopped() -> None:
     command = [sys.executable, "-c", "import time; print('starting', flush=True); time.sleep(60)"]
-    cluster = LocalCluster(2, command=command, ready_timeout_s=1.0)
+    cluster = LaunchedCluster(2, command=command, ready_timeout_s=1.0)
     began = time.monotonic()
     with pytest.raises(ClusterError, match=r"not ready within 1 s") as e:
         cluster.start()
