@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from skueue.client.api import (
+        BadAddress,
         BlockingClient,
         Client,
         Inserted,
@@ -32,6 +33,7 @@ if TYPE_CHECKING:
     from skueue.cluster.inprocess import LocalCluster, local_cluster
 
 _WHERE = {
+    "BadAddress": "skueue.client.api",
     "BlockingClient": "skueue.client.api",
     "Client": "skueue.client.api",
     "Inserted": "skueue.client.api",
@@ -48,6 +50,7 @@ _WHERE = {
 }
 
 __all__ = [
+    "BadAddress",
     "BlockingClient",
     "Client",
     "Inserted",
