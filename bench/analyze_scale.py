@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import importlib.util
 import json
 import os
 import random
@@ -154,6 +155,11 @@ def main() -> int:
                         help="spark.driver.memory: the local JVM's heap (default 6g)")
     parser.add_argument("--keep", action="store_true", help="keep an existing history file")
     args = parser.parse_args()
+    if importlib.util.find_spec("pyspark") is None:
+        # Found out before generating gigabytes, not after.
+        print("analyze_scale: error: needs the spark extra: pip install 'skueue[spark]' "
+              "(pyspark not installed)", file=sys.stderr)
+        return 1
     args.work.mkdir(parents=True, exist_ok=True)
     history = args.work / f"history-{args.ops}.jsonl"
     if not (args.keep and history.exists()):
