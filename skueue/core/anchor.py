@@ -138,3 +138,23 @@ class UpdateTrigger:
         if fire:
             self.pending_joins = self.pending_leaves = self.age = 0
         return fire
+
+
+@dataclass(slots=True)
+class AnchorSeat:
+    """The anchor's counters and update trigger, at the node that is the anchor now (both
+    None elsewhere).  The seat moves when the minimum node changes (SPEC §8)."""
+
+    policy: AnchorPolicy | None = None
+    trigger: UpdateTrigger | None = None
+
+    def take(self, policy: AnchorPolicy) -> None:
+        self.policy = policy
+        self.trigger = UpdateTrigger()
+
+    def hand_over(self) -> tuple[int, ...]:
+        """Give the seat up; returns the counters the next anchor needs."""
+        assert self.policy is not None
+        state = self.policy.export()
+        self.policy = self.trigger = None
+        return state

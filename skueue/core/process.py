@@ -30,6 +30,14 @@ from dataclasses import dataclass
 from skueue.core.effects import Effect, Send
 from skueue.core.errors import PeerError, ProtocolError
 from skueue.core.membership import update_phase as membership
+from skueue.core.membership.state import (
+    HANDOVER_BYTES_MAX,
+    HANDOVER_OVERHEAD_BYTES,
+    LOSSY_WHEN_DEPARTED,
+    JoinTicket,
+    LeaveTicket,
+    Mode,
+)
 from skueue.core.messages.membership import MembershipMessage
 from skueue.core.messages.stages import Message
 from skueue.core.node.virtual_node import VirtualNode
@@ -101,13 +109,13 @@ class Process:
         structure: Structure = Structure.QUEUE,
         *,
         local_delivery: bool = True,
-        handover_bytes_max: int = membership.HANDOVER_BYTES_MAX,
+        handover_bytes_max: int = HANDOVER_BYTES_MAX,
     ) -> Process:
         """``handover_bytes_max``: the largest message a handover of entries (join or
         leave) may use; a driver sets it below its frame limit."""
         _check_handover_limit(handover_bytes_max)
         nodes = {
-            kind: VirtualNode(views[kind], structure, handover_bytes_max=handover_bytes_max)
+            kind: VirtualNode.in_ring(views[kind], structure, handover_bytes_max)
             for kind in Kind
         }
         return cls(process_id, nodes, structure, local_delivery)
@@ -120,22 +128,16 @@ class Process:
         structure: Structure = Structure.QUEUE,
         *,
         local_delivery: bool = True,
-        handover_bytes_max: int = membership.HANDOVER_BYTES_MAX,
+        handover_bytes_max: int = HANDOVER_BYTES_MAX,
     ) -> Process:
         """A process outside the ring that will join it through ``contact`` (call
         :meth:`join`).  Its views are placeholders until each node is integrated."""
         _check_handover_limit(handover_bytes_max)
-        nodes = {}
-        ticket = membership.JoinTicket()
-        for me in process_nodes(process_id):
-            nodes[me.kind] = VirtualNode(
-                View(me, me, me),
-                structure,
-                mode=membership.Mode.JOINING,
-                contact=contact,
-                ticket=ticket,
-                handover_bytes_max=handover_bytes_max,
-            )
+        ticket = JoinTicket()
+        nodes = {
+            me.kind: VirtualNode.joining(me, contact, ticket, structure, handover_bytes_max)
+            for me in process_nodes(process_id)
+        }
         return cls(process_id, nodes, structure, local_delivery)
 
     def join(self) -> list[Effect]:
@@ -147,7 +149,7 @@ class Process:
 
     def why_not_leave(self) -> str | None:
         """Why :meth:`leave` cannot be called now (None: it can)."""
-        if any(n.mode is not membership.Mode.MEMBER for n in self.nodes.values()):
+        if any(n.ring.mode is not Mode.MEMBER for n in self.nodes.values()):
             return "only a process that is fully in the ring can leave"
         return None
 
@@ -157,21 +159,21 @@ class Process:
         why = self.why_not_leave()
         if why is not None:
             raise ProtocolError(why)
-        ticket = membership.LeaveTicket(list(self.nodes.values()))
+        ticket = LeaveTicket([n.ring for n in self.nodes.values()])
         for node in self.nodes.values():
-            node.leave = ticket
+            node.member.leave = ticket
 
     @property
     def joined(self) -> bool:
-        return all(n.mode is membership.Mode.MEMBER for n in self.nodes.values())
+        return all(n.ring.mode is Mode.MEMBER for n in self.nodes.values())
 
     @property
     def departed(self) -> bool:
-        return all(n.mode is membership.Mode.DEPARTED for n in self.nodes.values())
+        return all(n.ring.mode is Mode.DEPARTED for n in self.nodes.values())
 
     @property
     def leaving(self) -> bool:
-        return any(n.leave is not None for n in self.nodes.values())
+        return any(n.member.leave is not None for n in self.nodes.values())
 
     def new_op(self, kind: OpKind, value: Element | None = None) -> Op:
         """Build the next operation of this process (op ids follow issue order)."""
@@ -191,22 +193,25 @@ class Process:
         return effects
 
     def batches_sent(self) -> int:
-        return sum(n.batches_sent for n in self.nodes.values())
+        return sum(n.batching.batches_sent for n in self.nodes.values())
 
     def handle(self, to: NodeRef, message: Message | MembershipMessage) -> list[Effect]:
         """A message from another process for node ``to``.  Raises :class:`PeerError`,
         with this process unchanged, if no correct peer can send it now."""
         if to.process != self.process_id:
-            raise ValueError(f"message for {to.describe()} delivered to process {self.process_id}")
+            raise ProtocolError(
+                f"message for {to.describe()} delivered to process {self.process_id}"
+            )
         sender = getattr(message, "sender", None)
         if self.local_delivery and isinstance(sender, NodeRef) and sender.process == to.process:
             # Our own nodes' messages never cross the network: this one is forged.
             raise PeerError(f"{to.describe()}: {message.describe()} claims to be from here")
         node = self.nodes[to.kind]
-        if node.mode is membership.Mode.DEPARTED and isinstance(
-            message, membership.LOSSY_WHEN_DEPARTED
-        ):
+        if node.ring.mode is Mode.DEPARTED and isinstance(message, LOSSY_WHEN_DEPARTED):
             return []
+        # The boundary: the receiving node checks the peer's message before anything
+        # changes (a PeerError here leaves the process as it was); from here on every
+        # error is ours, including one refused message between our own nodes.
         return self._settle(node.handle(message))
 
     def _settle(self, effects: list[Effect]) -> list[Effect]:
@@ -219,8 +224,8 @@ class Process:
             effect = pending.popleft()
             if isinstance(effect, Send) and effect.to.process == self.process_id:
                 node = self.nodes[effect.to.kind]
-                if node.mode is membership.Mode.DEPARTED and isinstance(
-                    effect.message, membership.LOSSY_WHEN_DEPARTED
+                if node.ring.mode is Mode.DEPARTED and isinstance(
+                    effect.message, LOSSY_WHEN_DEPARTED
                 ):
                     continue
                 try:
@@ -249,19 +254,23 @@ class Process:
 
     def entries(self) -> int:
         """DHT entries stored by this process's three nodes."""
-        return sum(len(n.table) for n in self.nodes.values())
+        return sum(len(n.store.table) for n in self.nodes.values())
 
     def node_ref(self, kind: Kind) -> NodeRef:
         return self.nodes[kind].me
 
     def stats(self) -> ProcessStats:
-        anchor = next((n.anchor for n in self.nodes.values() if n.anchor is not None), None)
+        anchor = next(
+            (n.seat.policy for n in self.nodes.values() if n.seat.policy is not None), None
+        )
         return ProcessStats(
             process_id=self.process_id,
             structure=self.structure,
             nodes={
                 kind.name.lower(): NodeStats(
-                    len(node.table), node.batches_sent, node.last_batch_operations
+                    len(node.store.table),
+                    node.batching.batches_sent,
+                    node.batching.last_batch_operations,
                 )
                 for kind, node in self.nodes.items()
             },
@@ -270,7 +279,7 @@ class Process:
             joined=self.joined,
             leaving=self.leaving,
             departed=self.departed,
-            alone=all(n.view.pred.process == self.process_id for n in self.nodes.values()),
+            alone=all(n.ring.view.pred.process == self.process_id for n in self.nodes.values()),
         )
 
     def describe(self) -> str:
@@ -278,6 +287,6 @@ class Process:
 
 
 def _check_handover_limit(handover_bytes_max: int) -> None:
-    least = 2 * membership.HANDOVER_OVERHEAD_BYTES
+    least = 2 * HANDOVER_OVERHEAD_BYTES
     if handover_bytes_max < least:
         raise ValueError(f"handover_bytes_max must be at least {least} bytes")

@@ -208,7 +208,7 @@ class AsyncSim:
         """The process whose left node holds the anchor's counters (the driver's view);
         None while the counters travel to a new minimum node."""
         for p in self.order:
-            if not p.departed and p.nodes[Kind.LEFT].anchor is not None:
+            if not p.departed and p.nodes[Kind.LEFT].seat.policy is not None:
                 return p
         return None
 
@@ -219,7 +219,7 @@ class AsyncSim:
                 continue
             if not p.joined or p.leaving:
                 return False
-            if any(n.phase is not None for n in p.nodes.values()):
+            if any(n.member.phase is not None for n in p.nodes.values()):
                 return False
         return True
 

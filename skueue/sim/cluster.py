@@ -49,7 +49,7 @@ def build_cluster(
 def tree_height(processes: dict[str, Process]) -> int:
     """Longest path from any node up to the anchor, in tree edges."""
     return ring_tree_height(
-        {node.view.me: node.view for p in processes.values() for node in p.nodes.values()}
+        {node.ring.view.me: node.ring.view for p in processes.values() for node in p.nodes.values()}
     )
 
 
@@ -64,14 +64,14 @@ def ring_problems(processes: Iterable[Process]) -> list[str]:
         if want is None:
             problems.append(f"{node.me.describe()} is not in the ring")
             continue
-        if (node.view.pred, node.view.succ) != (want.pred, want.succ):
+        if (node.ring.view.pred, node.ring.view.succ) != (want.pred, want.succ):
             problems.append(
-                f"{node.me.describe()} has pred {node.view.pred.describe()} succ "
-                f"{node.view.succ.describe()}, expected {want.describe()}"
+                f"{node.me.describe()} has pred {node.ring.view.pred.describe()} succ "
+                f"{node.ring.view.succ.describe()}, expected {want.describe()}"
             )
-        if node.kids != children(want) or node.up != parent(want):
+        if node.ring.kids != children(want) or node.ring.up != parent(want):
             problems.append(f"{node.me.describe()} has tree edges other than SPEC §3's")
-    anchors = [n.me.describe() for n in live if n.anchor is not None]
-    if len(anchors) != 1 or not any(n.view.is_anchor and n.anchor for n in live):
+    anchors = [n.me.describe() for n in live if n.seat.policy is not None]
+    if len(anchors) != 1 or not any(n.ring.view.is_anchor and n.seat.policy for n in live):
         problems.append(f"anchor state at {anchors}, expected exactly at the minimum node")
     return problems

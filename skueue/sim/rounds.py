@@ -156,7 +156,7 @@ class SyncSim:
             self.step(generate=True)
         entries = [p.entries() for p in self.order]
         self.drain()
-        largest = max(n.largest_batch for p in self.order for n in p.nodes.values())
+        largest = max(n.batching.largest_batch for p in self.order for n in p.nodes.values())
         return SyncResult(
             cfg, self.recorder.records, self.round, self.network_messages, height, largest, entries
         )

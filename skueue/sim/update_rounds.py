@@ -56,7 +56,10 @@ def measure_update_phase(n: int, joins: int, leaves: int, seed: int = 0) -> Phas
     while True:
         sim.step(generate=False)
         now_in_phase = any(
-            node.phase is not None for p in sim.order if not p.departed for node in p.nodes.values()
+            node.member.phase is not None
+            for p in sim.order
+            if not p.departed
+            for node in p.nodes.values()
         )
         if now_in_phase:
             phase_rounds += 1

@@ -194,10 +194,11 @@ def test_split_handovers_really_happen(structure: Structure) -> None:
         while not sim.finished() and sim.steps < config.max_steps:
             sim.step()
             nodes = [n for p in sim.order for n in p.nodes.values()]
-            early_finals += sum(len(n.incoming.finals) for n in nodes)
+            early_finals += sum(len(n.member.incoming.finals) for n in nodes)
         run_and_check(config, sim)
         parts.update(type(m).__name__ for m in sent if getattr(m, "parts", 0))
-        unfinished = [n.describe() for p in sim.order for n in p.nodes.values() if n.incoming.parts]
+        nodes = [n for p in sim.order for n in p.nodes.values()]
+        unfinished = [n.describe() for n in nodes if n.member.incoming.parts]
         assert not unfinished, unfinished
     assert parts["Departing"] > 0 and parts["Integrate"] > 0, parts
     assert early_finals > 0, "no final message ever overtook its pieces"

@@ -85,9 +85,9 @@ def wrong_for(node: VirtualNode, rng: random.Random) -> Iterator[tuple[str, Any]
     """Messages that are wrong for ``node`` in its current state, with a label each."""
     me = node.me
     stack = node.structure is Structure.STACK
-    member = node.mode is Mode.MEMBER
-    ph = node.phase
-    flight = node.inflight
+    member = node.ring.mode is Mode.MEMBER
+    ph = node.member.phase
+    flight = node.batching.inflight
     # -- stage 1 --------------------------------------------------------------------
     yield "BatchUp from an unknown node", BatchUp(intruder(), Batch.of(1), 0)
     yield "BatchUp from itself", BatchUp(me, Batch.of(1), 0)
@@ -95,8 +95,8 @@ def wrong_for(node: VirtualNode, rng: random.Random) -> Iterator[tuple[str, Any]
         # Messages between a process's own nodes never cross the network: forged.
         yield "BatchUp from its own process", BatchUp(me.sibling(kind), Batch(), 0)
         yield "StageDone from its own process", StageDone(me.sibling(kind), 1)
-    for kid in node.kids:
-        if kid in node.child_batches:
+    for kid in node.ring.kids:
+        if kid in node.batching.child_batches:
             yield "BatchUp: second batch from a child", BatchUp(kid, Batch.of(1), 10**6)
         else:
             yield "BatchUp: more operations than ranks", BatchUp(kid, Batch((2,), (1,)), 0)
@@ -140,13 +140,13 @@ def wrong_for(node: VirtualNode, rng: random.Random) -> Iterator[tuple[str, Any]
     yield "Get with a route to another key", Get(wrong_route(p), p, ticket, me, 1)
     yield "Get at a negative position", Get(None, -4, ticket, me, 1)
     if member:
-        for position, t, _ in list(node.table.items())[:1]:
+        for position, t, _ in list(node.store.table.items())[:1]:
             yield (
                 "Put: a second element at a stored position",
                 Put(None, position, "dup", t, me, 1, False),
             )
     yield "GetReply for an operation nobody waits for", GetReply(UNKNOWN_OP, p, "x")
-    for op_id, a in list(node.awaiting.items())[:1]:
+    for op_id, a in list(node.store.awaiting.items())[:1]:
         pos = (a.position or 1) + 1
         yield "GetReply for another position", GetReply(op_id, pos, "x")
     yield "PutAck for an operation never sent", PutAck(UNKNOWN_OP)
@@ -158,14 +158,14 @@ def wrong_for(node: VirtualNode, rng: random.Random) -> Iterator[tuple[str, Any]
     yield "JoinAccepted from its own process", JoinAccepted(me.sibling(Kind.MIDDLE), False)
     yield "JoinAcceptedAck from an unknown joiner", JoinAcceptedAck(intruder())
     yield "JoinCounted for a joiner not placed here", JoinCounted(intruder(), intruder(Kind.RIGHT))
-    for j in node.joiners[:1]:
+    for j in node.ring.joiners[:1]:
         yield "JoinCounted from another process", JoinCounted(intruder(), j)
     yield "JoinCountedAck for a node of another process", JoinCountedAck(intruder())
     if flight is None or me.sibling(Kind.RIGHT) not in flight.holds:
         yield "JoinCountedAck nobody waits for", JoinCountedAck(me.sibling(Kind.RIGHT))
     yield "Withdraw from an unknown node", Withdraw(intruder(), 3)
-    for kid in node.kids[:1]:
-        if kid not in node.released:
+    for kid in node.ring.kids[:1]:
+        if kid not in node.ring.released:
             yield "Withdraw from a child", Withdraw(kid, 3)
     yield "StageDone from an unknown node", StageDone(intruder(), ph.stage if ph else 1)
     if ph is None:
@@ -197,7 +197,7 @@ def wrong_for(node: VirtualNode, rng: random.Random) -> Iterator[tuple[str, Any]
         yield "HandoverPart from an unknown node", HandoverPart(intruder(), 0, ())
         if member and ph.stage != OVER:
             yield "UpdateOver before the phase ended", UpdateOver()
-        if node.anchor is not None:
+        if node.seat.policy is not None:
             yield "AnchorHandover to the anchor", AnchorHandover((1, 0, 0))
     yield "HandoverPart outside a handover", HandoverPart(intruder(), 1, ())
     yield "MayILeave from a node that is not the successor", MayILeave(intruder())
@@ -213,7 +213,7 @@ def wrong_for(node: VirtualNode, rng: random.Random) -> Iterator[tuple[str, Any]
 
 def assert_refused(process: Process, label: str, to: NodeRef, message: Any) -> None:
     before = repr(process)
-    departed = process.nodes[to.kind].mode is Mode.DEPARTED
+    departed = process.nodes[to.kind].ring.mode is Mode.DEPARTED
     if departed and isinstance(message, LOSSY_WHEN_DEPARTED):
         # Harmless when the receiver is gone: dropped by design, and nothing changes.
         assert process.handle(to, message) == []
@@ -325,7 +325,7 @@ def test_the_forged_empty_grants_of_issue_8_are_refused() -> None:
             sim.step()
         for process in sim.order:
             for node in process.nodes.values():
-                flight = node.inflight
+                flight = node.batching.inflight
                 if flight is None or flight.served or not any(b.counts for _, b in flight.layout):
                     continue
                 assert_refused(process, "empty Grants", node.me, Grants((), number=flight.number))

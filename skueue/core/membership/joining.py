@@ -5,11 +5,9 @@ the update phase, where counted joiners enter the ring
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import TYPE_CHECKING
 
 from skueue.core.effects import Effect, Send
 from skueue.core.errors import ProtocolError
-from skueue.core.intake import OwnBuffer
 from skueue.core.membership.state import (
     JOIN_RETRY_TICKS,
     JOINS,
@@ -17,7 +15,6 @@ from skueue.core.membership.state import (
     OVER,
     Mode,
     UpdatePhase,
-    cyclic_distance,
     in_interval,
     keys_in,
     split_entries,
@@ -38,69 +35,62 @@ from skueue.core.messages.membership import (
     SetPredAck,
     Withdraw,
 )
+from skueue.core.parts.batching import InFlight
+from skueue.core.parts.node_state import NodeState
 from skueue.overlay.labels import Kind, NodeRef
 from skueue.overlay.routing import next_hop, start_route
 from skueue.overlay.view import View
 
-if TYPE_CHECKING:
-    from skueue.core.node.virtual_node import InFlight, VirtualNode
+
+def start_join(node: NodeState) -> list[Effect]:
+    assert node.member.contact is not None
+    node.member.join_wait_ticks = 1
+    return [Send(node.member.contact, JoinRequest(None, node.me))]
 
 
-def start_join(node: VirtualNode) -> list[Effect]:
-    assert node.contact is not None
-    node.join_wait_ticks = 1
-    return [Send(node.contact, JoinRequest(None, node.me))]
-
-
-def joining_tick(node: VirtualNode) -> list[Effect]:
+def joining_tick(node: NodeState) -> list[Effect]:
     """Repeat the join request until a responsible node answers."""
-    if node.responsible is not None or node.contact is None:
+    if node.ring.responsible is not None or node.member.contact is None:
         return []
-    node.join_wait_ticks += 1
-    if node.join_wait_ticks % JOIN_RETRY_TICKS:
+    node.member.join_wait_ticks += 1
+    if node.member.join_wait_ticks % JOIN_RETRY_TICKS:
         return []
-    return [Send(node.contact, JoinRequest(None, node.me))]
+    return [Send(node.member.contact, JoinRequest(None, node.me))]
 
 
-def on_join_request(node: VirtualNode, msg: JoinRequest) -> list[Effect]:
+def on_join_request(node: NodeState, msg: JoinRequest) -> list[Effect]:
     joiner = msg.joiner
-    if node.mode is not Mode.MEMBER:
+    if node.ring.mode is not Mode.MEMBER:
         # A joining contact passes the request on to where it asked itself.
-        return [Send(node.contact, msg)] if node.contact is not None else []
-    if node.phase is not None:
-        if joiner not in node.deferred_joins:
-            node.deferred_joins.append(joiner)
+        return [Send(node.member.contact, msg)] if node.member.contact is not None else []
+    if node.member.phase is not None:
+        if joiner not in node.member.deferred_joins:
+            node.member.deferred_joins.append(joiner)
         return []
-    route = msg.route or start_route(node.view, joiner.label)
-    hop, route = next_hop(node.view, route)
+    route = msg.route or start_route(node.ring.view, joiner.label)
+    hop, route = next_hop(node.ring.view, route)
     if hop is not None:
         return [Send(hop, JoinRequest(route, joiner))]
     if joiner == node.me:
         return []  # a late copy: the joiner is already in the ring
-    if joiner not in node.joiners:
-        adopt(node, [joiner])
+    if joiner not in node.ring.joiners:
+        node.ring.adopt([joiner])
     return [Send(joiner, JoinAccepted(node.me))]
 
 
-def adopt(node: VirtualNode, joiners: list[NodeRef]) -> None:
-    node.joiners.extend(joiners)
-    node.joiners.sort(key=lambda j: (cyclic_distance(node.me.label, j.label), j.key))
-    node.recompute_tree()
-
-
-def on_join_accepted(node: VirtualNode, msg: JoinAccepted) -> list[Effect]:
+def on_join_accepted(node: NodeState, msg: JoinAccepted) -> list[Effect]:
     confirm: list[Effect] = [Send(msg.responsible, JoinAcceptedAck(node.me))] if msg.confirm else []
-    if node.mode is not Mode.JOINING or node.responsible == msg.responsible:
+    if node.ring.mode is not Mode.JOINING or node.ring.responsible == msg.responsible:
         return confirm
-    if not msg.confirm and node.responsible is not None:
+    if not msg.confirm and node.ring.responsible is not None:
         # A late answer to an earlier request: only a move (confirmed) changes the node
         # that places us once one has.
         return []
-    old, node.responsible = node.responsible, msg.responsible
-    assert node.ticket is not None
-    node.ticket.responsible[node.me.kind] = msg.responsible
+    old = node.ring.responsible
+    assert node.member.ticket is not None
+    node.member.ticket.responsible[node.me.kind] = msg.responsible
     effects: list[Effect] = []
-    flight = node.inflight
+    flight = node.batching.inflight
     if old is not None and node.me.kind is Kind.LEFT:
         # Moved to a new responsible node (an update phase integrated a node in front
         # of us): take back the batch the old one will never serve, and tell it either
@@ -110,45 +100,28 @@ def on_join_accepted(node: VirtualNode, msg: JoinAccepted) -> list[Effect]:
             number = flight.number
             reclaim(node)
         effects.append(Send(old, Withdraw(node.me, number)))
-    node.recompute_tree()
+    node.ring.placed_at(msg.responsible)
     return effects + confirm
 
 
-def reclaim(node: VirtualNode) -> None:
+def reclaim(node: NodeState) -> None:
     """Put an unserved batch's operations back in front of the own buffer, in order."""
-    flight = node.inflight
-    assert flight is not None
-    ops = [*flight.own.ops, *node.own.ops]
-    node.own = OwnBuffer(node.structure)
-    for op in ops:
-        node.own.add(op)
-    if flight.reports_join and node.ticket is not None:
-        node.ticket.reported = False
-    node.inflight = None
+    flight = node.batching.reclaim()
+    if flight.reports_join and node.member.ticket is not None:
+        node.member.ticket.reported = False  # reported again with the next batch
 
 
-def on_withdraw(node: VirtualNode, msg: Withdraw) -> list[Effect]:
-    node.released.discard(msg.sender)
-    take_back(node, msg.sender, msg.number)
+def on_withdraw(node: NodeState, msg: Withdraw) -> list[Effect]:
+    node.ring.released.discard(msg.sender)
+    node.batching.take_back(msg.sender, msg.number)
     return []
 
 
-def take_back(node: VirtualNode, sender: NodeRef, number: int) -> None:
-    """Drop batch ``number`` of a relayed joiner, now or when it comes (-1: none)."""
-    if number < 0:
-        return
-    if sender in node.child_batches:
-        del node.child_batches[sender]
-        del node.child_numbers[sender]
-    else:
-        node.withdrawn.add((sender, number))
-
-
-def join_report(node: VirtualNode) -> int:
+def join_report(node: NodeState) -> int:
     """A joining left node's batch reports its process's join once all three nodes are
     placed (3 joining nodes for the anchor's trigger)."""
-    ticket = node.ticket
-    if node.mode is not Mode.JOINING or ticket is None or ticket.reported:
+    ticket = node.member.ticket
+    if node.ring.mode is not Mode.JOINING or ticket is None or ticket.reported:
         return 0
     if len(ticket.responsible) < len(Kind):
         return 0
@@ -156,10 +129,10 @@ def join_report(node: VirtualNode) -> int:
     return len(Kind)
 
 
-def join_counted(node: VirtualNode, flight: InFlight) -> list[Effect]:
+def join_counted(node: NodeState, flight: InFlight) -> list[Effect]:
     """The anchor assigned the batch with our join: tell every responsible node, and hold
     the next batch until all three know."""
-    ticket = node.ticket
+    ticket = node.member.ticket
     assert ticket is not None
     ticket.counted = True
     effects: list[Effect] = []
@@ -170,43 +143,40 @@ def join_counted(node: VirtualNode, flight: InFlight) -> list[Effect]:
     return effects
 
 
-def on_join_counted(node: VirtualNode, msg: JoinCounted) -> list[Effect]:
-    if msg.joiner not in node.joiners:
+def on_join_counted(node: NodeState, msg: JoinCounted) -> list[Effect]:
+    if msg.joiner not in node.ring.joiners:
         raise ProtocolError(
             f"{node.me.describe()}: JoinCounted for {msg.joiner.describe()}, "
             "which it does not place"
         )
-    node.counted_joiners.add(msg.joiner)
+    node.member.counted_joiners.add(msg.joiner)
     return [Send(msg.sender, JoinCountedAck(msg.joiner))]
 
 
-def on_join_counted_ack(node: VirtualNode, msg: JoinCountedAck) -> list[Effect]:
-    flight = node.inflight
-    if flight is not None:
-        flight.holds.discard(msg.joiner)
-        if flight.done():
-            node.inflight = None
+def on_join_counted_ack(node: NodeState, msg: JoinCountedAck) -> list[Effect]:
+    node.batching.release_hold(msg.joiner)
     return []
 
 
-def integrate_joiners(node: VirtualNode) -> list[Effect]:
+def integrate_joiners(node: NodeState) -> list[Effect]:
     """Stage 2: put every counted joiner into the ring; joiners not counted yet stay
     joining, placed at whichever node now precedes them."""
-    ph = node.phase
+    ph = node.member.phase
     assert ph is not None
-    joiners = [j for j in node.joiners if j in node.counted_joiners]
+    joiners = [j for j in node.ring.joiners if j in node.member.counted_joiners]
     if not joiners:
         ph.duty_done = True
         return []
-    waiting = [j for j in node.joiners if j not in node.counted_joiners]
-    old_succ = node.view.succ
+    waiting = [j for j in node.ring.joiners if j not in node.member.counted_joiners]
+    old_succ = node.ring.view.succ
     chain = [node.me, *joiners, old_succ]
     effects: list[Effect] = []
     for i, joiner in enumerate(joiners):
         lo, hi = joiner.label, chain[i + 2].label
-        entries = node.table.take_where(keys_in(lo, hi))
+        entries = node.store.table.take_where(keys_in(lo, hi))
         moved = tuple(j for j in waiting if in_interval(j.label, lo, hi))
-        pieces = split_entries(entries, node.handover_bytes_max, NODE_BYTES_MAX * (3 + len(moved)))
+        node_bytes = NODE_BYTES_MAX * (3 + len(moved))
+        pieces = split_entries(entries, node.member.handover_bytes_max, node_bytes)
         for index, piece in enumerate(pieces[:-1]):
             effects.append(Send(joiner, HandoverPart(node.me, index, piece)))
         parts = len(pieces) - 1
@@ -214,44 +184,38 @@ def integrate_joiners(node: VirtualNode) -> list[Effect]:
         effects.append(Send(joiner, integrate))
     effects.append(Send(old_succ, SetPred(node.me, joiners[-1])))
     ph.acks = {*joiners, old_succ}
-    first = joiners[0]
-    before = set(node.kids)
-    node.joiners = [j for j in waiting if not in_interval(j.label, first.label, old_succ.label)]
-    node.counted_joiners.clear()
-    node.set_view(replace(node.view, succ=first))
-    # Relayed joiners placed elsewhere now may still have a batch on its way here.
-    node.released |= {j for j in before - set(node.kids) if j.kind is Kind.LEFT}
+    staying = [j for j in waiting if not in_interval(j.label, joiners[0].label, old_succ.label)]
+    node.member.counted_joiners.clear()
+    node.ring.let_in(joiners[0], staying)
     return effects
 
 
-def on_integrate(node: VirtualNode, msg: Integrate, entries: list[Entry]) -> list[Effect]:
+def on_integrate(node: NodeState, msg: Integrate, entries: list[Entry]) -> list[Effect]:
     """Enter the ring; ``entries`` are all of the handover, pieces and final message."""
     withdrawn = -1
-    flight = node.inflight
+    flight = node.batching.inflight
     if flight is not None and not flight.served:
         # Our relayed batch will never be served now: take its operations back, in order.
         withdrawn = flight.number
         reclaim(node)
-    node.mode = Mode.MEMBER
-    node.responsible = None
-    node.ticket = None
-    node.table.add_entries(entries)
-    node.view = View(node.me, msg.pred, msg.succ)
-    adopt(node, list(msg.joiners))
-    if node.phase is None:
-        node.phase = UpdatePhase(None, (), stage=OVER)
+    node.member.ticket = None
+    node.store.table.add_entries(entries)
+    node.ring.enter(View(node.me, msg.pred, msg.succ))
+    node.ring.adopt(list(msg.joiners))
+    if node.member.phase is None:
+        node.member.phase = UpdatePhase(None, (), stage=OVER)
     ack = IntegrateAck(node.me, withdrawn)
     if not msg.joiners:
         return [Send(msg.sender, ack)]
     # The joiners that moved here learn their new responsible node, and confirm it before
     # the phase can end: a join counted later is then reported here, not to the old node.
-    node.phase.moves_unconfirmed = set(msg.joiners)
-    node.phase.integrate_ack, node.phase.integrated_by = ack, msg.sender
+    node.member.phase.moves_unconfirmed = set(msg.joiners)
+    node.member.phase.integrate_ack, node.member.phase.integrated_by = ack, msg.sender
     return [Send(j, JoinAccepted(node.me, confirm=True)) for j in msg.joiners]
 
 
-def on_join_accepted_ack(node: VirtualNode, msg: JoinAcceptedAck) -> list[Effect]:
-    ph = node.phase
+def on_join_accepted_ack(node: NodeState, msg: JoinAcceptedAck) -> list[Effect]:
+    ph = node.member.phase
     if ph is None or msg.joiner not in ph.moves_unconfirmed:
         raise ProtocolError(f"{node.me.describe()}: unexpected {msg.describe()}")
     ph.moves_unconfirmed.discard(msg.joiner)
@@ -262,14 +226,14 @@ def on_join_accepted_ack(node: VirtualNode, msg: JoinAcceptedAck) -> list[Effect
     return [Send(to, ack)]
 
 
-def on_integrate_ack(node: VirtualNode, msg: IntegrateAck) -> list[Effect]:
-    node.released.discard(msg.sender)
-    take_back(node, msg.sender, msg.withdrawn)
+def on_integrate_ack(node: NodeState, msg: IntegrateAck) -> list[Effect]:
+    node.ring.released.discard(msg.sender)
+    node.batching.take_back(msg.sender, msg.withdrawn)
     return acked(node, msg.sender)
 
 
-def acked(node: VirtualNode, sender: NodeRef) -> list[Effect]:
-    ph = node.phase
+def acked(node: NodeState, sender: NodeRef) -> list[Effect]:
+    ph = node.member.phase
     assert ph is not None
     if sender in ph.absorbing:
         return [Send(ph.absorbing.pop(sender), Absorbed())]
@@ -279,10 +243,10 @@ def acked(node: VirtualNode, sender: NodeRef) -> list[Effect]:
     return []
 
 
-def on_set_pred(node: VirtualNode, msg: SetPred) -> list[Effect]:
-    node.set_view(replace(node.view, pred=msg.pred))
+def on_set_pred(node: NodeState, msg: SetPred) -> list[Effect]:
+    node.ring.set_view(replace(node.ring.view, pred=msg.pred))
     effects: list[Effect] = [Send(msg.sender, SetPredAck(node.me))]
-    ph = node.phase
+    ph = node.member.phase
     if ph is not None and ph.asked is not None and ph.absorber is None and ph.asked != msg.pred:
         # A leaver whose predecessor left: ask the new one (the old one's answer, if it
         # still comes, is stale and ignored).

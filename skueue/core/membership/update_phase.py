@@ -35,11 +35,12 @@ the ones it holds to its predecessor.
 Handovers of entries (a joiner's at integration, a leaver's at departure) go in pieces
 of bounded size: ``HandoverPart`` messages and a final ``Integrate`` or ``Departing``
 that says how many pieces went ahead.  Messages overtake each other, so the receiver
-keeps what came (:class:`~skueue.core.membership.state.Incoming`) and acts only when it holds
+keeps what came (:class:`~skueue.core.parts.membership_state.Incoming`) and acts only when it holds
 all of it.
 
-Every message is checked by :func:`check` before anything changes: a message a correct
-peer cannot send to this node in its state raises :class:`PeerError`.
+Every message is checked (:mod:`skueue.core.membership.checks`) before anything
+changes: a message a correct peer cannot send to this node in its state raises
+:class:`~skueue.core.errors.PeerError`.
 
 Where this differs from the paper, on purpose: the paper moves a joiner's data at once
 and forwards later DHT requests, and lets a leaver go at once behind a replacement node
@@ -53,42 +54,10 @@ rounds (Theorem 17).
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from typing import TYPE_CHECKING, NoReturn
-
-from skueue.core.anchor import UpdateTrigger, import_anchor
+from skueue.core.anchor import import_anchor
 from skueue.core.effects import Effect, Send
-from skueue.core.errors import PeerError, ProtocolError
-from skueue.core.messages.membership import (
-    Absorbed,
-    AnchorHandover,
-    Departing,
-    Entry,
-    HandoverPart,
-    Integrate,
-    IntegrateAck,
-    JoinAccepted,
-    JoinAcceptedAck,
-    JoinCounted,
-    JoinCountedAck,
-    JoinRequest,
-    LeaveAnswer,
-    MayILeave,
-    MembershipMessage,
-    Rewire,
-    SetPred,
-    SetPredAck,
-    StageDone,
-    UpdateOver,
-    Withdraw,
-)
-from skueue.core.ops import Structure
-from skueue.dht.keys import POSITION_MAX, position_key
-from skueue.overlay.labels import Kind, NodeRef
-
-if TYPE_CHECKING:
-    from skueue.core.node.virtual_node import VirtualNode
-
+from skueue.core.errors import ProtocolError
+from skueue.core.membership.checks import check
 from skueue.core.membership.joining import (
     acked,
     integrate_joiners,
@@ -114,32 +83,34 @@ from skueue.core.membership.leaving import (
     on_may_i_leave,
     start_leaving,
 )
-from skueue.core.membership.state import (
-    HANDOVER_BYTES_MAX,
-    HANDOVER_OVERHEAD_BYTES,
-    JOINS,
-    LEAVES,
-    LOSSY_WHEN_DEPARTED,
-    OVER,
-    PARTS_MAX,
-    QUIET,
-    Incoming,
-    JoinTicket,
-    LeaveTicket,
-    Mode,
-    UpdatePhase,
-    in_interval,
+from skueue.core.membership.state import JOINS, LEAVES, OVER, QUIET, UpdatePhase
+from skueue.core.messages.membership import (
+    Absorbed,
+    AnchorHandover,
+    Departing,
+    HandoverPart,
+    Integrate,
+    IntegrateAck,
+    JoinAccepted,
+    JoinAcceptedAck,
+    JoinCounted,
+    JoinCountedAck,
+    JoinRequest,
+    LeaveAnswer,
+    MayILeave,
+    MembershipMessage,
+    Rewire,
+    SetPred,
+    SetPredAck,
+    StageDone,
+    UpdateOver,
+    Withdraw,
 )
+from skueue.core.parts.node_state import NodeState
+from skueue.overlay.labels import NodeRef
 
+# The membership protocol as the node drives it.
 __all__ = [
-    "HANDOVER_BYTES_MAX",
-    "HANDOVER_OVERHEAD_BYTES",
-    "LOSSY_WHEN_DEPARTED",
-    "Incoming",
-    "JoinTicket",
-    "LeaveTicket",
-    "Mode",
-    "UpdatePhase",
     "check",
     "enter_phase",
     "handle",
@@ -152,19 +123,19 @@ __all__ = [
 ]
 
 
-def enter_phase(node: VirtualNode, old_children: tuple[NodeRef, ...]) -> None:
+def enter_phase(node: NodeState, old_children: tuple[NodeRef, ...]) -> None:
     """The update grants arrived (or, at the anchor, were assigned)."""
-    old_parent = None if node.anchor is not None else node.up
-    node.phase = UpdatePhase(old_parent, old_children)
+    old_parent = None if node.seat.policy is not None else node.ring.up
+    node.member.phase = UpdatePhase(old_parent, old_children)
 
 
-def _quiet(node: VirtualNode) -> bool:
-    return node.inflight is None and not node.awaiting and not node.unacked_puts
+def _quiet(node: NodeState) -> bool:
+    return node.batching.inflight is None and node.store.quiet()
 
 
-def progress(node: VirtualNode) -> list[Effect]:
+def progress(node: NodeState) -> list[Effect]:
     """Report a stage up the old tree once this node and its old children are done."""
-    ph = node.phase
+    ph = node.member.phase
     if ph is None or ph.stage == OVER or ph.reported:
         return []
     done = _quiet(node) if ph.stage == QUIET else ph.duty_done
@@ -177,12 +148,12 @@ def progress(node: VirtualNode) -> list[Effect]:
     if ph.stage == LEAVES:
         ph.stage = OVER
         if ph.absorber is not None:
-            node.mode = Mode.DEPARTED
+            node.ring.depart()
     return effects
 
 
-def _start_stage(node: VirtualNode, stage: int) -> list[Effect]:
-    ph = node.phase
+def _start_stage(node: NodeState, stage: int) -> list[Effect]:
+    ph = node.member.phase
     assert ph is not None
     ph.stage, ph.reported, ph.duty_done = stage, False, False
     ph.heard = set()
@@ -194,68 +165,64 @@ def _start_stage(node: VirtualNode, stage: int) -> list[Effect]:
     return effects + progress(node)
 
 
-def _root_next(node: VirtualNode) -> list[Effect]:
-    ph = node.phase
+def _root_next(node: NodeState) -> list[Effect]:
+    ph = node.member.phase
     assert ph is not None
     if ph.stage < LEAVES:
         return _start_stage(node, ph.stage + 1)
     ph.stage = OVER
-    assert node.anchor is not None
-    handover = AnchorHandover(node.anchor.export())
     if ph.absorber is not None:  # the anchor itself left
-        node.anchor = node.trigger = None
-        node.mode = Mode.DEPARTED
+        handover = AnchorHandover(node.seat.hand_over())
+        node.ring.depart()
         return [Send(ph.absorber, handover)]
-    if node.view.is_anchor:
+    if node.ring.view.is_anchor:
         return _update_over(node)
-    node.anchor = node.trigger = None
-    return [Send(node.view.pred, handover)]
+    return [Send(node.ring.view.pred, AnchorHandover(node.seat.hand_over()))]
 
 
-def _on_anchor_handover(node: VirtualNode, msg: AnchorHandover) -> list[Effect]:
-    if node.view.is_anchor:
-        node.anchor = import_anchor(msg.state, node.structure is Structure.STACK)
-        node.trigger = UpdateTrigger()
+def _on_anchor_handover(node: NodeState, msg: AnchorHandover) -> list[Effect]:
+    if node.ring.view.is_anchor:
+        node.seat.take(import_anchor(msg.state, node.stack))
         return _update_over(node)
     # Walk to the minimum: leftwards, or across the cycle edge from the maximum.
-    nxt = node.view.succ if node.view.succ_across_cycle else node.view.pred
+    nxt = node.ring.view.succ if node.ring.view.succ_across_cycle else node.ring.view.pred
     return [Send(nxt, msg)]
 
 
-def _update_over(node: VirtualNode) -> list[Effect]:
-    node.phase = None
-    node.recompute_tree()
-    effects: list[Effect] = [Send(kid, UpdateOver()) for kid in node.kids]
-    deferred, node.deferred_joins = node.deferred_joins, []
+def _update_over(node: NodeState) -> list[Effect]:
+    node.member.phase = None
+    node.ring.recompute_tree()
+    effects: list[Effect] = [Send(kid, UpdateOver()) for kid in node.ring.kids]
+    deferred, node.member.deferred_joins = node.member.deferred_joins, []
     for joiner in deferred:
         effects += on_join_request(node, JoinRequest(None, joiner))
     return effects
 
 
-def _on_final(node: VirtualNode, msg: Departing | Integrate) -> list[Effect]:
+def _on_final(node: NodeState, msg: Departing | Integrate) -> list[Effect]:
     """The last message of a handover: act if every piece is here, else wait for them."""
-    if not node.incoming.complete(msg.sender, msg):
-        node.incoming.finals[msg.sender] = msg
+    if not node.member.incoming.complete(msg.sender, msg):
+        node.member.incoming.finals[msg.sender] = msg
         return []
     return _take_over(node, msg)
 
 
-def _on_part(node: VirtualNode, msg: HandoverPart) -> list[Effect]:
-    node.incoming.parts.setdefault(msg.sender, {})[msg.index] = msg.entries
-    final = node.incoming.finals.get(msg.sender)
-    if final is None or not node.incoming.complete(msg.sender, final):
+def _on_part(node: NodeState, msg: HandoverPart) -> list[Effect]:
+    node.member.incoming.parts.setdefault(msg.sender, {})[msg.index] = msg.entries
+    final = node.member.incoming.finals.get(msg.sender)
+    if final is None or not node.member.incoming.complete(msg.sender, final):
         return []
     return _take_over(node, final)
 
 
-def _take_over(node: VirtualNode, final: Departing | Integrate) -> list[Effect]:
-    entries = node.incoming.take(final.sender, final)
+def _take_over(node: NodeState, final: Departing | Integrate) -> list[Effect]:
+    entries = node.member.incoming.take(final.sender, final)
     if isinstance(final, Departing):
         return on_departing(node, final, entries)
     return on_integrate(node, final, entries)
 
 
-def handle(node: VirtualNode, msg: MembershipMessage) -> list[Effect]:
+def handle(node: NodeState, msg: MembershipMessage) -> list[Effect]:
     match msg:
         case JoinRequest():
             return on_join_request(node, msg)
@@ -281,15 +248,15 @@ def handle(node: VirtualNode, msg: MembershipMessage) -> list[Effect]:
             return on_may_i_leave(node, msg)
         case SetPred():
             return on_set_pred(node, msg)
-    if node.phase is None:
+    if node.member.phase is None:
         raise ProtocolError(f"{node.me.describe()}: {msg!r} outside an update phase")
     match msg:
         case StageDone(sender=sender, stage=stage):
-            if stage != node.phase.stage:
+            if stage != node.member.phase.stage:
                 raise ProtocolError(
-                    f"{node.me.describe()}: StageDone {stage} in stage {node.phase.stage}"
+                    f"{node.me.describe()}: StageDone {stage} in stage {node.member.phase.stage}"
                 )
-            node.phase.heard.add(sender)
+            node.member.phase.heard.add(sender)
             return []
         case Rewire(stage=stage):
             return _start_stage(node, stage)
@@ -304,206 +271,3 @@ def handle(node: VirtualNode, msg: MembershipMessage) -> list[Effect]:
         case Absorbed():
             return on_absorbed(node)
     raise ProtocolError(f"unknown message {msg!r}")
-
-
-# -- checks: what a correct peer can never send, found before anything changes ----------
-
-
-def _refuse(node: VirtualNode, why: str) -> NoReturn:
-    raise PeerError(f"{node.me.describe()}: {why}")
-
-
-def check(node: VirtualNode, msg: MembershipMessage) -> None:
-    """Raise :class:`PeerError` if ``msg`` cannot come from a correct peer now."""
-    ph = node.phase
-    member = node.mode is Mode.MEMBER
-    match msg:
-        case JoinRequest(route=route, joiner=joiner):
-            if route is not None and route.target != joiner.label:
-                _refuse(node, f"{msg.describe()} routed to another point")
-            return
-        case JoinAccepted(responsible=responsible):
-            if responsible.process == node.me.process:
-                _refuse(node, f"{msg.describe()} from its own process")
-            return
-        case JoinAcceptedAck(joiner=joiner):
-            if ph is None or joiner not in ph.moves_unconfirmed:
-                _refuse(node, f"unexpected {msg.describe()}")
-            return
-        case JoinCounted(sender=sender, joiner=joiner):
-            if joiner not in node.joiners or sender != joiner.sibling(Kind.LEFT):
-                _refuse(node, f"{msg.describe()} for a node it does not place")
-            return
-        case JoinCountedAck(joiner=joiner):
-            flight = node.inflight
-            if flight is None or joiner not in flight.holds:
-                _refuse(node, f"unexpected {msg.describe()}")
-            return
-        case Withdraw(sender=sender, number=number):
-            if sender not in node.released:
-                _refuse(node, f"{msg.describe()} from a node it does not relay")
-            _check_withdrawn(node, sender, number)
-            return
-        case Integrate():
-            _check_integrate(node, msg)
-            return
-        case HandoverPart():
-            _check_part(node, msg)
-            return
-        case MayILeave(sender=sender):
-            if not member or ph is None or sender != node.view.succ:
-                _refuse(node, f"{msg.describe()}, which is not its successor in a phase")
-            return
-        case SetPred(sender=sender, pred=pred):
-            if member and ph is None:
-                _refuse(node, f"{msg.describe()} outside an update phase")
-            if node.me in (sender, pred):
-                _refuse(node, f"{msg.describe()} names the node itself")
-            return
-        case UpdateOver():
-            if member and (ph is None or ph.stage != OVER):
-                _refuse(node, "UpdateOver before its phase is over")
-            return
-        case AnchorHandover(state=state):
-            if ph is None or node.anchor is not None or not member:
-                _refuse(node, f"{msg.describe()} outside a phase or at an anchor")
-            if not _anchor_state_ok(state, node.structure is Structure.STACK):
-                _refuse(node, f"{msg.describe()}: not an anchor's counters")
-            return
-    if ph is None:
-        _refuse(node, f"{msg.describe()} outside an update phase")
-    match msg:
-        case StageDone(sender=sender, stage=stage):
-            if stage != ph.stage or ph.reported:
-                _refuse(node, f"StageDone {stage} in stage {ph.stage}")
-            if sender not in ph.old_children or sender in ph.heard:
-                _refuse(node, f"{msg.describe()}: not an old child that is still due")
-        case Rewire(stage=stage):
-            if ph.old_parent is None or not ph.reported or stage != ph.stage + 1:
-                _refuse(node, f"Rewire {stage} in stage {ph.stage}")
-            if stage not in (JOINS, LEAVES):
-                _refuse(node, f"Rewire {stage}")
-        case IntegrateAck(sender=sender, withdrawn=withdrawn):
-            if sender not in ph.acks:
-                _refuse(node, f"{msg.describe()} from a node it did not integrate")
-            _check_withdrawn(node, sender, withdrawn)
-        case SetPredAck(sender=sender):
-            if sender not in ph.acks and sender not in ph.absorbing:
-                _refuse(node, f"{msg.describe()}, which it did not ask")
-        case LeaveAnswer(sender=sender):
-            if sender not in ph.asked_all:
-                _refuse(node, f"{msg.describe()} from a node it did not ask")
-        case Departing():
-            _check_departing(node, msg)
-        case Absorbed():
-            if ph.absorber is None or ph.duty_done:
-                _refuse(node, "Absorbed before it handed over")
-        case _:
-            _refuse(node, f"unknown message {msg!r:.80}")
-
-
-def _check_withdrawn(node: VirtualNode, sender: NodeRef, number: int) -> None:
-    if number < -1:
-        _refuse(node, f"withdrawn batch number {number}")
-    if number >= 0 and sender in node.child_batches and node.child_numbers[sender] != number:
-        _refuse(node, f"withdraws batch #{number} of {sender.describe()}, which sent another")
-
-
-def _anchor_state_ok(state: tuple[int, ...], stack: bool) -> bool:
-    if len(state) != 3 or not all(0 <= x <= POSITION_MAX for x in state):
-        return False
-    if stack:
-        last, ticket, _ = state
-        return last <= ticket
-    first, last, _ = state
-    return first >= 1 and last >= first - 1
-
-
-def _sent_by_leaver(node: VirtualNode, sender: NodeRef) -> bool:
-    """A leaver this node let go, which has not finished its handover yet."""
-    ph = node.phase
-    return ph is not None and sender in ph.granted and sender == node.view.succ
-
-
-def _sent_by_responsible(node: VirtualNode, sender: NodeRef) -> bool:
-    """This joining node's responsible node, once the join was counted."""
-    ticket = node.ticket
-    return (
-        node.mode is Mode.JOINING
-        and sender == node.responsible
-        and ticket is not None
-        and ticket.counted
-    )
-
-
-def _check_entries(node: VirtualNode, entries: Iterable[Entry], lo: int, hi: int) -> None:
-    """Entries handed over: positions and tickets in range, keys in ``[lo, hi)``, none
-    twice, none that this node holds or that a Get waits for here already."""
-    stack = node.structure is Structure.STACK
-    seen: set[tuple[int, int]] = set()
-    for position, ticket, element in entries:
-        if not 1 <= position <= POSITION_MAX or ticket < 0 or (not stack and ticket):
-            _refuse(node, f"handed-over entry at {position} ticket {ticket}")
-        if not isinstance(element, bytes | str):
-            _refuse(node, "an element is bytes or text")
-        if (position, ticket) in seen or ticket in node.table.entries.get(position, {}):
-            _refuse(node, f"handed-over entry at {position} ticket {ticket} twice")
-        if position in node.table.waiting:
-            _refuse(node, f"handed-over entry at {position}, for which a Get waits here")
-        if not in_interval(position_key(position), lo, hi):
-            _refuse(node, f"handed-over entry at {position} is not in the sender's part")
-        seen.add((position, ticket))
-
-
-def _check_handover(
-    node: VirtualNode, sender: NodeRef, final: Departing | Integrate, part: HandoverPart | None
-) -> None:
-    """The final message and the pieces (``part`` arriving now): consistent counts, and
-    when they complete the handover, every entry checked as a whole."""
-    have = node.incoming.parts.get(sender, {})
-    if not 0 <= final.parts <= PARTS_MAX or any(i >= final.parts for i in have):
-        _refuse(node, f"{final.describe()} does not fit the pieces that came")
-    if part is not None and part.index >= final.parts:
-        _refuse(node, f"{part.describe()} beyond the {final.parts} pieces announced")
-    if len(have) + (part is not None) < final.parts:
-        return
-    entries: list[Entry] = [e for piece in have.values() for e in piece]
-    entries += final.entries
-    if part is not None:
-        entries += part.entries
-    if isinstance(final, Departing):
-        lo, hi = sender.label, final.succ.label
-    else:
-        lo, hi = node.me.label, final.succ.label
-    _check_entries(node, entries, lo, hi)
-
-
-def _check_part(node: VirtualNode, msg: HandoverPart) -> None:
-    sender = msg.sender
-    if not (_sent_by_leaver(node, sender) or _sent_by_responsible(node, sender)):
-        _refuse(node, f"{msg.describe()} from a node that hands nothing over here")
-    if not 0 <= msg.index < PARTS_MAX or msg.index in node.incoming.parts.get(sender, {}):
-        _refuse(node, f"{msg.describe()}: index out of range or twice")
-    final = node.incoming.finals.get(sender)
-    if final is not None:
-        _check_handover(node, sender, final, msg)
-
-
-def _check_departing(node: VirtualNode, msg: Departing) -> None:
-    if not _sent_by_leaver(node, msg.sender) or msg.sender in node.incoming.finals:
-        _refuse(node, f"{msg.describe()} from a node it did not let go")
-    if msg.succ in (node.me, msg.sender):
-        _refuse(node, f"{msg.describe()} names a successor that cannot be")
-    _check_handover(node, msg.sender, msg, None)
-
-
-def _check_integrate(node: VirtualNode, msg: Integrate) -> None:
-    if not _sent_by_responsible(node, msg.sender) or msg.sender in node.incoming.finals:
-        _refuse(node, f"{msg.describe()} from a node that is not responsible for it")
-    me = node.me
-    if me in (msg.pred, msg.succ) or not in_interval(me.label, msg.pred.label, msg.succ.label):
-        _refuse(node, f"{msg.describe()}: it does not lie between its new neighbours")
-    for j in msg.joiners:
-        if j == me or not in_interval(j.label, me.label, msg.succ.label):
-            _refuse(node, f"{msg.describe()}: joiner {j.describe()} is not in its part")
-    _check_handover(node, msg.sender, msg, None)

@@ -1,0 +1,103 @@
+"""What a correct peer can never send to a node in its state, for the four stages' messages
+(SPEC §6, §7); membership messages go to :mod:`skueue.core.membership.checks`.
+
+:func:`check` runs before the node changes anything: a message it refuses raises
+:class:`PeerError`, the sender's fault, and the node stays exactly as it was.
+"""
+
+from __future__ import annotations
+
+from typing import NoReturn
+
+from skueue.core.batch import batch_problem, grant_problem
+from skueue.core.errors import PeerError
+from skueue.core.membership import update_phase as membership
+from skueue.core.messages.membership import MembershipMessage
+from skueue.core.messages.stages import BatchUp, Get, GetReply, Grants, Message, Put, PutAck
+from skueue.core.parts.node_state import NodeState
+from skueue.core.parts.ring import Mode
+from skueue.dht.keys import POSITION_MAX, position_key
+from skueue.overlay.routing import is_responsible
+
+
+def refuse(node: NodeState, why: str) -> NoReturn:
+    raise PeerError(f"{node.me.describe()}: {why}")
+
+
+def check(node: NodeState, message: Message | MembershipMessage) -> None:
+    """Raise :class:`PeerError` if ``message`` cannot come from a correct peer now."""
+    if node.ring.mode is Mode.DEPARTED:
+        refuse(node, f"has left; got {message.describe()}")
+    match message:
+        case BatchUp():
+            _check_batch_up(node, message)
+        case Grants():
+            _check_grants(node, message)
+        case Put() | Get():
+            _check_dht(node, message)
+        case GetReply(op_id=op_id, position=position, element=element):
+            a = node.store.awaiting.get(op_id)
+            if a is None or a.position != position:
+                refuse(node, f"reply for op #{op_id} at {position}, which nobody awaits")
+            if not isinstance(element, bytes | str):
+                refuse(node, "an element is bytes or text")
+        case PutAck(op_id=op_id):
+            if op_id not in node.store.unacked_puts:
+                refuse(node, f"PutAck for op #{op_id}, which sent no Put")
+        case _:
+            membership.check(node, message)
+
+
+def _check_batch_up(node: NodeState, m: BatchUp) -> None:
+    if (m.sender, m.number) in node.batching.withdrawn:
+        return  # a batch taken back: dropped when it comes
+    if m.sender not in node.ring.kids and m.sender not in node.ring.released:
+        refuse(node, f"batch from {m.sender.describe()}, which is not a child")
+    if m.sender in node.batching.child_batches:
+        refuse(node, f"second batch from {m.sender.describe()}")
+    if m.number < 0:
+        refuse(node, f"batch number {m.number}")
+    problem = batch_problem(m.batch, node.stack)
+    if problem:
+        refuse(node, f"batch {m.batch.describe()} from {m.sender.describe()}: {problem}")
+
+
+def _check_grants(node: NodeState, m: Grants) -> None:
+    flight = node.batching.inflight
+    if flight is None or flight.served:
+        refuse(node, "grants without a batch in flight")
+    if m.number != flight.number:
+        refuse(node, f"grants for batch #{m.number}; #{flight.number} is in flight")
+    if m.update and node.member.phase is not None:
+        refuse(node, "update grants during an update phase")
+    subs = [b for _, b in flight.layout]
+    runs = max((len(b.counts) for b in subs), default=0)
+    if len(m.grants) != runs:
+        refuse(node, f"{len(m.grants)} grants for a batch of {runs} runs")
+    for i, g in enumerate(m.grants):
+        count = sum(b.counts[i] for b in subs if i < len(b.counts))
+        problem = grant_problem(g, i, count, node.stack)
+        if problem:
+            refuse(node, f"grants {m.describe()}: {problem}")
+
+
+def _check_dht(node: NodeState, m: Put | Get) -> None:
+    if node.ring.mode is not Mode.MEMBER:
+        refuse(node, f"is not in the ring: {m.describe()}")
+    if not 1 <= m.position <= POSITION_MAX or m.op_id < 0:
+        refuse(node, f"{m.describe()}: position or op id out of range")
+    if m.ticket < 0 or (not node.stack and m.ticket != 0):
+        refuse(node, f"{m.describe()}: ticket {m.ticket} for a {node.structure.value}")
+    key = position_key(m.position)
+    if m.route is not None and m.route.target != key:
+        refuse(node, f"{m.describe()}: routed to another key")
+    if not is_responsible(node.ring.view, key):
+        return  # passed on; the node that stores it checks the rest
+    table = node.store.table
+    if isinstance(m, Put):
+        if not isinstance(m.element, bytes | str):
+            refuse(node, "an element is bytes or text")
+        if m.ticket in table.entries.get(m.position, {}):
+            refuse(node, f"{m.describe()}: position {m.position} is taken")
+    elif any(w == (m.requester, m.op_id) for _, w in table.waiting.get(m.position, [])):
+        refuse(node, f"{m.describe()}: waits here already")

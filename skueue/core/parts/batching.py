@@ -1,0 +1,162 @@
+"""Batching: the node's ``W`` (own buffer and the batches its children sent) and ``B``
+(the batch in flight with the layout of its sub-batches), SPEC §6.
+
+Theory of operation
+-------------------
+Children's batches are filed under their sender until the node fires; firing takes the
+own buffer and exactly one batch per current child, in a fixed order (own first, then
+children in tree order), so that the grants coming back can be split in that order.  A
+relayed joiner may take a batch back when it is integrated elsewhere: if the batch is
+here it is dropped now, otherwise its number is remembered and it is dropped when it
+comes.  A joining node whose batch will never be served puts its operations back in
+front of its own buffer (:meth:`Batching.reclaim`).
+
+Every change to these fields happens in this file; the node and the membership code
+call these methods.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from skueue.core.batch import Batch
+from skueue.core.errors import ProtocolError
+from skueue.core.intake import OwnBuffer
+from skueue.core.ops import Structure
+from skueue.overlay.labels import NodeRef
+
+
+@dataclass(slots=True)
+class InFlight:
+    """``B``: the batch this node sent (or assigned) and how it was put together."""
+
+    own: OwnBuffer
+    layout: tuple[tuple[NodeRef | None, Batch], ...]  # None is the own buffer
+    served: bool = False
+    # Stack: own DHT operations not yet acknowledged; B is cleared when this empties.
+    outstanding: set[int] = field(default_factory=set)
+    number: int = 0  # the node's batch counter when this batch went up
+    # Each child's batch number, which its grants carry back.
+    child_numbers: dict[NodeRef, int] = field(default_factory=dict)
+    reports_leave: bool = False  # the batch carries this node's own Leave
+    reports_join: bool = False  # the batch carries this (joining) process's Join
+    # Joining left node: JoinCounted acknowledgements awaited before the next batch.
+    holds: set[NodeRef] = field(default_factory=set)
+
+    def done(self) -> bool:
+        return self.served and not self.outstanding and not self.holds
+
+
+@dataclass(slots=True)
+class Batching:
+    structure: Structure
+    own: OwnBuffer = field(init=False)
+    child_batches: dict[NodeRef, Batch] = field(default_factory=dict)
+    child_numbers: dict[NodeRef, int] = field(default_factory=dict)  # BatchUp.number of each
+    inflight: InFlight | None = None
+    # Batches of relayed joiners taken back before they came: dropped when they come.
+    withdrawn: set[tuple[NodeRef, int]] = field(default_factory=set)
+    batches_sent: int = 0
+    largest_batch: int = 0  # most runs in any batch this node sent or assigned (Theorem 18/20)
+    last_batch_operations: int = 0  # operations in the batch this node sent last (for logs)
+    # Whether the last grants said the cluster's batch held operations (a pacing hint).
+    cluster_busy: bool = False
+
+    def __post_init__(self) -> None:
+        self.own = OwnBuffer(self.structure)
+
+    # -- stage 1 --------------------------------------------------------------------
+
+    def file(self, sender: NodeRef, batch: Batch, number: int) -> None:
+        """A child's batch arrived (one taken back already is dropped)."""
+        if (sender, number) in self.withdrawn:
+            self.withdrawn.discard((sender, number))
+            return
+        self.child_batches[sender] = batch
+        self.child_numbers[sender] = number
+
+    def can_fire(self, kids: tuple[NodeRef, ...]) -> bool:
+        """Stage 1's condition: a tick now would send (or assign) a batch."""
+        if self.inflight is not None or len(self.child_batches) < len(kids):
+            return False
+        return all(k in self.child_batches for k in kids)
+
+    def fire(self, kids: tuple[NodeRef, ...], own_batch: Batch, *, reports_join: bool) -> Batch:
+        """``B := own + children``; returns the combined batch (its own part is
+        ``own_batch``: the own buffer's batch with the membership counters)."""
+        layout = ((None, own_batch), *((k, self.child_batches.pop(k)) for k in kids))
+        self.inflight = InFlight(
+            self.own,
+            layout,
+            number=self.batches_sent,
+            child_numbers={k: self.child_numbers.pop(k) for k in kids},
+            reports_leave=own_batch.leaves > 0,
+            reports_join=reports_join,
+        )
+        self.own = OwnBuffer(self.structure)
+        combined = own_batch
+        for _, b in layout[1:]:
+            combined = combined.combine(b)
+        self.batches_sent += 1
+        self.largest_batch = max(self.largest_batch, len(combined.counts))
+        self.last_batch_operations = combined.operations
+        return combined
+
+    # -- stages 3 and 4 ---------------------------------------------------------------
+
+    def serve(self, busy: bool) -> InFlight:
+        """The grants for ``B`` arrived."""
+        flight = self.inflight
+        if flight is None or flight.served:
+            raise ProtocolError("grants without a batch in flight")
+        flight.served = True
+        self.cluster_busy = busy
+        return flight
+
+    def settle(self) -> None:
+        """Clear ``B`` once it is served and nothing of it is outstanding."""
+        if self.inflight is not None and self.inflight.done():
+            self.inflight = None
+
+    def finished(self, op_id: int) -> None:
+        """An own DHT operation finished."""
+        flight = self.inflight
+        if flight is not None and op_id in flight.outstanding:
+            flight.outstanding.discard(op_id)
+            self.settle()
+
+    def release_hold(self, joiner: NodeRef) -> None:
+        """A responsible node acknowledged that our join was counted."""
+        if self.inflight is not None:
+            self.inflight.holds.discard(joiner)
+            self.settle()
+
+    # -- membership -------------------------------------------------------------------
+
+    def reclaim(self) -> InFlight:
+        """Put an unserved batch's operations back in front of the own buffer, in order;
+        returns the batch given up."""
+        flight = self.inflight
+        assert flight is not None
+        ops = [*flight.own.ops, *self.own.ops]
+        self.own = OwnBuffer(self.structure)
+        for op in ops:
+            self.own.add(op)
+        self.inflight = None
+        return flight
+
+    def take_back(self, sender: NodeRef, number: int) -> None:
+        """Drop batch ``number`` of a relayed joiner, now or when it comes (-1: none)."""
+        if number < 0:
+            return
+        if sender in self.child_batches:
+            del self.child_batches[sender]
+            del self.child_numbers[sender]
+        else:
+            self.withdrawn.add((sender, number))
+
+    # -- queries ----------------------------------------------------------------------
+
+    def has_operations(self) -> bool:
+        """Own operations or a child's non-empty batch wait for the next batch."""
+        return len(self.own) > 0 or any(not b.is_empty for b in self.child_batches.values())
