@@ -10,7 +10,6 @@ from skueue.core.effects import Effect, Send
 from skueue.core.errors import ProtocolError
 from skueue.core.membership.state import (
     JOIN_RETRY_TICKS,
-    JOINS,
     NODE_BYTES_MAX,
     OVER,
     Mode,
@@ -35,7 +34,6 @@ from skueue.core.messages.membership import (
     SetPredAck,
     Withdraw,
 )
-from skueue.core.parts.batching import InFlight
 from skueue.core.parts.node_state import NodeState
 from skueue.overlay.labels import Kind, NodeRef
 from skueue.overlay.routing import next_hop, start_route
@@ -112,7 +110,7 @@ def reclaim(node: NodeState) -> None:
 
 
 def on_withdraw(node: NodeState, msg: Withdraw) -> list[Effect]:
-    node.ring.released.discard(msg.sender)
+    node.ring.settled(msg.sender)
     node.batching.take_back(msg.sender, msg.number)
     return []
 
@@ -129,7 +127,7 @@ def join_report(node: NodeState) -> int:
     return len(Kind)
 
 
-def join_counted(node: NodeState, flight: InFlight) -> list[Effect]:
+def join_counted(node: NodeState) -> list[Effect]:
     """The anchor assigned the batch with our join: tell every responsible node, and hold
     the next batch until all three know."""
     ticket = node.member.ticket
@@ -138,7 +136,7 @@ def join_counted(node: NodeState, flight: InFlight) -> list[Effect]:
     effects: list[Effect] = []
     for kind, responsible in ticket.responsible.items():
         joiner = node.me.sibling(kind)
-        flight.holds.add(joiner)
+        node.batching.hold(joiner)
         effects.append(Send(responsible, JoinCounted(node.me, joiner)))
     return effects
 
@@ -165,7 +163,7 @@ def integrate_joiners(node: NodeState) -> list[Effect]:
     assert ph is not None
     joiners = [j for j in node.ring.joiners if j in node.member.counted_joiners]
     if not joiners:
-        ph.duty_done = True
+        ph.finish_duty()
         return []
     waiting = [j for j in node.ring.joiners if j not in node.member.counted_joiners]
     old_succ = node.ring.view.succ
@@ -183,7 +181,7 @@ def integrate_joiners(node: NodeState) -> list[Effect]:
         integrate = Integrate(node.me, chain[i], chain[i + 2], pieces[-1], moved, parts)
         effects.append(Send(joiner, integrate))
     effects.append(Send(old_succ, SetPred(node.me, joiners[-1])))
-    ph.acks = {*joiners, old_succ}
+    ph.await_acks({*joiners, old_succ})
     staying = [j for j in waiting if not in_interval(j.label, joiners[0].label, old_succ.label)]
     node.member.counted_joiners.clear()
     node.ring.let_in(joiners[0], staying)
@@ -209,8 +207,7 @@ def on_integrate(node: NodeState, msg: Integrate, entries: list[Entry]) -> list[
         return [Send(msg.sender, ack)]
     # The joiners that moved here learn their new responsible node, and confirm it before
     # the phase can end: a join counted later is then reported here, not to the old node.
-    node.member.phase.moves_unconfirmed = set(msg.joiners)
-    node.member.phase.integrate_ack, node.member.phase.integrated_by = ack, msg.sender
+    node.member.phase.await_moves(set(msg.joiners), ack, msg.sender)
     return [Send(j, JoinAccepted(node.me, confirm=True)) for j in msg.joiners]
 
 
@@ -218,16 +215,15 @@ def on_join_accepted_ack(node: NodeState, msg: JoinAcceptedAck) -> list[Effect]:
     ph = node.member.phase
     if ph is None or msg.joiner not in ph.moves_unconfirmed:
         raise ProtocolError(f"{node.me.describe()}: unexpected {msg.describe()}")
-    ph.moves_unconfirmed.discard(msg.joiner)
-    if ph.moves_unconfirmed or ph.integrate_ack is None or ph.integrated_by is None:
+    last = ph.move_confirmed(msg.joiner)
+    if last is None:
         return []
-    ack, to = ph.integrate_ack, ph.integrated_by
-    ph.integrate_ack = ph.integrated_by = None
+    ack, to = last
     return [Send(to, ack)]
 
 
 def on_integrate_ack(node: NodeState, msg: IntegrateAck) -> list[Effect]:
-    node.ring.released.discard(msg.sender)
+    node.ring.settled(msg.sender)
     node.batching.take_back(msg.sender, msg.withdrawn)
     return acked(node, msg.sender)
 
@@ -235,11 +231,10 @@ def on_integrate_ack(node: NodeState, msg: IntegrateAck) -> list[Effect]:
 def acked(node: NodeState, sender: NodeRef) -> list[Effect]:
     ph = node.member.phase
     assert ph is not None
-    if sender in ph.absorbing:
-        return [Send(ph.absorbing.pop(sender), Absorbed())]
-    ph.acks.discard(sender)
-    if ph.stage == JOINS and not ph.acks:
-        ph.duty_done = True
+    leaver = ph.absorbed(sender)
+    if leaver is not None:
+        return [Send(leaver, Absorbed())]
+    ph.acked(sender)
     return []
 
 
@@ -250,7 +245,6 @@ def on_set_pred(node: NodeState, msg: SetPred) -> list[Effect]:
     if ph is not None and ph.asked is not None and ph.absorber is None and ph.asked != msg.pred:
         # A leaver whose predecessor left: ask the new one (the old one's answer, if it
         # still comes, is stale and ignored).
-        ph.asked = msg.pred
-        ph.asked_all.add(msg.pred)
+        ph.ask(msg.pred)
         effects.append(Send(msg.pred, MayILeave(node.me)))
     return effects

@@ -46,17 +46,16 @@ def start_leaving(node: NodeState) -> list[Effect]:
             # Held back by joiners: report the leave again, so the anchor starts another
             # phase for it (the three nodes see the same, final, state in stage 3).
             ticket.counted = ticket.reported = False
-        ph.duty_done = True
+        ph.finish_duty()
         return []
-    ph.asked = node.ring.view.pred
-    ph.asked_all.add(node.ring.view.pred)
+    ph.ask(node.ring.view.pred)
     return [Send(node.ring.view.pred, MayILeave(node.me))]
 
 
 def on_may_i_leave(node: NodeState, msg: MayILeave) -> list[Effect]:
     granted = not goes_now(node) or node.ring.mode is not Mode.MEMBER
     if granted and node.member.phase is not None:
-        node.member.phase.granted.add(msg.sender)
+        node.member.phase.grant(msg.sender)
     return [Send(msg.sender, LeaveAnswer(node.me, granted))]
 
 
@@ -69,7 +68,8 @@ def on_leave_answer(node: NodeState, msg: LeaveAnswer) -> list[Effect]:
         return []  # it leaves first; its SetPred will name the node to ask next
     entries = node.store.table.take_where(lambda p: True)
     deferred, node.member.deferred_joins = tuple(node.member.deferred_joins), []
-    ph.absorber = pred = node.ring.view.pred
+    pred = node.ring.view.pred
+    ph.hand_to(pred)
     node_bytes = NODE_BYTES_MAX * (2 + len(deferred))
     pieces = split_entries(entries, node.member.handover_bytes_max, node_bytes)
     effects: list[Effect] = [
@@ -83,16 +83,15 @@ def on_departing(node: NodeState, msg: Departing, entries: list[Entry]) -> list[
     """Take the leaver's part over: ``entries`` are all of it, pieces and final message."""
     ph = node.member.phase
     assert ph is not None
-    ph.granted.discard(msg.sender)
     node.store.table.add_entries(entries)
     deferred = node.member.deferred_joins
     deferred.extend(j for j in msg.deferred if j not in deferred)
     node.ring.set_view(replace(node.ring.view, succ=msg.succ))
-    ph.absorbing[msg.succ] = msg.sender
+    ph.absorb(msg.sender, msg.succ)
     return [Send(msg.succ, SetPred(node.me, node.me))]
 
 
 def on_absorbed(node: NodeState) -> list[Effect]:
     assert node.member.phase is not None
-    node.member.phase.duty_done = True
+    node.member.phase.finish_duty()
     return []

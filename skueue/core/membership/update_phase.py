@@ -141,12 +141,12 @@ def progress(node: NodeState) -> list[Effect]:
     done = _quiet(node) if ph.stage == QUIET else ph.duty_done
     if not done or not ph.heard.issuperset(ph.old_children):
         return []
-    ph.reported = True
+    ph.report()
     if ph.old_parent is None:
         return _root_next(node)
     effects: list[Effect] = [Send(ph.old_parent, StageDone(node.me, ph.stage))]
     if ph.stage == LEAVES:
-        ph.stage = OVER
+        ph.end()
         if ph.absorber is not None:
             node.ring.depart()
     return effects
@@ -155,8 +155,7 @@ def progress(node: NodeState) -> list[Effect]:
 def _start_stage(node: NodeState, stage: int) -> list[Effect]:
     ph = node.member.phase
     assert ph is not None
-    ph.stage, ph.reported, ph.duty_done = stage, False, False
-    ph.heard = set()
+    ph.begin(stage)
     effects: list[Effect] = [Send(child, Rewire(stage)) for child in ph.old_children]
     if stage == JOINS:
         effects += integrate_joiners(node)
@@ -170,7 +169,7 @@ def _root_next(node: NodeState) -> list[Effect]:
     assert ph is not None
     if ph.stage < LEAVES:
         return _start_stage(node, ph.stage + 1)
-    ph.stage = OVER
+    ph.end()
     if ph.absorber is not None:  # the anchor itself left
         handover = AnchorHandover(node.seat.hand_over())
         node.ring.depart()
@@ -256,7 +255,7 @@ def handle(node: NodeState, msg: MembershipMessage) -> list[Effect]:
                 raise ProtocolError(
                     f"{node.me.describe()}: StageDone {stage} in stage {node.member.phase.stage}"
                 )
-            node.member.phase.heard.add(sender)
+            node.member.phase.hear(sender)
             return []
         case Rewire(stage=stage):
             return _start_stage(node, stage)

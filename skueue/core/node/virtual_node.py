@@ -46,7 +46,6 @@ from skueue.core.messages.membership import MembershipMessage
 from skueue.core.messages.stages import BatchUp, Get, GetReply, Grants, Message, Put, PutAck
 from skueue.core.node.checks import check
 from skueue.core.ops import Element, Op
-from skueue.core.parts.batching import InFlight
 from skueue.core.parts.node_state import NodeState
 from skueue.core.parts.ring import Mode
 from skueue.dht.keys import position_key
@@ -140,7 +139,7 @@ class VirtualNode(NodeState):
         if flight.reports_leave:
             assert self.member.leave is not None
             self.member.leave.counted = True
-        effects: list[Effect] = membership.join_counted(self, flight) if flight.reports_join else []
+        effects: list[Effect] = membership.join_counted(self) if flight.reports_join else []
         parts = split_grants(grants, [b for _, b in flight.layout])
         old_children = []
         for (child, _), part in zip(flight.layout, parts, strict=True):
@@ -149,13 +148,13 @@ class VirtualNode(NodeState):
                 effects.append(Send(child, Grants(part, busy, update, number)))
                 old_children.append(child)
         for a in flight.own.assign(parts[0]):
-            effects.extend(self._start(a, flight))
+            effects.extend(self._start(a))
         self.batching.settle()
         if update:
             membership.enter_phase(self, tuple(old_children))
         return effects
 
-    def _start(self, a: Assignment, flight: InFlight) -> list[Effect]:
+    def _start(self, a: Assignment) -> list[Effect]:
         op = a.op
         if a.combined:
             value = op.value if op.kind.inserts else a.combined_value
@@ -163,7 +162,7 @@ class VirtualNode(NodeState):
         if a.position is None:
             return [Complete(op.op_id, None, a.ord)]
         if self.stack:
-            flight.outstanding.add(op.op_id)
+            self.batching.wait_for_own(op.op_id)
         if op.kind.inserts:
             assert op.value is not None
             self.store.unacked_puts.add(op.op_id)

@@ -118,6 +118,17 @@ class Batching:
         if self.inflight is not None and self.inflight.done():
             self.inflight = None
 
+    def wait_for_own(self, op_id: int) -> None:
+        """Stack: ``B`` stays until this own DHT operation finished (paper §VI)."""
+        assert self.inflight is not None
+        self.inflight.outstanding.add(op_id)
+
+    def hold(self, joiner: NodeRef) -> None:
+        """A joining left node: the next batch waits until ``joiner``'s responsible node
+        acknowledged that the join was counted."""
+        assert self.inflight is not None
+        self.inflight.holds.add(joiner)
+
     def finished(self, op_id: int) -> None:
         """An own DHT operation finished."""
         flight = self.inflight

@@ -75,6 +75,75 @@ class UpdatePhase:
     integrate_ack: IntegrateAck | None = None
     integrated_by: NodeRef | None = None
 
+    # -- the stages (update_phase.py) ---------------------------------------------------
+
+    def begin(self, stage: int) -> None:
+        """A new stage: nobody has reported it yet, and this node's part is open."""
+        self.stage, self.reported, self.duty_done = stage, False, False
+        self.heard = set()
+
+    def hear(self, child: NodeRef) -> None:
+        self.heard.add(child)
+
+    def report(self) -> None:
+        self.reported = True
+
+    def end(self) -> None:
+        self.stage = OVER
+
+    def finish_duty(self) -> None:
+        self.duty_done = True
+
+    # -- stage 2, joins (joining.py) -----------------------------------------------------
+
+    def await_acks(self, nodes: set[NodeRef]) -> None:
+        self.acks = set(nodes)
+
+    def acked(self, sender: NodeRef) -> None:
+        """A node we integrated or rewired acknowledged; the duty of stage 2 is done when
+        every one did."""
+        self.acks.discard(sender)
+        if self.stage == JOINS and not self.acks:
+            self.duty_done = True
+
+    def await_moves(self, joiners: set[NodeRef], ack: IntegrateAck, to: NodeRef) -> None:
+        """Integrated with joiners to place: ``ack`` goes to ``to`` once all confirmed."""
+        self.moves_unconfirmed = set(joiners)
+        self.integrate_ack, self.integrated_by = ack, to
+
+    def move_confirmed(self, joiner: NodeRef) -> tuple[IntegrateAck, NodeRef] | None:
+        """A moved joiner confirmed; returns the IntegrateAck and its receiver when it was
+        the last."""
+        self.moves_unconfirmed.discard(joiner)
+        if self.moves_unconfirmed or self.integrate_ack is None or self.integrated_by is None:
+            return None
+        ack, to = self.integrate_ack, self.integrated_by
+        self.integrate_ack = self.integrated_by = None
+        return ack, to
+
+    # -- stage 3, leaves (leaving.py) ----------------------------------------------------
+
+    def ask(self, pred: NodeRef) -> None:
+        """A leaver asks its predecessor whether it may go."""
+        self.asked = pred
+        self.asked_all.add(pred)
+
+    def grant(self, leaver: NodeRef) -> None:
+        self.granted.add(leaver)
+
+    def hand_to(self, pred: NodeRef) -> None:
+        """This leaver handed its part to ``pred``."""
+        self.absorber = pred
+
+    def absorb(self, leaver: NodeRef, succ: NodeRef) -> None:
+        """Took ``leaver``'s part over; its successor's SetPredAck finishes it."""
+        self.granted.discard(leaver)
+        self.absorbing[succ] = leaver
+
+    def absorbed(self, succ: NodeRef) -> NodeRef | None:
+        """``succ`` acknowledged its new predecessor: the leaver it came for, if any."""
+        return self.absorbing.pop(succ, None)
+
     def describe(self) -> str:
         waiting = len(set(self.old_children) - self.heard)
         return (

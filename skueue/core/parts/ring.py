@@ -77,6 +77,10 @@ class Ring:
         # Relayed joiners placed elsewhere now may still have a batch on its way here.
         self.released |= {j for j in before - set(self.kids) if j.kind is Kind.LEFT}
 
+    def settled(self, joiner: NodeRef) -> None:
+        """A released joiner's Withdraw (or IntegrateAck) came: no batch of it is due."""
+        self.released.discard(joiner)
+
     def recompute_tree(self) -> None:
         if self.mode is Mode.JOINING:
             # A joining left node is relayed as a child of its responsible node.
