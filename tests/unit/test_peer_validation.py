@@ -212,7 +212,10 @@ def wrong_for(node: VirtualNode, rng: random.Random) -> Iterator[tuple[str, Any]
 
 
 def assert_refused(process: Process, label: str, to: NodeRef, message: Any) -> None:
+    # A deep picture (every part of every node, through the dataclass reprs) and the
+    # one-line summary a log shows.
     before = repr(process)
+    summary = process.describe()
     departed = process.nodes[to.kind].ring.mode is Mode.DEPARTED
     if departed and isinstance(message, LOSSY_WHEN_DEPARTED):
         # Harmless when the receiver is gone: dropped by design, and nothing changes.
@@ -221,6 +224,7 @@ def assert_refused(process: Process, label: str, to: NodeRef, message: Any) -> N
         with pytest.raises(PeerError):
             process.handle(to, message)
     assert repr(process) == before, f"{label}: state changed by a refused message"
+    assert process.describe() == summary, f"{label}: summary changed by a refused message"
 
 
 def check_sim(sim: AsyncSim, replay: str) -> None:
