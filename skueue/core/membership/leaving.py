@@ -33,6 +33,13 @@ def leave_report(node: NodeState) -> int:
     return len(Kind)
 
 
+def leave_counted(node: NodeState) -> None:
+    """The anchor assigned the batch that reported our leave: we go in the next phase."""
+    ticket = node.member.leave
+    assert ticket is not None
+    ticket.counted = True
+
+
 def goes_now(node: NodeState) -> bool:
     return node.member.leave is not None and node.member.leave.goes_now()
 

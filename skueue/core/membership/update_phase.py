@@ -76,6 +76,7 @@ from skueue.core.membership.joining import (
     start_join,
 )
 from skueue.core.membership.leaving import (
+    leave_counted,
     leave_report,
     on_absorbed,
     on_departing,
@@ -117,6 +118,7 @@ __all__ = [
     "join_counted",
     "join_report",
     "joining_tick",
+    "leave_counted",
     "leave_report",
     "progress",
     "start_join",

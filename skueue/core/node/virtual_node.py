@@ -137,8 +137,7 @@ class VirtualNode(NodeState):
     def _serve(self, grants: tuple[RunGrant, ...], busy: bool, update: bool) -> list[Effect]:
         flight = self.batching.serve(busy)
         if flight.reports_leave:
-            assert self.member.leave is not None
-            self.member.leave.counted = True
+            membership.leave_counted(self)
         effects: list[Effect] = membership.join_counted(self) if flight.reports_join else []
         parts = split_grants(grants, [b for _, b in flight.layout])
         old_children = []
