@@ -1,0 +1,20 @@
+"""The daemon's configuration: where it listens, whom it joins, and its limits."""
+
+from __future__ import annotations
+
+import attrs
+
+from skueue.core.ops import Structure
+from skueue.runtime.address import Address
+from skueue.runtime.limits import Limits
+
+
+@attrs.frozen
+class DaemonConfig:
+    listen: Address
+    peers: tuple[Address, ...] = ()
+    process_id: str | None = None
+    structure: Structure = Structure.QUEUE
+    limits: Limits = Limits()
+    join: Address | None = None  # join the cluster this daemon belongs to (SPEC §8)
+

@@ -1,0 +1,250 @@
+"""The owner: the one task that touches the host, and through it the core.
+
+Each step it takes every input waiting in the inbox (up to ``inputs_per_step_max``),
+dispatches them, ticks when a tick is due, expires what passed its deadline, and hands
+the frames produced to the writers, one coalesced blob per connection per step.
+
+Pacing: a tick runs at once when a batch with operations in it can go up (or the
+cluster was busy a moment ago); when only an empty batch can, the tick waits a delay
+that doubles from ``idle_tick_min_ms`` to ``idle_tick_max_ms`` (an idle cluster keeps
+its tree turning slowly instead of spinning); otherwise ticks follow input.
+
+Errors by blame: a peer message the core refuses (:class:`PeerError`, the core unchanged)
+costs that peer its link.  Anything else raised while handling an input is our own bug:
+the input is logged with the traceback and the daemon stops, loudly, instead of serving
+on from a state nobody can vouch for.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import trio
+
+from skueue.core.errors import PeerError
+from skueue.core.process import TickDue
+from skueue.runtime.inputs import (
+    ClientError,
+    Input,
+    JoinStart,
+    PeerControl,
+    PeerGone,
+    PeerHello,
+    PeerInput,
+)
+from skueue.runtime.logging import DEBUG_LOGS
+from skueue.runtime.membership_waiters import MembershipWaiters
+from skueue.runtime.sessions import ClientGone, ClientInput
+from skueue.runtime.state import log
+from skueue.wire.client_protocol import (
+    ClientRequest,
+    InsertRequest,
+    JoinClusterRequest,
+    LeaveRequest,
+    RemoveRequest,
+    StatsRequest,
+)
+from skueue.wire.errors import RemoteProtocolError
+from skueue.wire.framing import pack_many
+
+
+class OwnerLoop(MembershipWaiters):
+    async def owner(self) -> None:
+        assert self.host is not None and self.links is not None
+        host, limits = self.host, self.limits
+        host.apply(self.pending_join_effects)
+        self.pending_join_effects = []
+        last_tick = trio.current_time()
+        idle_delay = limits.idle_tick_min_ms / 1000
+        while True:
+            due = host.process.tick_due()
+            now = trio.current_time()
+            if due is TickDue.NOW:
+                wait = 0.0
+            elif due is TickDue.IDLE:
+                wait = max(0.0, last_tick + idle_delay - now)
+            else:
+                wait = limits.wait_tick_ms / 1000
+            wait = min(
+                wait, self.stats.seconds_to_deadline(now), host.seconds_to_deadline(now)
+            )
+            inputs: list[Input] = []
+            with trio.move_on_after(wait):
+                inputs.append(await self.inbox.receive())
+            while len(inputs) < limits.inputs_per_step_max:
+                try:
+                    inputs.append(self.inbox.receive_nowait())
+                except trio.WouldBlock:
+                    break
+            for item in inputs:
+                self._handle_input(item)
+            now = trio.current_time()
+            due = host.process.tick_due()
+            if due is TickDue.NOW:
+                idle_delay = limits.idle_tick_min_ms / 1000
+            if due is TickDue.NOW or (due is TickDue.IDLE and now - last_tick >= idle_delay):
+                self._tick()
+                last_tick = now
+                if due is TickDue.IDLE:
+                    idle_delay = min(limits.idle_tick_max_ms / 1000, idle_delay * 2)
+            for rid_client, frame in self.stats.expired(now):
+                host.client_frames.append((rid_client, frame))
+            host.expire(now, self._why_no_answer)
+            self.membership_progress()
+            await self._flush()
+            await trio.lowlevel.checkpoint()
+
+    def _tick(self) -> None:
+        assert self.host is not None
+        if not DEBUG_LOGS.enabled:
+            self.host.tick()
+            return
+        before = self.host.process.stats().nodes
+        self.host.tick()
+        for name, node in self.host.process.stats().nodes.items():
+            if node.batches_sent != before[name].batches_sent and node.last_batch_operations:
+                # idle trees turn empty batches all the time: only batches with operations
+                log.debug("batch up", process=self.process_id, node=name,
+                          batch_ops=node.last_batch_operations)
+
+    def _handle_input(self, item: Input) -> None:
+        try:
+            self._dispatch(item)
+        except Exception:
+            # Our bug (a peer's fault is PeerError, handled below): say which input did
+            # it, then stop rather than serve on from a half-changed state.
+            log.critical(
+                "bug: an input broke the daemon; stopping",
+                process=self.process_id,
+                input=describe_input(item),
+                exc_info=True,
+            )
+            raise
+
+    def _dispatch(self, item: Input) -> None:
+        assert self.host is not None and self.links is not None
+        host = self.host
+        match item:
+            case PeerInput(peer=peer, kind=kind, message=message):
+                try:
+                    host.peer_message(kind, message)
+                    if self.directory is not None and not self.directory.is_member(peer):
+                        self._gossip(self.directory.confirm(peer))
+                except PeerError as e:
+                    # The peer's fault: the core changed nothing; drop the link so that a
+                    # peer that sends garbage is not served on.
+                    log.warning(
+                        "rejected a message from a peer; dropping its link",
+                        peer=peer,
+                        message=message.describe(),
+                        error=str(e),
+                    )
+                    self._drop_peer_session(peer)
+            case PeerHello(peer=peer, address=address, session=_):
+                assert self.directory is not None
+                self.links.mark_up(peer)
+                self._gossip(self.directory.on_hello(peer, address))
+            case PeerGone(peer=peer, session=session):
+                assert self.directory is not None
+                self.directory.forget_contact(peer)
+                if peer not in self.peer_sessions or self.peer_sessions[peer][0] < session:
+                    self.links.mark_down(peer)
+            case ClientInput(client=client, request=request):
+                self._request(client, request)
+            case ClientGone(client=client):
+                host.client_gone(client)
+            case JoinStart(seed=seed, client=client, rid=rid):
+                host.process = self._joining_process(seed)
+                host.apply(self.pending_join_effects)
+                self.pending_join_effects = []
+                self.joined = trio.Event()
+                self.join_waiters.append((client, rid))
+            case ClientError(client=client, rid=rid, message=message):
+                host.client_frames.append((client, ["error", rid, message, "unavailable"]))
+            case PeerControl(peer=peer, frame=frame):
+                self._control(peer, frame)
+
+    def _request(self, client: int, request: ClientRequest) -> None:
+        assert self.host is not None
+        host = self.host
+        match request:
+            case InsertRequest(rid=rid, values=values):
+                if not self._refuse_while_leaving(client, rid):
+                    host.insert(client, rid, list(values), self._deadline(client))
+            case RemoveRequest(rid=rid, count=count):
+                if not self._refuse_while_leaving(client, rid):
+                    host.remove(client, rid, count, self._deadline(client))
+            case LeaveRequest(rid=rid):
+                self._leave(client, rid)
+            case JoinClusterRequest(rid=rid, seed=seed):
+                self._join(client, rid, seed)
+            case StatsRequest(rid=rid):
+                assert self.directory is not None and self.links is not None
+                peers = self.directory.others()
+                own = self._own_stats()
+                now = trio.current_time()
+                self.stats.start(client, rid, own, peers, now, self.links.down())
+                for peer in peers:
+                    host.peer_frames[peer].append(["stats-query", self.stats.last_qid])
+                self._stats_ready()
+
+    def _refuse_while_leaving(self, client: int, rid: int) -> bool:
+        """A leaving process takes no new operations: say so, retryably, instead of
+        letting the core refuse them (which used to stop the daemon)."""
+        assert self.host is not None
+        if not self.host.process.leaving:
+            return False
+        message = "this daemon is leaving the cluster; send the request to another member"
+        self.host.client_frames.append((client, ["error", rid, message, "unavailable"]))
+        return True
+
+    def _deadline(self, client: int) -> float:
+        session = self.sessions.clients.get(client)
+        asked = None if session is None else session.request_timeout_s
+        timeout = self.limits.request_timeout_s if asked is None else asked
+        return trio.current_time() + min(timeout, self.limits.request_timeout_s_max)
+
+    def _control(self, peer: str, frame: list[Any]) -> None:
+        assert self.host is not None and self.directory is not None and self.links is not None
+        host = self.host
+        match frame[0]:
+            case "stats-query":
+                answer = self._own_stats()
+                host.peer_frames[peer].append(["stats-answer", frame[1], answer])
+            case "stats-answer":
+                self.stats.answer(peer, frame[1], frame[2])
+                self._stats_ready()
+            case _:
+                try:
+                    out, departure = self.directory.on_gossip(peer, frame)
+                except RemoteProtocolError as e:
+                    log.warning("bad gossip; dropping the peer's link", peer=peer, error=str(e))
+                    self._drop_peer_session(peer)
+                    return
+                self._gossip(out)
+                if departure is not None:
+                    log.info("a member left the cluster", member=departure.process)
+                    self.links.forget(departure.process)
+                    if departure.heir == self.process_id:
+                        host.inherit(departure.process, departure.counters)
+
+    def _stats_ready(self) -> None:
+        assert self.host is not None
+        self.host.client_frames.extend(self.stats.complete())
+
+    async def _flush(self) -> None:
+        assert self.host is not None and self.links is not None
+        peer_frames, client_frames = self.host.take_frames()
+        if self.links.held:
+            await self.links.release_held()
+        for peer, batch in peer_frames.items():
+            await self.links.send(peer, pack_many(batch))
+        for client, frame in client_frames:
+            self.sessions.deliver(client, frame)
+
+
+def describe_input(item: Input) -> str:
+    """One line for the log: the input's kind and, for a peer message, its describe()."""
+    if isinstance(item, PeerInput):
+        return f"from {item.peer}: {item.message.describe()}"
+    return repr(item)[:300]

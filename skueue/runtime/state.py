@@ -1,0 +1,93 @@
+"""The state the daemon's parts share, and the small services each of them uses.
+
+The daemon is one object split by job over a few modules (the owner loop, incoming
+connections, membership waiters); each part is a class over this shared state, so that
+every field is declared, and initialised, in one place.
+"""
+
+from __future__ import annotations
+
+import itertools
+from typing import Any
+
+import structlog
+import trio
+
+from skueue.core.effects import Effect
+from skueue.runtime.address import Address
+from skueue.runtime.config import DaemonConfig
+from skueue.runtime.directory import Directory
+from skueue.runtime.host import Host
+from skueue.runtime.inputs import Input
+from skueue.runtime.peers import PeerLinks
+from skueue.runtime.sessions import ClientSessions
+from skueue.runtime.stats import StatsGathering
+
+log = structlog.get_logger("skueued")
+
+
+class DaemonState:
+    """Every field of the daemon, declared and initialised here, and the helpers more
+    than one part uses."""
+
+    def __init__(self, config: DaemonConfig) -> None:
+        self.config = config
+        self.limits = config.limits
+        self.inbox_send, self.inbox = trio.open_memory_channel[Input](self.limits.inbox_items_max)
+        self.sessions = ClientSessions(self.limits, self.inbox_send, self.welcome)
+        self.ready = trio.Event()
+        self.host: Host | None = None
+        self.address: Address = config.listen
+        self.process_id = config.process_id or ""
+        self.links: PeerLinks | None = None
+        self.directory: Directory | None = None
+        # The newest incoming session of each peer, and how to end it (a bad frame).
+        self.peer_sessions: dict[str, tuple[int, trio.CancelScope]] = {}
+        self.session_numbers = itertools.count(1)
+        self.stats = StatsGathering(self.limits.stats_timeout_s)
+        self.nursery: trio.Nursery | None = None
+        # Membership: clients waiting for a join or a leave to go through.
+        self.joined = trio.Event()
+        self.left = trio.Event()
+        self.join_waiters: list[tuple[int, int]] = []
+        self.pending_join_effects: list[Effect] = []
+        self.leave_waiters: list[tuple[int, int]] = []
+
+    def welcome(self) -> list[Any]:
+        raise NotImplementedError  # the daemon's: what a client is told when it connects
+
+    def _own_stats(self) -> dict[str, Any]:
+        """This process's part of ``skueue stats``: the host's, plus the elements whose
+        replies never reached their client (counted by the sessions)."""
+        assert self.host is not None
+        stats = self.host.stats()
+        stats["dropped_results"] += self.sessions.dropped_results
+        return {**stats, "address": str(self.address)}
+
+    def _why_no_answer(self) -> str:
+        """What the daemon knows of why the cluster is not answering (for timeouts)."""
+        assert self.links is not None and self.directory is not None
+        down = self.links.down()
+        if not down:
+            return "no member is known to be down (overloaded, or in an update phase?)"
+
+        def named(process: str) -> str:
+            address = str(self.directory.address(process) if self.directory else None)
+            return process if address == process else f"{process} at {address}"
+
+        return "members unreachable: " + ", ".join(
+            f"{named(p)} ({'restarted without its state' if p in self.links.restarted else 'down'}"
+            f" for {s:.0f} s)"
+            for p, s in down.items()
+        )
+
+    def _gossip(self, out: list[tuple[str, list[Any]]]) -> None:
+        assert self.host is not None
+        for to, frame in out:
+            self.host.peer_frames[to].append(frame)
+
+    def _drop_peer_session(self, peer: str) -> None:
+        session = self.peer_sessions.get(peer)
+        if session is not None:
+            session[1].cancel()
+
