@@ -45,12 +45,11 @@ What ends a connection and what does not:
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Protocol
 
 import attrs
 import msgpack
 
-from skueue.runtime.limits import Limits
 from skueue.wire.errors import RemoteProtocolError
 
 PROTOCOL_VERSION = 2
@@ -95,7 +94,21 @@ def parse_client_hello(frame: Any) -> ClientHello:
     return ClientHello(version, timeout_s, admin)
 
 
-def limits_for_clients(limits: Limits) -> dict[str, int]:
+class RequestLimits(Protocol):
+    """The limits a request is checked against (the runtime's ``Limits`` has them; the
+    wire only needs to read them, so it does not depend on the runtime)."""
+
+    @property
+    def value_bytes_max(self) -> int: ...
+
+    @property
+    def ops_per_request_max(self) -> int: ...
+
+    @property
+    def frame_bytes_max(self) -> int: ...
+
+
+def limits_for_clients(limits: RequestLimits) -> dict[str, int]:
     """The limits a client checks its requests against (the welcome's last element)."""
     return {
         "value_bytes_max": limits.value_bytes_max,
@@ -156,7 +169,7 @@ def request_id(frame: Any) -> int | None:
     return None
 
 
-def parse_request(frame: Any, limits: Limits) -> ClientRequest | Refused:
+def parse_request(frame: Any, limits: RequestLimits) -> ClientRequest | Refused:
     """The request in ``frame``, or a :class:`Refused` for one over a limit; anything
     malformed raises :class:`RemoteProtocolError` (the connection ends)."""
     if not isinstance(frame, list) or not frame or type(frame[0]) is not str:
