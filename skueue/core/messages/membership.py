@@ -1,4 +1,4 @@
-"""Messages of Join, Leave and the update phase (SPEC §8): one frozen attrs class each.
+"""Messages of Join, Leave and the update phase (SPEC §8): one frozen dataclass each.
 
 See :mod:`skueue.core.membership.update_phase` for how they are used.
 ``Entry`` is one DHT entry on the
@@ -7,7 +7,7 @@ move: ``(position, ticket, element)``.
 
 from __future__ import annotations
 
-import attrs
+from dataclasses import dataclass
 
 from skueue.core.ops import Element
 from skueue.overlay.labels import NodeRef
@@ -16,7 +16,7 @@ from skueue.overlay.routing import Route
 Entry = tuple[int, int, Element]
 
 
-@attrs.frozen
+@dataclass(frozen=True, slots=True)
 class JoinRequest:
     """A joining node asks to be placed: routed to pred(joiner.label), its responsible node."""
 
@@ -27,7 +27,7 @@ class JoinRequest:
         return f"JoinRequest {self.joiner.describe()}"
 
 
-@attrs.frozen
+@dataclass(frozen=True, slots=True)
 class JoinAccepted:
     """The responsible node introduces itself to the joiner.  ``confirm``: the joiner moved
     here in an update phase and must acknowledge, so that it reports its join to the right
@@ -40,7 +40,7 @@ class JoinAccepted:
         return f"JoinAccepted by {self.responsible.describe()}"
 
 
-@attrs.frozen
+@dataclass(frozen=True, slots=True)
 class JoinAcceptedAck:
     joiner: NodeRef
 
@@ -48,7 +48,7 @@ class JoinAcceptedAck:
         return f"JoinAcceptedAck {self.joiner.describe()}"
 
 
-@attrs.frozen
+@dataclass(frozen=True, slots=True)
 class JoinCounted:
     """The anchor has counted the joining process (its left node's batch with the join
     was assigned): integrate ``joiner`` in the next update phase.  Acknowledged, and the
@@ -62,7 +62,7 @@ class JoinCounted:
         return f"JoinCounted {self.joiner.describe()}"
 
 
-@attrs.frozen
+@dataclass(frozen=True, slots=True)
 class JoinCountedAck:
     joiner: NodeRef
 
@@ -70,7 +70,7 @@ class JoinCountedAck:
         return f"JoinCountedAck {self.joiner.describe()}"
 
 
-@attrs.frozen
+@dataclass(frozen=True, slots=True)
 class Withdraw:
     """A relayed joining node moved to another responsible node and took back the batch
     it had sent to this one (it may still be on its way: drop it when it comes).  Sent on
@@ -84,7 +84,7 @@ class Withdraw:
         return f"Withdraw batch #{self.number} of {self.sender.describe()}"
 
 
-@attrs.frozen
+@dataclass(frozen=True, slots=True)
 class StageDone:
     """Up the *old* tree: the sender and all its old children finished ``stage``."""
 
@@ -95,7 +95,7 @@ class StageDone:
         return f"StageDone {self.stage} from {self.sender.describe()}"
 
 
-@attrs.frozen
+@dataclass(frozen=True, slots=True)
 class Rewire:
     """Down the old tree: start ``stage`` (2: integrate joiners, 3: let leavers go)."""
 
@@ -105,7 +105,7 @@ class Rewire:
         return f"Rewire stage {self.stage}"
 
 
-@attrs.frozen
+@dataclass(frozen=True, slots=True)
 class Integrate:
     """From the responsible node to a joiner: your neighbours, your DHT entries, and the
     joining nodes in your interval that were not counted yet (you are now responsible
@@ -127,7 +127,7 @@ class Integrate:
         )
 
 
-@attrs.frozen
+@dataclass(frozen=True, slots=True)
 class IntegrateAck:
     """The joiner is in the ring.  ``withdrawn`` is the number of a batch it had sent to
     its responsible node as a relayed child and took back (-1: none)."""
@@ -139,7 +139,7 @@ class IntegrateAck:
         return f"IntegrateAck from {self.sender.describe()} withdrawn={self.withdrawn}"
 
 
-@attrs.frozen
+@dataclass(frozen=True, slots=True)
 class SetPred:
     """Your predecessor is now ``pred`` (acknowledged to ``sender``, so it knows it took)."""
 
@@ -150,7 +150,7 @@ class SetPred:
         return f"SetPred {self.pred.describe()} from {self.sender.describe()}"
 
 
-@attrs.frozen
+@dataclass(frozen=True, slots=True)
 class SetPredAck:
     sender: NodeRef
 
@@ -158,7 +158,7 @@ class SetPredAck:
         return f"SetPredAck from {self.sender.describe()}"
 
 
-@attrs.frozen
+@dataclass(frozen=True, slots=True)
 class MayILeave:
     """A leaving node asks its predecessor whether it may hand its part over to it."""
 
@@ -168,7 +168,7 @@ class MayILeave:
         return f"MayILeave from {self.sender.describe()}"
 
 
-@attrs.frozen
+@dataclass(frozen=True, slots=True)
 class LeaveAnswer:
     """``granted``: hand over now.  Otherwise the predecessor is leaving in this phase
     itself; wait for the SetPred that names the next predecessor, then ask it.  An
@@ -181,7 +181,7 @@ class LeaveAnswer:
         return f"LeaveAnswer {'granted' if self.granted else 'wait'}"
 
 
-@attrs.frozen
+@dataclass(frozen=True, slots=True)
 class Departing:
     """A leaving node's hand-over: its entries, its successor, join requests it held.
 
@@ -202,7 +202,7 @@ class Departing:
         )
 
 
-@attrs.frozen
+@dataclass(frozen=True, slots=True)
 class HandoverPart:
     """One bounded piece of the entries a Departing (leave) or an Integrate (join) hands
     over; ``index`` is in ``[0, parts)`` of the final message."""
@@ -217,7 +217,7 @@ class HandoverPart:
         )
 
 
-@attrs.frozen
+@dataclass(frozen=True, slots=True)
 class Absorbed:
     """The predecessor holds the leaver's part and the successor points at it: go."""
 
@@ -225,7 +225,7 @@ class Absorbed:
         return "Absorbed"
 
 
-@attrs.frozen
+@dataclass(frozen=True, slots=True)
 class AnchorHandover:
     """The anchor's counters travel to the new minimum node (SPEC §8, anchor change)."""
 
@@ -235,7 +235,7 @@ class AnchorHandover:
         return f"AnchorHandover {self.state}"
 
 
-@attrs.frozen
+@dataclass(frozen=True, slots=True)
 class UpdateOver:
     """Down the *new* tree: the update phase is over, batches resume."""
 

@@ -1,4 +1,4 @@
-"""One frozen attrs class per message kind (never subclassed), and the registry the wire uses.
+"""One frozen dataclass per message kind (never subclassed), and the registry the wire uses.
 
 Messages are addressed by the driver (``Send.to``); a message carries its sender only
 where the receiver needs it.
@@ -6,9 +6,8 @@ where the receiver needs it.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
-
-import attrs
 
 from skueue.core.batch import Batch, RunGrant
 from skueue.core.ops import Element
@@ -16,7 +15,7 @@ from skueue.overlay.labels import NodeRef
 from skueue.overlay.routing import Route
 
 
-@attrs.frozen
+@dataclass(frozen=True, slots=True)
 class BatchUp:
     """Stage 1: a child's batch, sent to its parent in the aggregation tree."""
 
@@ -30,7 +29,7 @@ class BatchUp:
         return f"BatchUp #{self.number} from {self.sender.describe()} {self.batch.describe()}"
 
 
-@attrs.frozen
+@dataclass(frozen=True, slots=True)
 class Grants:
     """Stage 3: the position grants for the batch a child sent up, one per run."""
 
@@ -50,7 +49,7 @@ class Grants:
         return f"Grants #{self.number} " + " ".join(g.describe() for g in self.grants) + flags
 
 
-@attrs.frozen
+@dataclass(frozen=True, slots=True)
 class Put:
     """Stage 4: store ``element`` at ``position`` (routed hop by hop to pred(key))."""
 
@@ -68,7 +67,7 @@ class Put:
         return f"Put pos={self.position} t={self.ticket} op=#{self.op_id}"
 
 
-@attrs.frozen
+@dataclass(frozen=True, slots=True)
 class Get:
     """Stage 4: remove and return the element at ``position`` (waits for its Put)."""
 
@@ -82,7 +81,7 @@ class Get:
         return f"Get pos={self.position} t={self.ticket} op=#{self.op_id}"
 
 
-@attrs.frozen
+@dataclass(frozen=True, slots=True)
 class GetReply:
     """The element a Get removed, sent straight back to the requesting node."""
 
@@ -94,7 +93,7 @@ class GetReply:
         return f"GetReply op=#{self.op_id} pos={self.position}"
 
 
-@attrs.frozen
+@dataclass(frozen=True, slots=True)
 class PutAck:
     """A Put landed (stack only)."""
 
