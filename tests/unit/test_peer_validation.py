@@ -15,6 +15,8 @@ wrong.  A failing example prints the AsyncConfig and the pause points that repla
 
 from __future__ import annotations
 
+import copy
+import inspect
 import random
 from collections import Counter
 from collections.abc import Iterator
@@ -30,6 +32,7 @@ from skueue.core.batch import Batch, RunGrant
 from skueue.core.errors import PeerError
 from skueue.core.membership.state import JOINS, LOSSY_WHEN_DEPARTED, OVER, Mode
 from skueue.core.messages.membership import (
+    MEMBERSHIP_KINDS,
     Absorbed,
     AnchorHandover,
     Departing,
@@ -50,7 +53,15 @@ from skueue.core.messages.membership import (
     UpdateOver,
     Withdraw,
 )
-from skueue.core.messages.stages import BatchUp, Get, GetReply, Grants, Put, PutAck
+from skueue.core.messages.stages import (
+    MESSAGE_KINDS,
+    BatchUp,
+    Get,
+    GetReply,
+    Grants,
+    Put,
+    PutAck,
+)
 from skueue.core.node.virtual_node import VirtualNode
 from skueue.core.ops import Structure
 from skueue.core.process import Process
@@ -337,3 +348,69 @@ def test_the_forged_empty_grants_of_issue_8_are_refused() -> None:
             sim._apply(process, process.tick())
     assert refused > 10
     check_sim(sim, f"{config!r}")
+
+
+# -- random fields: refused with nothing changed, or taken; never another error ------------
+
+
+def random_field(hint: str, pids: list[str], rng: random.Random) -> Any:
+    """A value of the declared type, drawn without regard for the receiver's state."""
+
+    def num() -> int:
+        return rng.choice([0, 1, 2, 3, -1, 7, 100, rng.randrange(1 << 20)])
+
+    def node() -> NodeRef:
+        return node_ref(rng.choice(pids), rng.choice(list(Kind)))
+
+    if "NodeRef" in hint:
+        return tuple(node() for _ in range(rng.randrange(3))) if "tuple" in hint else node()
+    if "Route" in hint:
+        return None if rng.random() < 0.6 else route_to(rng.randrange(1 << 64))
+    if "RunGrant" in hint:
+        return tuple(RunGrant(num(), num(), num()) for _ in range(rng.randrange(4)))
+    if "Batch" in hint:
+        return Batch.of(*(num() for _ in range(rng.randrange(4))))
+    if "Entr" in hint:  # Entry, Entries
+        return tuple((num(), num(), "e") for _ in range(rng.randrange(3)))
+    if "bool" in hint:
+        return rng.random() < 0.5
+    if "Element" in hint:
+        return "x"
+    if "tuple[int" in hint:
+        return tuple(num() for _ in range(3))
+    return num()
+
+
+def random_message(pids: list[str], rng: random.Random) -> Any:
+    cls = rng.choice([*MESSAGE_KINDS.values(), *MEMBERSHIP_KINDS.values()])
+    params = inspect.signature(cls).parameters.values()
+    return cls(**{p.name: random_field(str(p.annotation), pids, rng) for p in params})
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_messages_with_random_fields_are_refused_cleanly_or_taken(seed: int) -> None:
+    """Any message a peer can put on the wire, with fields drawn at random: either the
+    receiver refuses it with :class:`PeerError` and nothing changed, or it takes it.
+    Nothing else (no ValueError, KeyError, IndexError, AssertionError, ProtocolError)."""
+    rng = random.Random(seed)
+    config = AsyncConfig(5, rng.choice(list(Structure)), 40, 0.6, seed, joins=2, leaves=1)
+    sim = AsyncSim(config)
+    pids = [*sim.processes, INTRUDER]
+    tried = 0
+    for step in range(3000):
+        if sim.finished():
+            break
+        sim.step()
+        if step % 40:
+            continue
+        # A copy takes the message, so the run itself goes on undisturbed.
+        process = copy.deepcopy(rng.choice(sim.order))
+        message = random_message(pids, rng)
+        to = process.node_ref(rng.choice(list(Kind)))
+        before = repr(process)
+        try:
+            process.handle(to, message)
+        except PeerError:
+            assert repr(process) == before, f"seed {seed}: refused but changed: {message!r}"
+        tried += 1
+    assert tried > 10
