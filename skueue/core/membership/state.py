@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from skueue.core.messages.field_types import PARTS_MAX
 from skueue.core.messages.membership import (
     Entry,
     JoinRequest,
@@ -40,7 +41,6 @@ JOIN_RETRY_TICKS = 64
 HANDOVER_OVERHEAD_BYTES = 1024
 ENTRY_OVERHEAD_BYTES = 32
 NODE_BYTES_MAX = 300  # a node reference: a process id of up to 256 bytes and its kind
-PARTS_MAX = 1 << 24
 # Messages that may find their receiver gone, harmlessly: a join request is repeated by
 # its joiner, and a leaver that asked a departed predecessor hears from the next one.
 LOSSY_WHEN_DEPARTED = (JoinRequest, MayILeave, LeaveAnswer)

@@ -1,1 +1,1 @@
-"""Peer messages: one frozen attrs class per kind."""
+"""Peer messages: one frozen dataclass per kind; the wire codec is derived from them."""

@@ -1,19 +1,28 @@
 """Messages of Join, Leave and the update phase (SPEC §8): one frozen dataclass each.
 
-See :mod:`skueue.core.membership.update_phase` for how they are used.
-``Entry`` is one DHT entry on the
-move: ``(position, ticket, element)``.
+See :mod:`skueue.core.membership.update_phase` for how they are used.  Field
+annotations declare what the wire accepts (:mod:`skueue.core.messages.field_types`).
 """
 
 from __future__ import annotations
 
+import typing
 from dataclasses import dataclass
+from typing import Annotated
 
-from skueue.core.ops import Element
+from skueue.core.messages.field_types import (
+    Entries,
+    Entry,
+    Generation,
+    Items,
+    PartCount,
+    PartIndex,
+    Range,
+)
 from skueue.overlay.labels import NodeRef
 from skueue.overlay.routing import Route
 
-Entry = tuple[int, int, Element]
+__all__ = ["Entry", "MEMBERSHIP_KINDS", "MembershipMessage"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,7 +87,7 @@ class Withdraw:
     responsible node knows when to stop accepting batches from it."""
 
     sender: NodeRef
-    number: int
+    number: Generation
 
     def describe(self) -> str:
         return f"Withdraw batch #{self.number} of {self.sender.describe()}"
@@ -89,7 +98,7 @@ class StageDone:
     """Up the *old* tree: the sender and all its old children finished ``stage``."""
 
     sender: NodeRef
-    stage: int
+    stage: Annotated[int, Range(1, 4)]
 
     def describe(self) -> str:
         return f"StageDone {self.stage} from {self.sender.describe()}"
@@ -99,7 +108,7 @@ class StageDone:
 class Rewire:
     """Down the old tree: start ``stage`` (2: integrate joiners, 3: let leavers go)."""
 
-    stage: int
+    stage: Annotated[int, Range(2, 4)]
 
     def describe(self) -> str:
         return f"Rewire stage {self.stage}"
@@ -114,11 +123,11 @@ class Integrate:
     sender: NodeRef
     pred: NodeRef
     succ: NodeRef
-    entries: tuple[Entry, ...]
+    entries: Entries
     joiners: tuple[NodeRef, ...] = ()
     # HandoverPart messages with the rest of the entries, sent before this one (they may
     # arrive after it): the joiner integrates once it holds all of them.
-    parts: int = 0
+    parts: PartCount = 0
 
     def describe(self) -> str:
         return (
@@ -133,7 +142,7 @@ class IntegrateAck:
     its responsible node as a relayed child and took back (-1: none)."""
 
     sender: NodeRef
-    withdrawn: int
+    withdrawn: Generation
 
     def describe(self) -> str:
         return f"IntegrateAck from {self.sender.describe()} withdrawn={self.withdrawn}"
@@ -191,9 +200,9 @@ class Departing:
 
     sender: NodeRef
     succ: NodeRef
-    entries: tuple[Entry, ...]
+    entries: Entries
     deferred: tuple[NodeRef, ...]
-    parts: int = 0
+    parts: PartCount = 0
 
     def describe(self) -> str:
         return (
@@ -208,8 +217,8 @@ class HandoverPart:
     over; ``index`` is in ``[0, parts)`` of the final message."""
 
     sender: NodeRef
-    index: int
-    entries: tuple[Entry, ...]
+    index: PartIndex
+    entries: Entries
 
     def describe(self) -> str:
         return (
@@ -229,7 +238,7 @@ class Absorbed:
 class AnchorHandover:
     """The anchor's counters travel to the new minimum node (SPEC §8, anchor change)."""
 
-    state: tuple[int, ...]
+    state: Annotated[tuple[int, ...], Items(3, 3)]
 
     def describe(self) -> str:
         return f"AnchorHandover {self.state}"
@@ -265,27 +274,7 @@ MembershipMessage = (
     | UpdateOver
 )
 
-MEMBERSHIP_KINDS = {
-    cls.__name__: cls
-    for cls in (
-        JoinRequest,
-        JoinAccepted,
-        JoinAcceptedAck,
-        JoinCounted,
-        JoinCountedAck,
-        Withdraw,
-        StageDone,
-        Rewire,
-        Integrate,
-        IntegrateAck,
-        SetPred,
-        SetPredAck,
-        MayILeave,
-        LeaveAnswer,
-        Departing,
-        HandoverPart,
-        Absorbed,
-        AnchorHandover,
-        UpdateOver,
-    )
+# The kinds, derived from the union above (written once).
+MEMBERSHIP_KINDS: dict[str, type[MembershipMessage]] = {
+    cls.__name__: cls for cls in typing.get_args(MembershipMessage)
 }

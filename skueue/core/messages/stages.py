@@ -1,4 +1,4 @@
-"""One frozen dataclass per message kind (never subclassed), and the registry the wire uses.
+"""One frozen dataclass per message kind (never subclassed); the wire derives its codec from them.
 
 Messages are addressed by the driver (``Send.to``); a message carries its sender only
 where the receiver needs it.
@@ -6,10 +6,11 @@ where the receiver needs it.
 
 from __future__ import annotations
 
+import typing
 from dataclasses import dataclass
-from typing import Any
 
 from skueue.core.batch import Batch, RunGrant
+from skueue.core.messages.field_types import Position
 from skueue.core.ops import Element
 from skueue.overlay.labels import NodeRef
 from skueue.overlay.routing import Route
@@ -54,7 +55,7 @@ class Put:
     """Stage 4: store ``element`` at ``position`` (routed hop by hop to pred(key))."""
 
     route: Route | None  # None: not started; the receiver starts routing (a joiner's relay)
-    position: int
+    position: Position
     element: Element
     ticket: int  # stack ticket; 0 for the queue
     requester: NodeRef  # where a PutAck goes when ``ack`` is set
@@ -72,7 +73,7 @@ class Get:
     """Stage 4: remove and return the element at ``position`` (waits for its Put)."""
 
     route: Route | None  # None: not started; the receiver starts routing
-    position: int
+    position: Position
     ticket: int  # stack: take the largest ticket <= this; queue: 0
     requester: NodeRef
     op_id: int
@@ -86,7 +87,7 @@ class GetReply:
     """The element a Get removed, sent straight back to the requesting node."""
 
     op_id: int
-    position: int
+    position: Position
     element: Element
 
     def describe(self) -> str:
@@ -103,8 +104,7 @@ class PutAck:
         return f"PutAck op=#{self.op_id}"
 
 
-MESSAGE_KINDS: dict[str, type[Any]] = {
-    cls.__name__: cls for cls in (BatchUp, Grants, Put, Get, GetReply, PutAck)
-}
-
 Message = BatchUp | Grants | Put | Get | GetReply | PutAck
+
+# The kinds, derived from the union above (written once).
+MESSAGE_KINDS: dict[str, type[Message]] = {cls.__name__: cls for cls in typing.get_args(Message)}

@@ -1,0 +1,44 @@
+"""What a message field may hold, declared with the field itself.
+
+A message class is the one declaration of its kind: the peer codec
+(:mod:`skueue.wire.peer`) reads each field's annotation and derives the encoding and the
+checks from it.  Plain ``int`` fields hold a non-negative integer below 2**63; a field
+with another range, or a sequence with an item limit, says so through
+``typing.Annotated`` with the markers below.  They are plain data: the core never acts
+on them, a wire does.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Annotated
+
+from skueue.core.ops import Element
+
+INT_MAX = 1 << 63  # msgpack's integers stop at 2**64; ours at 2**63, like the DHT keys
+PARTS_MAX = 1 << 24  # pieces of one hand-over (membership/handover splitting)
+ENTRIES_MAX = 1 << 24  # DHT entries in one hand-over piece
+
+
+@dataclass(frozen=True, slots=True)
+class Range:
+    """The integers a field may hold: ``low <= value < high``."""
+
+    low: int = 0
+    high: int = INT_MAX
+
+
+@dataclass(frozen=True, slots=True)
+class Items:
+    """How many items a sequence field may hold: ``least <= len <= most``."""
+
+    least: int = 0
+    most: int = INT_MAX
+
+
+Position = Annotated[int, Range(1)]  # queue and stack positions start at 1
+Generation = Annotated[int, Range(-1)]  # a batch number, or -1 for "none yet"
+PartCount = Annotated[int, Range(0, PARTS_MAX + 1)]
+PartIndex = Annotated[int, Range(0, PARTS_MAX)]
+Entry = tuple[Position, int, Element]  # one DHT entry on the move: (position, ticket, element)
+Entries = Annotated[tuple[Entry, ...], Items(most=ENTRIES_MAX)]
