@@ -60,7 +60,11 @@ def harvest() -> list[Any]:
     try:
         for structure in Structure:
             config = rounds.SyncConfig(
-                processes=6, structure=structure, rounds=40, rate=4, seed=11,
+                processes=6,
+                structure=structure,
+                rounds=40,
+                rate=4,
+                seed=11,
                 local_delivery=False,
             )
             rounds.SyncSim(config).run()
@@ -109,11 +113,16 @@ def main() -> int:
     size = sum(len(msgpack.packb(encode_message(m), use_bin_type=True)) for m in messages)
     rates = [rate(messages, args.seconds) for _ in range(args.repeats)]
     print(f"codec: {TREE}")
-    print(f"messages: {len(messages)} of {len(kinds)} kinds "
-          f"({', '.join(f'{k} {n}' for k, n in kinds.most_common())})")
+    print(
+        f"messages: {len(messages)} of {len(kinds)} kinds "
+        f"({', '.join(f'{k} {n}' for k, n in kinds.most_common())})"
+    )
     print(f"bytes per message (mean): {size / len(messages):.1f}")
-    print("round trips/s: median {:.0f} (runs: {})".format(
-        statistics.median(rates), ", ".join(f"{r:.0f}" for r in rates)))
+    print(
+        "round trips/s: median {:.0f} (runs: {})".format(
+            statistics.median(rates), ", ".join(f"{r:.0f}" for r in rates)
+        )
+    )
     return 0
 
 
