@@ -38,7 +38,16 @@ from anyio.from_thread import start_blocking_portal
 
 from skueue.runtime.address import AddressError, parse_address
 from skueue.runtime.limits import Limits
-from skueue.wire.client_protocol import PROTOCOL_VERSION
+from skueue.wire.client_protocol import (
+    PROTOCOL_VERSION,
+    ClientRequest,
+    InsertRequest,
+    JoinClusterRequest,
+    LeaveRequest,
+    RemoveRequest,
+    StatsRequest,
+)
+from skueue.wire.client_replies import Done, ErrorReply, More, StatsReply, Welcome, parse_reply
 from skueue.wire.errors import RemoteProtocolError
 from skueue.wire.framing import FrameDecoder, pack
 
@@ -102,15 +111,15 @@ class Removed:
 class _Waiter:
     done: anyio.Event = attrs.field(factory=anyio.Event)
     results: list[Any] = attrs.field(factory=list)
-    reply: list[Any] | None = None
+    reply: Done | StatsReply | None = None
     error: SkueueError | None = None
 
 
-def limits_from_welcome(welcome: list[Any]) -> tuple[Limits, bool]:
+def limits_from_welcome(welcome: Welcome) -> tuple[Limits, bool]:
     """The daemon's limits from its welcome, and whether it sent them (a daemon that does
     speaks the protocol with replies in pieces); the defaults where it did not."""
     defaults = Limits()
-    advertised = welcome[4] if len(welcome) > 4 and isinstance(welcome[4], dict) else None
+    advertised = welcome.limits
     if advertised is None:
         return defaults, False
     known = {}
@@ -200,7 +209,7 @@ class Client:
         checked = [self._checked_value(v) for v in values]
         out: list[Inserted] = []
         for chunk in self._insert_chunks(checked):
-            results = await self._request(["insert", None, chunk])
+            results = await self._request(InsertRequest(0, chunk))
             out.extend(Inserted(r[0], r[1]) for r in results)
         return out
 
@@ -210,17 +219,17 @@ class Client:
         return await self._remove(count, stop_when_empty=False)
 
     async def stats(self) -> dict[str, Any]:
-        stats: dict[str, Any] = await self._request(["stats", None])
+        stats: dict[str, Any] = await self._request(StatsRequest(0))
         return stats
 
     async def leave(self) -> None:
         """Make the daemon hand its data to the others and exit; returns once it has."""
-        await self._request(["leave", None])
+        await self._request(LeaveRequest(0))
 
     async def join(self, seed: str) -> None:
         """Make a daemon that is alone (and empty) join the cluster ``seed`` is in;
         returns once it is in the ring."""
-        await self._request(["join", None, seed])
+        await self._request(JoinClusterRequest(0, seed))
 
     # -- checks and splitting ---------------------------------------------------------
 
@@ -259,7 +268,7 @@ class Client:
         out: list[Removed] = []
         while len(out) < count:
             n = min(self.remove_count_max, count - len(out))
-            results = await self._request(["remove", None, n])
+            results = await self._request(RemoveRequest(0, n))
             batch = [Removed(r[0], r[1], r[2]) for r in results]
             out.extend(batch)
             if stop_when_empty and any(r.value is None for r in batch):
@@ -268,15 +277,14 @@ class Client:
 
     # -- plumbing ---------------------------------------------------------------------
 
-    async def _request(self, frame: list[Any]) -> Any:
+    async def _request(self, request: ClientRequest) -> Any:
         """Send one request and wait for its results (the pieces concatenated), or the
         stats object; raise the error the daemon answered with, or RequestTimeout."""
         if self._broken is not None:
             raise self._broken
         rid = next(self._rids)
         self._last_rid = rid
-        frame[1] = rid
-        blob = pack(frame)
+        blob = pack(attrs.evolve(request, rid=rid).frame())
         waiter = _Waiter()
         self._waiting[rid] = waiter
         sending = False
@@ -304,10 +312,11 @@ class Client:
             )
         if waiter.error is not None:
             raise waiter.error
-        assert waiter.reply is not None
-        if waiter.reply[0] == "done":
-            return [*waiter.results, *waiter.reply[2]]
-        return waiter.reply[2]
+        reply = waiter.reply
+        if isinstance(reply, Done):
+            return [*waiter.results, *reply.results]
+        assert isinstance(reply, StatsReply)
+        return reply.summary
 
     def _break(self, error: SkueueError) -> None:
         if self._broken is None:
@@ -335,36 +344,32 @@ class Client:
             self._break(error)
 
     def _deliver(self, frame: Any) -> None:
-        if not isinstance(frame, list) or len(frame) < 3:
-            raise RemoteProtocolError(f"unexpected reply {frame!r:.60}")
-        kind, rid = frame[0], frame[1]
-        if kind == "error" and rid is None:
-            self._break(_error_from(frame, self.name))
+        reply = parse_reply(frame)
+        if isinstance(reply, ErrorReply) and reply.rid is None:
+            self._break(_error_from(reply, self.name))
             return
-        if type(rid) is not int or not 0 < rid <= self._last_rid:
+        if isinstance(reply, Welcome):
+            raise RemoteProtocolError(f"unexpected reply {frame!r:.60}")
+        rid = reply.rid
+        if rid is None or not 0 < rid <= self._last_rid:
             raise RemoteProtocolError(f"reply for unknown request {rid!r:.20}")
         waiter = self._waiting.get(rid)
         if waiter is None:
             return  # a request we stopped waiting for (timed out or cancelled)
-        if kind == "more":
-            if not isinstance(frame[2], list):
-                raise RemoteProtocolError(f"unexpected reply {frame!r:.60}")
-            waiter.results.extend(frame[2])
+        if isinstance(reply, More):
+            waiter.results.extend(reply.results)
             return
         del self._waiting[rid]  # answered: a break that follows does not change that
-        if kind == "error":
-            waiter.error = _error_from(frame, self.name)
-        elif kind == "done" and not isinstance(frame[2], list):
-            raise RemoteProtocolError(f"unexpected reply {frame!r:.60}")
+        if isinstance(reply, ErrorReply):
+            waiter.error = _error_from(reply, self.name)
         else:
-            waiter.reply = frame
+            waiter.reply = reply
         waiter.done.set()
 
 
-def _error_from(frame: list[Any], name: str) -> SkueueError:
-    """The client error for an ``["error", rid, message, code?]`` frame."""
-    message = " ".join(str(frame[2]).split()) or "no reason given"
-    code = frame[3] if len(frame) > 3 else None
+def _error_from(reply: ErrorReply, name: str) -> SkueueError:
+    """The client error for an error reply."""
+    message, code = reply.message, reply.code
     if code == "timeout":
         return RequestTimeout(f"{name}: {message}; the outcome is unknown")
     if code == "unavailable":
@@ -427,19 +432,23 @@ async def connect(
             RemoteProtocolError,
         ) as e:
             raise NodeUnreachable(f"{target} did not greet us as skueued: {_reason(e)}") from None
-        if isinstance(welcome, list) and len(welcome) > 2 and welcome[0] == "error":
-            refusal = _error_from(welcome, target)
+        try:
+            greeting = parse_reply(welcome)
+        except RemoteProtocolError:
+            greeting = None
+        if isinstance(greeting, ErrorReply):
+            refusal = _error_from(greeting, target)
             if isinstance(refusal, NodeUnavailable):
                 raise refusal
-            raise NodeUnreachable(f"{target} refused the connection: {welcome[2]!r:.80}")
-        if not isinstance(welcome, list) or len(welcome) < 3 or welcome[0] != "welcome":
+            raise NodeUnreachable(f"{target} refused the connection: {greeting.message!r:.80}")
+        if not isinstance(greeting, Welcome):
             raise NodeUnreachable(f"{target} did not greet us as skueued: {welcome!r:.80}")
-        limits, in_pieces = limits_from_welcome(welcome)
+        limits, in_pieces = limits_from_welcome(greeting)
         decoder.frame_bytes_max = limits.frame_bytes_max
         client = Client(
             stream,
-            str(welcome[1]),
-            str(welcome[2]),
+            greeting.process_id,
+            greeting.structure,
             address=target,
             request_timeout_s=request_timeout_s,
             limits=limits,

@@ -41,6 +41,7 @@ from skueue.runtime.peers import PeerLinks
 from skueue.runtime.resources import files_needed, raise_open_files_limit
 from skueue.runtime.state import log
 from skueue.wire.client_protocol import PROTOCOL_VERSION, limits_for_clients
+from skueue.wire.client_replies import Welcome
 
 __all__ = ["Daemon", "DaemonConfig", "bind"]
 
@@ -92,13 +93,12 @@ class Daemon(OwnerLoop, IncomingConnections):
             task_status.started(self.address)
 
     def welcome(self) -> list[Any]:
-        return [
-            "welcome",
+        return Welcome(
             self.process_id,
             self.config.structure.value,
             PROTOCOL_VERSION,
             limits_for_clients(self.limits),
-        ]
+        ).frame()
 
     def _build_process(self, members: list[str]) -> Process:
         views = {n.kind: v for n, v in build_views(members).items() if n.process == self.process_id}

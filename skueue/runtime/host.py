@@ -23,6 +23,7 @@ from skueue.core.messages.stages import Message
 from skueue.core.ops import Element, OpKind, Structure, insert_kind, remove_kind
 from skueue.core.process import Process
 from skueue.overlay.labels import Kind
+from skueue.wire.client_replies import TIMEOUT, Done, ErrorReply, Reply
 from skueue.wire.peer import encode_message
 
 Frame = list[Any]
@@ -62,7 +63,7 @@ class Host:
         self.structure: Structure = process.structure
         self.ops: dict[int, tuple[Request, int]] = {}
         self.peer_frames: dict[str, list[Frame]] = defaultdict(list)
-        self.client_frames: list[tuple[int, Frame]] = []
+        self.client_frames: list[tuple[int, Reply]] = []
         self.counters = Counters()
         self.gone_clients: set[int] = set()
         # Requests not yet answered, per client: a gone client is remembered only while
@@ -97,7 +98,7 @@ class Host:
         deadline: float,
     ) -> None:
         if not ops:
-            self.client_frames.append((client, ["done", rid, []]))
+            self.client_frames.append((client, Done(rid, [])))
             return
         request = Request(client, rid, ops[0][0].inserts, [None] * len(ops), len(ops))
         self.pending_requests[client] += 1
@@ -131,8 +132,8 @@ class Host:
             request.timed_out = True
             if request.client not in self.gone_clients:
                 message = f"no answer from the cluster in time; {why()}"
-                frame = ["error", request.rid, message, "timeout"]
-                self.client_frames.append((request.client, frame))
+                reply = ErrorReply(request.rid, message, TIMEOUT)
+                self.client_frames.append((request.client, reply))
 
     def seconds_to_deadline(self, now: float) -> float:
         while self.deadlines and _answered(self.deadlines[0][2]):
@@ -147,7 +148,7 @@ class Host:
 
     # -- outputs ------------------------------------------------------------------------
 
-    def take_frames(self) -> tuple[dict[str, list[Frame]], list[tuple[int, Frame]]]:
+    def take_frames(self) -> tuple[dict[str, list[Frame]], list[tuple[int, Reply]]]:
         peers, clients = self.peer_frames, self.client_frames
         self.peer_frames, self.client_frames = defaultdict(list), []
         return peers, clients
@@ -187,7 +188,7 @@ class Host:
             self.counters.dropped_results += lost
             self.forget_client(request.client)
             return
-        self.client_frames.append((request.client, ["done", request.rid, request.results]))
+        self.client_frames.append((request.client, Done(request.rid, request.results)))
 
     def forget_client(self, client: int) -> None:
         """Once no request of a gone client is pending, stop remembering it."""

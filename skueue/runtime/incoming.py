@@ -18,6 +18,7 @@ from skueue.runtime.inputs import PeerControl, PeerGone, PeerHello, PeerInput
 from skueue.runtime.peers import parse_peer_frame
 from skueue.runtime.sessions import DISCONNECTED
 from skueue.runtime.state import DaemonState, log
+from skueue.wire.client_replies import ErrorReply
 from skueue.wire.errors import RemoteProtocolError
 from skueue.wire.framing import FrameDecoder, pack
 
@@ -37,7 +38,7 @@ class IncomingConnections(DaemonState):
                     raise RemoteProtocolError(f"expected a hello, got {hello!r:.60}")
             except RemoteProtocolError as e:
                 log.warning("bad input, closing connection", error=str(e))
-                await _try_send(stream, pack(["error", None, str(e)]))
+                await _try_send(stream, pack(ErrorReply(None, str(e)).frame()))
             except DISCONNECTED:
                 pass  # an abrupt disconnect: nothing to answer
 

@@ -18,6 +18,7 @@ from skueue.runtime.errors import DaemonError
 from skueue.runtime.host import COUNTER_NAMES, Host
 from skueue.runtime.inputs import ClientError, JoinStart
 from skueue.runtime.state import DaemonState, log
+from skueue.wire.client_replies import INVALID, UNAVAILABLE, Done, ErrorReply
 
 
 class MembershipWaiters(DaemonState):
@@ -44,22 +45,22 @@ class MembershipWaiters(DaemonState):
                     f"this daemon is the last member of its cluster and holds {held} "
                     "elements: they would have nowhere to go; drain it first"
                 )
-                host.client_frames.append((client, ["error", rid, message, "invalid"]))
+                host.client_frames.append((client, ErrorReply(rid, message, INVALID)))
                 return
             log.info("the last member leaves; the cluster is empty", process=self.process_id)
-            host.client_frames.append((client, ["done", rid, []]))
+            host.client_frames.append((client, Done(rid, [])))
             self.left.set()
             return
         assert self.links is not None
         if self.links.down() and not host.process.leaving:
             # A leave needs an update phase, which needs every member: it would hang.
             message = f"cannot leave while members are unreachable ({self._why_no_answer()})"
-            host.client_frames.append((client, ["error", rid, message, "unavailable"]))
+            host.client_frames.append((client, ErrorReply(rid, message, UNAVAILABLE)))
             return
         if not host.process.leaving:
             why = host.process.why_not_leave()
             if why is not None:
-                host.client_frames.append((client, ["error", rid, why, "unavailable"]))
+                host.client_frames.append((client, ErrorReply(rid, why, UNAVAILABLE)))
                 return
             host.process.leave()
         log.info("leaving", process=self.process_id)
@@ -69,12 +70,12 @@ class MembershipWaiters(DaemonState):
         assert self.host is not None and self.nursery is not None
         problem = alone_and_empty(self.host)
         if problem:
-            self.host.client_frames.append((client, ["error", rid, problem, "invalid"]))
+            self.host.client_frames.append((client, ErrorReply(rid, problem, INVALID)))
             return
         try:
             address = parse_address(seed)
         except AddressError as e:
-            self.host.client_frames.append((client, ["error", rid, str(e), "invalid"]))
+            self.host.client_frames.append((client, ErrorReply(rid, str(e), INVALID)))
             return
         self.nursery.start_soon(self._reach_seed, address, client, rid)
 
@@ -95,13 +96,13 @@ class MembershipWaiters(DaemonState):
             self.joined.set()
             log.info("joined", process=self.process_id)
             for client, rid in self.join_waiters:
-                self.host.client_frames.append((client, ["done", rid, []]))
+                self.host.client_frames.append((client, Done(rid, [])))
             self.join_waiters.clear()
         if process.departed and not self.left.is_set():
             log.info("left the cluster; its data is held by the others", process=self.process_id)
             self._announce_departure()
             for client, rid in self.leave_waiters:
-                self.host.client_frames.append((client, ["done", rid, []]))
+                self.host.client_frames.append((client, Done(rid, [])))
             self.leave_waiters.clear()
             self.left.set()
 

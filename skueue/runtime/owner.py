@@ -44,6 +44,7 @@ from skueue.wire.client_protocol import (
     RemoveRequest,
     StatsRequest,
 )
+from skueue.wire.client_replies import UNAVAILABLE, ErrorReply
 from skueue.wire.errors import RemoteProtocolError
 from skueue.wire.framing import pack_many
 
@@ -87,8 +88,7 @@ class OwnerLoop(MembershipWaiters):
                 last_tick = now
                 if due is TickDue.IDLE:
                     idle_delay = min(limits.idle_tick_max_ms / 1000, idle_delay * 2)
-            for rid_client, frame in self.stats.expired(now):
-                host.client_frames.append((rid_client, frame))
+            host.client_frames.extend(self.stats.expired(now))
             host.expire(now, self._why_no_answer)
             self.membership_progress()
             await self._flush()
@@ -160,7 +160,7 @@ class OwnerLoop(MembershipWaiters):
                 self.joined = trio.Event()
                 self.join_waiters.append((client, rid))
             case ClientError(client=client, rid=rid, message=message):
-                host.client_frames.append((client, ["error", rid, message, "unavailable"]))
+                host.client_frames.append((client, ErrorReply(rid, message, UNAVAILABLE)))
             case PeerControl(peer=peer, frame=frame):
                 self._control(peer, frame)
 
@@ -195,7 +195,7 @@ class OwnerLoop(MembershipWaiters):
         if not self.host.process.leaving:
             return False
         message = "this daemon is leaving the cluster; send the request to another member"
-        self.host.client_frames.append((client, ["error", rid, message, "unavailable"]))
+        self.host.client_frames.append((client, ErrorReply(rid, message, UNAVAILABLE)))
         return True
 
     def _deadline(self, client: int) -> float:
@@ -234,13 +234,13 @@ class OwnerLoop(MembershipWaiters):
 
     async def _flush(self) -> None:
         assert self.host is not None and self.links is not None
-        peer_frames, client_frames = self.host.take_frames()
+        peer_frames, replies = self.host.take_frames()
         if self.links.held:
             await self.links.release_held()
         for peer, batch in peer_frames.items():
             await self.links.send(peer, pack_many(batch))
-        for client, frame in client_frames:
-            self.sessions.deliver(client, frame)
+        for client, reply in replies:
+            self.sessions.deliver(client, reply)
 
 
 def describe_input(item: Input) -> str:

@@ -50,13 +50,8 @@ from skueue.runtime.connections import ConnectionTimeout, ReadDeadlines, first_f
 from skueue.runtime.limits import Limits
 from skueue.wire.client_protocol import (
     ADMIN_REQUESTS,
-    INVALID,
-    TIMEOUT,
-    TOO_LARGE,
-    UNAVAILABLE,
     ClientHello,
     ClientRequest,
-    Refused,
     oversized_request_id,
     parse_client_hello,
     parse_request,
@@ -64,6 +59,8 @@ from skueue.wire.client_protocol import (
     reply_frames,
     request_id,
 )
+from skueue.wire.client_replies import INVALID, TIMEOUT, TOO_LARGE, UNAVAILABLE, Done, ErrorReply
+from skueue.wire.client_replies import Reply as ClientReply
 from skueue.wire.errors import RemoteProtocolError
 from skueue.wire.framing import (
     HEADER_BYTES,
@@ -205,7 +202,7 @@ class ClientSessions:
         if refusal is not None:
             log.warning("refused a client", error=refusal)
             with trio.move_on_after(REFUSAL_SEND_S), contextlib.suppress(*DISCONNECTED):
-                await stream.send_all(pack(["error", None, refusal, UNAVAILABLE]))
+                await stream.send_all(pack(ErrorReply(None, refusal, UNAVAILABLE).frame()))
             return
         client = next(self.client_ids)
         send, receive = trio.open_memory_channel[Reply](self.limits.client_replies_max)
@@ -230,7 +227,7 @@ class ClientSessions:
                     nursery.cancel_scope.cancel()  # gone: nobody is left to write to
                 else:
                     # Closing: what is queued goes out first, then the error line.
-                    _offer(session, Reply(pack(ending)))
+                    _offer(session, Reply(pack(ending.frame())))
                     await send.aclose()
         finally:
             decoder.release()
@@ -248,23 +245,23 @@ class ClientSessions:
         stream: trio.SocketStream,
         decoder: FrameDecoder,
         rest: list[Any],
-    ) -> list[Any] | None:
+    ) -> ErrorReply | None:
         """Read requests until the client goes (None) or must go (the error line)."""
         try:
             decoder.attach(self.buffers)
             await self._read_requests(client, session, stream, decoder, rest)
         except ConnectionTimeout as e:
             log.debug("closing a client connection", client=client, reason=e.message)
-            return ["error", None, e.message, TIMEOUT]
+            return ErrorReply(None, e.message, TIMEOUT)
         except BufferBudgetExceeded as e:
             log.warning("closing a client connection", client=client, reason=e.message)
-            return ["error", None, e.message, UNAVAILABLE]
+            return ErrorReply(None, e.message, UNAVAILABLE)
         except _Ending as e:
             log.warning("bad client input, closing connection", client=client, error=e.message)
-            return ["error", e.rid, e.message, e.code]
+            return ErrorReply(e.rid, e.message, e.code)
         except RemoteProtocolError as e:
             log.warning("bad client input, closing connection", client=client, error=e.message)
-            return ["error", e.rid, e.message, INVALID]
+            return ErrorReply(e.rid, e.message, INVALID)
         except DISCONNECTED:
             pass  # reset by the client: nobody is left to answer
         return None
@@ -293,43 +290,43 @@ class ClientSessions:
                 rid = oversized_request_id(frame.prefix)
                 if rid is None:
                     raise _Ending(message, None, TOO_LARGE)
-                self._answer(session, ["error", rid, message, TOO_LARGE])
+                self._answer(session, ErrorReply(rid, message, TOO_LARGE))
                 continue
             try:
                 request = parse_request(frame, limits)
             except RemoteProtocolError as e:
                 raise _Ending(e.message, request_id(frame), INVALID) from None
-            if isinstance(request, Refused):
-                self._answer(session, request.reply())
+            if isinstance(request, ErrorReply):
+                self._answer(session, request)
                 continue
             if session.admin and not isinstance(request, ADMIN_REQUESTS):
                 message = "an admin connection may only ask for stats, join and leave"
-                self._answer(session, ["error", request.rid, message, INVALID])
+                self._answer(session, ErrorReply(request.rid, message, INVALID))
                 continue
             await session.slots.acquire()  # backpressure: wait for replies to go out
             session.outstanding += 1
             await self.inbox.send(ClientInput(client, request))
 
-    def deliver(self, client: int, frame: list[Any]) -> None:
+    def deliver(self, client: int, reply: ClientReply) -> None:
         """Hand one reply to a client's writer; never blocks the owner."""
         session = self.clients.get(client)
-        elements = reply_elements(frame)
+        elements = reply_elements(reply)
         if session is None or session.closed:
             self.dropped_results += elements
             return
         session.outstanding -= 1
         session.slots.release()
-        self._queue(session, Reply(self._encode(frame), elements))
+        self._queue(session, Reply(self._encode(reply), elements))
 
-    def _answer(self, session: ClientSession, frame: list[Any]) -> None:
+    def _answer(self, session: ClientSession, reply: ClientReply) -> None:
         """An answer of the session's own (no request went to the owner)."""
-        self._queue(session, Reply(pack(frame)))
+        self._queue(session, Reply(pack(reply.frame())))
 
-    def _encode(self, frame: list[Any]) -> bytes:
-        blob = pack(frame)
-        if len(blob) - HEADER_BYTES <= self.limits.frame_bytes_max or frame[0] != "done":
+    def _encode(self, reply: ClientReply) -> bytes:
+        blob = pack(reply.frame())
+        if len(blob) - HEADER_BYTES <= self.limits.frame_bytes_max or not isinstance(reply, Done):
             return blob
-        return pack_many(reply_frames(frame, self.limits.frame_bytes_max))
+        return pack_many(part.frame() for part in reply_frames(reply, self.limits.frame_bytes_max))
 
     def _queue(self, session: ClientSession, reply: Reply) -> None:
         if _offer(session, reply):

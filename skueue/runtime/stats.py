@@ -9,6 +9,8 @@ from typing import Any
 
 import attrs
 
+from skueue.wire.client_replies import StatsReply
+
 
 @attrs.define
 class Gathering:
@@ -50,11 +52,11 @@ class StatsGathering:
         g.waiting.discard(peer)
         g.answers[peer] = stats
 
-    def complete(self) -> list[tuple[int, list[Any]]]:
+    def complete(self) -> list[tuple[int, StatsReply]]:
         done = [q for q, g in self.pending.items() if not g.waiting]
         return [self._reply(self.pending.pop(q)) for q in done]
 
-    def expired(self, now: float) -> list[tuple[int, list[Any]]]:
+    def expired(self, now: float) -> list[tuple[int, StatsReply]]:
         done = [q for q, g in self.pending.items() if g.deadline <= now]
         return [self._reply(self.pending.pop(q)) for q in done]
 
@@ -64,7 +66,7 @@ class StatsGathering:
         return max(0.0, min(g.deadline for g in self.pending.values()) - now)
 
     @staticmethod
-    def _reply(g: Gathering) -> tuple[int, list[Any]]:
+    def _reply(g: Gathering) -> tuple[int, StatsReply]:
         members = [g.answers[k] for k in sorted(g.answers)]
         anchor = next((m for m in members if m.get("anchor")), None)
         totals = {
@@ -82,4 +84,4 @@ class StatsGathering:
             "unreachable": sorted(g.waiting),
             "down": {p: round(s, 1) for p, s in sorted(g.down.items()) if p in g.waiting},
         }
-        return g.client, ["stats", g.rid, summary]
+        return g.client, StatsReply(g.rid, summary)

@@ -1,4 +1,6 @@
-"""The client protocol: request frames a client may send, checked field by field.
+"""The client protocol: the requests a client sends (built and checked field by field
+here, by both sides) and the frames of the replies (their classes are in
+:mod:`skueue.wire.client_replies`).
 
 Frames are msgpack arrays:
 
@@ -33,7 +35,7 @@ What ends a connection and what does not:
 
 - A request over a limit (a value over ``value_bytes_max``, more operations than
   ``ops_per_request_max``) is answered alone, ``too-large``, and the connection serves on
-  (:func:`parse_request` returns a :class:`Refused` for it).
+  (:func:`parse_request` returns a :class:`~skueue.wire.client_replies.ErrorReply` for it).
 - A frame over ``frame_bytes_max`` is skipped as it arrives, never buffered.  Its request
   id is read from the first bytes of its payload, and when there is one the frame is
   answered alone like the above.  When there is none (the frame does not start like a
@@ -50,6 +52,12 @@ from typing import Any, Protocol
 import attrs
 import msgpack
 
+from skueue.wire.client_replies import (
+    TOO_LARGE,
+    Done,
+    ErrorReply,
+    More,
+)
 from skueue.wire.errors import RemoteProtocolError
 
 PROTOCOL_VERSION = 2
@@ -58,10 +66,6 @@ RID_MAX = 1 << 63
 # Room around a reply's results: array headers, the kind, a rid of up to 9 bytes.
 REPLY_OVERHEAD_BYTES = 32
 
-TIMEOUT = "timeout"
-UNAVAILABLE = "unavailable"
-TOO_LARGE = "too-large"
-INVALID = "invalid"
 
 
 @attrs.frozen
@@ -122,21 +126,33 @@ class InsertRequest:
     rid: int
     values: list[bytes]
 
+    def frame(self) -> list[Any]:
+        return ["insert", self.rid, list(self.values)]
+
 
 @attrs.frozen
 class RemoveRequest:
     rid: int
     count: int
 
+    def frame(self) -> list[Any]:
+        return ["remove", self.rid, self.count]
+
 
 @attrs.frozen
 class StatsRequest:
     rid: int
 
+    def frame(self) -> list[Any]:
+        return ["stats", self.rid]
+
 
 @attrs.frozen
 class LeaveRequest:
     rid: int
+
+    def frame(self) -> list[Any]:
+        return ["leave", self.rid]
 
 
 @attrs.frozen
@@ -144,17 +160,8 @@ class JoinClusterRequest:
     rid: int
     seed: str
 
-
-@attrs.frozen
-class Refused:
-    """A request answered with an error alone; the connection serves on."""
-
-    rid: int
-    message: str
-    code: str
-
-    def reply(self) -> list[Any]:
-        return ["error", self.rid, self.message, self.code]
+    def frame(self) -> list[Any]:
+        return ["join", self.rid, self.seed]
 
 
 ClientRequest = InsertRequest | RemoveRequest | StatsRequest | LeaveRequest | JoinClusterRequest
@@ -169,9 +176,10 @@ def request_id(frame: Any) -> int | None:
     return None
 
 
-def parse_request(frame: Any, limits: RequestLimits) -> ClientRequest | Refused:
-    """The request in ``frame``, or a :class:`Refused` for one over a limit; anything
-    malformed raises :class:`RemoteProtocolError` (the connection ends)."""
+def parse_request(frame: Any, limits: RequestLimits) -> ClientRequest | ErrorReply:
+    """The request in ``frame``, or the :class:`~skueue.wire.client_replies.ErrorReply`
+    that answers one over a limit; anything malformed raises
+    :class:`RemoteProtocolError` (the connection ends)."""
     if not isinstance(frame, list) or not frame or type(frame[0]) is not str:
         raise RemoteProtocolError("request: expected [kind, rid, ...]")
     kind = frame[0]
@@ -186,14 +194,14 @@ def parse_request(frame: Any, limits: RequestLimits) -> ClientRequest | Refused:
             if type(v) is not bytes:
                 raise RemoteProtocolError(f"insert: values must be bytes, got {type(v).__name__}")
         if len(values) > limits.ops_per_request_max:
-            return Refused(
+            return ErrorReply(
                 rid,
                 f"insert: {len(values)} values exceed the limit of {limits.ops_per_request_max}",
                 TOO_LARGE,
             )
         largest = max(len(v) for v in values)
         if largest > limits.value_bytes_max:
-            return Refused(
+            return ErrorReply(
                 rid,
                 f"insert: a value of {largest} bytes exceeds the limit of "
                 f"{limits.value_bytes_max}",
@@ -207,7 +215,7 @@ def parse_request(frame: Any, limits: RequestLimits) -> ClientRequest | Refused:
                 f"remove: count must be an integer from 1 to {limits.ops_per_request_max}"
             )
         if count > limits.ops_per_request_max:
-            return Refused(
+            return ErrorReply(
                 rid,
                 f"remove: a count of {count} exceeds the limit of {limits.ops_per_request_max}",
                 TOO_LARGE,
@@ -238,25 +246,24 @@ def oversized_request_id(prefix: bytes) -> int | None:
     return rid if type(rid) is int and 0 <= rid < RID_MAX else None
 
 
-def reply_frames(frame: list[Any], frame_bytes_max: int) -> list[list[Any]]:
-    """``["done", rid, results]`` as zero or more ``more`` frames and one ``done``, each
-    within ``frame_bytes_max`` (a single result larger than that goes alone)."""
-    _, rid, results = frame
+def reply_frames(reply: Done, frame_bytes_max: int) -> list[More | Done]:
+    """A ``done`` reply as zero or more ``more`` replies and one ``done``, each within
+    ``frame_bytes_max`` (a single result larger than that goes alone)."""
     budget = frame_bytes_max - REPLY_OVERHEAD_BYTES
     parts: list[list[Any]] = [[]]
     size = 0
-    for result in results:
+    for result in reply.results:
         n = len(msgpack.packb(result, use_bin_type=True))
         if parts[-1] and size + n > budget:
             parts.append([])
             size = 0
         parts[-1].append(result)
         size += n
-    return [["more", rid, p] for p in parts[:-1]] + [["done", rid, parts[-1]]]
+    return [*(More(reply.rid, p) for p in parts[:-1]), Done(reply.rid, parts[-1])]
 
 
-def reply_elements(frame: list[Any]) -> int:
+def reply_elements(reply: object) -> int:
     """Removed elements a reply carries (a remove's results are ``[value, ord, pos]``)."""
-    if frame[0] not in ("done", "more") or not isinstance(frame[2], list):
+    if not isinstance(reply, More | Done):
         return 0
-    return sum(1 for r in frame[2] if isinstance(r, list) and len(r) == 3 and r[0] is not None)
+    return sum(1 for r in reply.results if isinstance(r, list) and len(r) == 3 and r[0] is not None)

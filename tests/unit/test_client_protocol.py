@@ -15,7 +15,6 @@ from skueue.wire.client_protocol import (
     RID_MAX,
     ClientHello,
     InsertRequest,
-    Refused,
     RemoveRequest,
     StatsRequest,
     limits_for_clients,
@@ -26,6 +25,7 @@ from skueue.wire.client_protocol import (
     reply_frames,
     request_id,
 )
+from skueue.wire.client_replies import Done, ErrorReply, More, StatsReply, Welcome, parse_reply
 from skueue.wire.errors import RemoteProtocolError
 
 LIMITS = Limits(ops_per_request_max=3, value_bytes_max=4)
@@ -97,9 +97,9 @@ def test_the_default_limits_hold_a_full_request_and_no_more() -> None:
     n, size = limits.ops_per_request_max, limits.value_bytes_max
     assert parse_request(["insert", 1, [b"v"] * n], limits) == InsertRequest(1, [b"v"] * n)
     assert parse_request(["insert", 1, [b"v" * size]], limits) == InsertRequest(1, [b"v" * size])
-    assert isinstance(parse_request(["insert", 1, [b"v"] * (n + 1)], limits), Refused)
-    assert isinstance(parse_request(["insert", 1, [b"v" * (size + 1)]], limits), Refused)
-    assert isinstance(parse_request(["remove", 1, n + 1], limits), Refused)
+    assert isinstance(parse_request(["insert", 1, [b"v"] * (n + 1)], limits), ErrorReply)
+    assert isinstance(parse_request(["insert", 1, [b"v" * (size + 1)]], limits), ErrorReply)
+    assert isinstance(parse_request(["remove", 1, n + 1], limits), ErrorReply)
     assert parse_request(["remove", 1, n], limits) == RemoveRequest(1, n)
 
 
@@ -182,8 +182,8 @@ def test_anything_parses_or_raises_remote_protocol_error(frame: Any) -> None:
 )
 def test_requests_over_a_limit_are_refused_with_their_rid(frame: list[Any], message: str) -> None:
     refused = parse_request(frame, LIMITS)
-    assert isinstance(refused, Refused)
-    assert refused.reply()[:2] == ["error", frame[1]]
+    assert isinstance(refused, ErrorReply)
+    assert refused.frame()[:2] == ["error", frame[1]]
     assert refused.code == "too-large" and message in refused.message
 
 
@@ -280,7 +280,7 @@ def test_a_reply_in_pieces_keeps_every_result_in_order_within_the_limit(
     values: list[bytes], limit: int
 ) -> None:
     results = [[v, i, i * 3] for i, v in enumerate(values)]
-    frames = reply_frames(["done", 9, results], limit)
+    frames = [reply.frame() for reply in reply_frames(Done(9, results), limit)]
     assert [f[0] for f in frames] == ["more"] * (len(frames) - 1) + ["done"]
     assert all(f[1] == 9 for f in frames)
     assert [r for f in frames for r in f[2]] == results
@@ -288,8 +288,34 @@ def test_a_reply_in_pieces_keeps_every_result_in_order_within_the_limit(
 
 
 def test_reply_elements_counts_removed_values_only() -> None:
-    assert reply_elements(["done", 1, [[b"a", 1, 2], [None, 3, None], [b"", 4, 5]]]) == 2
-    assert reply_elements(["more", 1, [[b"a", 1, 2]]]) == 1
-    assert reply_elements(["done", 1, [[1, 2], [3, 4]]]) == 0  # an insert's results
-    assert reply_elements(["error", 1, "no", "timeout"]) == 0
-    assert reply_elements(["stats", 1, {"removed": 3}]) == 0
+    assert reply_elements(Done(1, [[b"a", 1, 2], [None, 3, None], [b"", 4, 5]])) == 2
+    assert reply_elements(More(1, [[b"a", 1, 2]])) == 1
+    assert reply_elements(Done(1, [[1, 2], [3, 4]])) == 0  # an insert's results
+    assert reply_elements(ErrorReply(1, "no", "timeout")) == 0
+    assert reply_elements(StatsReply(1, {"removed": 3})) == 0
+
+
+@pytest.mark.parametrize(
+    "reply",
+    [
+        Welcome("p", "queue", 2, {"frame_bytes_max": 100}),
+        More(3, [[b"a", 1, 2]]),
+        Done(4, []),
+        StatsReply(5, {"processes": 1}),
+        ErrorReply(6, "no", "timeout"),
+        ErrorReply(None, "bye", None),
+    ],
+)
+def test_every_reply_reads_back_from_its_frame(reply: object) -> None:
+    frame = reply.frame()  # type: ignore[attr-defined]
+    assert parse_reply(msgpack.unpackb(msgpack.packb(frame), raw=False)) == reply
+
+
+@pytest.mark.parametrize(
+    "frame",
+    [None, [], ["done", 1], ["done", "1", []], ["done", 1, {}], ["stats", 1, []],
+     ["more", None, []], ["error", "x", "m"], ["bogus", 1, []], [1, 1, []]],
+)
+def test_a_malformed_reply_is_one_error_type(frame: object) -> None:
+    with pytest.raises(RemoteProtocolError):
+        parse_reply(frame)

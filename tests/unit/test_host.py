@@ -17,6 +17,7 @@ from skueue.core.process import Process
 from skueue.overlay.labels import Kind
 from skueue.overlay.ring import build_views
 from skueue.runtime.host import Host
+from skueue.wire.client_replies import Done, ErrorReply
 from skueue.wire.peer import decode_message
 
 TICKS_MAX = 50
@@ -28,12 +29,13 @@ def one_process_host(structure: Structure = Structure.QUEUE, pid: str = "p0") ->
 
 
 def settle(host: Host) -> list[tuple[int, list[Any]]]:
-    """Tick until no operation is pending (bounded); every client frame produced."""
+    """Tick until no operation is pending (bounded); every client reply produced, as the
+    frame that goes on the wire."""
     frames: list[tuple[int, list[Any]]] = []
     for _ in range(TICKS_MAX):
         peers, clients = host.take_frames()
         assert not any(peers.values()), f"a one-process cluster sent to peers: {dict(peers)}"
-        frames += clients
+        frames += [(client, reply.frame()) for client, reply in clients]
         if not host.pending_ops:
             return frames
         host.tick()
@@ -89,7 +91,7 @@ def test_requests_of_several_clients_get_their_own_replies() -> None:
 def test_an_empty_request_is_answered_at_once() -> None:
     host = one_process_host()
     host.insert(1, 3, [])
-    assert host.take_frames()[1] == [(1, ["done", 3, []])]
+    assert host.take_frames()[1] == [(1, Done(3, []))]
 
 
 def test_a_gone_clients_results_are_dropped_and_counted() -> None:
@@ -171,9 +173,9 @@ def test_a_request_past_its_deadline_gets_one_timeout_error_and_its_late_result_
     host.expire(now=4.9, why=lambda: "members unreachable: p9")
     assert host.take_frames()[1] == []
     host.expire(now=5.0, why=lambda: "members unreachable: p9")
-    ((client, frame),) = host.take_frames()[1]
-    assert client == 1 and frame[:2] == ["error", 2] and frame[3] == "timeout"
-    assert "p9" in frame[2]
+    ((client, reply),) = host.take_frames()[1]
+    assert client == 1 and reply == ErrorReply(2, reply.message, "timeout")
+    assert "p9" in reply.message
     host.expire(now=9.0, why=lambda: "again")
     assert host.take_frames()[1] == []  # one error per request
     assert host.seconds_to_deadline(now=9.0) == float("inf")

@@ -20,6 +20,7 @@ import trio
 from skueue.runtime.limits import Limits
 from skueue.runtime.sessions import ClientGone, ClientInput, ClientSessions
 from skueue.wire.client_protocol import RemoveRequest, StatsRequest
+from skueue.wire.client_replies import Done, StatsReply
 from skueue.wire.errors import RemoteProtocolError
 from skueue.wire.framing import FrameDecoder, pack
 from tests.e2e.rawclient import RawClient
@@ -78,11 +79,11 @@ async def serving(limits: Limits) -> AsyncIterator[Harness]:
                         if harness.hold is not None:
                             await harness.hold.wait()
                         results = [[VALUE, i, i] for i in range(count)]
-                        sessions.deliver(item.client, ["done", rid, results])
+                        sessions.deliver(item.client, Done(rid, results))
                     case StatsRequest(rid=rid):
-                        sessions.deliver(item.client, ["stats", rid, {}])
+                        sessions.deliver(item.client, StatsReply(rid, {}))
                     case request:
-                        sessions.deliver(item.client, ["done", request.rid, []])
+                        sessions.deliver(item.client, Done(request.rid, []))
 
         nursery.start_soon(owner)
         try:
