@@ -52,12 +52,7 @@ from typing import Any, Protocol
 import attrs
 import msgpack
 
-from skueue.wire.client_replies import (
-    TOO_LARGE,
-    Done,
-    ErrorReply,
-    More,
-)
+from skueue.wire.client_replies import TOO_LARGE, Done, ErrorReply, More
 from skueue.wire.errors import RemoteProtocolError
 
 PROTOCOL_VERSION = 2
@@ -65,7 +60,6 @@ VERSIONS = (1, 2)  # hellos this daemon serves
 RID_MAX = 1 << 63
 # Room around a reply's results: array headers, the kind, a rid of up to 9 bytes.
 REPLY_OVERHEAD_BYTES = 32
-
 
 
 @attrs.frozen
