@@ -40,6 +40,7 @@ from skueue.runtime.address import AddressError, parse_address
 from skueue.runtime.limits import Limits
 from skueue.wire.client_protocol import (
     PROTOCOL_VERSION,
+    ClientHello,
     ClientRequest,
     InsertRequest,
     JoinClusterRequest,
@@ -411,13 +412,11 @@ async def connect(
     except (OSError, TimeoutError) as e:
         raise NodeUnreachable(f"cannot reach skueued at {target}: {_reason(e)}") from None
     decoder = FrameDecoder()
-    options: dict[str, Any] = {"request_timeout_ms": round(request_timeout_s * 1000)}
-    if admin:
-        options["admin"] = True
+    hello = ClientHello(PROTOCOL_VERSION, request_timeout_s, admin)
     async with stream:
         try:
             with anyio.fail_after(timeout_s):
-                await stream.send(pack(["hello-client", PROTOCOL_VERSION, options]))
+                await stream.send(pack(hello.frame()))
                 welcome: Any = None
                 while welcome is None:
                     got = decoder.feed(await stream.receive())

@@ -68,6 +68,14 @@ class ClientHello:
     request_timeout_s: float | None = None
     admin: bool = False
 
+    def frame(self) -> list[Any]:
+        options: dict[str, Any] = {}
+        if self.request_timeout_s is not None:
+            options["request_timeout_ms"] = round(self.request_timeout_s * 1000)
+        if self.admin:
+            options["admin"] = True
+        return ["hello-client", self.version, options]
+
 
 def parse_client_hello(frame: Any) -> ClientHello:
     """``["hello-client", version, {options}?]``; an unsupported version is refused."""

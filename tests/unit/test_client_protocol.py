@@ -15,6 +15,8 @@ from skueue.wire.client_protocol import (
     RID_MAX,
     ClientHello,
     InsertRequest,
+    JoinClusterRequest,
+    LeaveRequest,
     RemoveRequest,
     StatsRequest,
     limits_for_clients,
@@ -319,3 +321,27 @@ def test_every_reply_reads_back_from_its_frame(reply: object) -> None:
 def test_a_malformed_reply_is_one_error_type(frame: object) -> None:
     with pytest.raises(RemoteProtocolError):
         parse_reply(frame)
+
+
+@pytest.mark.parametrize(
+    "request_",
+    [
+        InsertRequest(1, [b"a", b""]),
+        RemoveRequest(2, 3),
+        StatsRequest(3),
+        LeaveRequest(4),
+        JoinClusterRequest(5, "127.0.0.1:7000"),
+    ],
+)
+def test_every_request_the_client_builds_parses_back_on_the_daemon(request_: Any) -> None:
+    frame = msgpack.unpackb(msgpack.packb(request_.frame()), raw=False)
+    assert parse_request(frame, LIMITS) == request_
+
+
+@pytest.mark.parametrize(
+    "hello",
+    [ClientHello(PROTOCOL_VERSION), ClientHello(PROTOCOL_VERSION, 1.5, True), ClientHello(1)],
+)
+def test_the_clients_hello_parses_back_on_the_daemon(hello: ClientHello) -> None:
+    frame = msgpack.unpackb(msgpack.packb(hello.frame()), raw=False)
+    assert parse_client_hello(frame) == hello
