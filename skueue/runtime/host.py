@@ -195,24 +195,6 @@ class Host:
         if not self.pending_requests[client]:
             self.gone_clients.discard(client)
 
-    def stats(self) -> dict[str, Any]:
-        core = self.process.stats()
-        return {
-            "process": core.process_id,
-            "structure": core.structure.value,
-            "entries": core.entries,
-            "entries_per_node": {name: node.entries for name, node in core.nodes.items()},
-            "pending_ops": self.pending_ops,
-            "anchor": core.anchor,
-            "joining": not core.joined,
-            "leaving": core.leaving,
-            "size": core.size,
-            # Counters include those inherited from processes that left, so that the
-            # cluster's totals stay whole across leaves.
-            **{k: v + getattr(self.inherited, k) for k, v in self.counters.as_dict().items()},
-            "inherited_from": list(self.inherited_from),
-        }
-
 
 def _answered(request: Request) -> bool:
     return request.remaining == 0 or request.timed_out

@@ -21,7 +21,7 @@ from skueue.runtime.host import Host
 from skueue.runtime.inputs import Input
 from skueue.runtime.peers import PeerLinks
 from skueue.runtime.sessions import ClientSessions
-from skueue.runtime.stats import StatsGathering
+from skueue.runtime.stats import StatsGathering, local_stats
 
 log = structlog.get_logger("skueued")
 
@@ -60,7 +60,7 @@ class DaemonState:
         """This process's part of ``skueue stats``: the host's, plus the elements whose
         replies never reached their client (counted by the sessions)."""
         assert self.host is not None
-        stats = self.host.stats()
+        stats = local_stats(self.host)
         stats["dropped_results"] += self.sessions.dropped_results
         return {**stats, "address": str(self.address)}
 

@@ -1,5 +1,8 @@
-"""Gathering ``skueue stats`` from every member: ask each peer, answer when all replied
-or when the deadline passes (naming who did not answer)."""
+"""``skueue stats``: this process's own view, and the gathering of every member's.
+
+The local view is what the core says of itself (:meth:`Process.stats`) plus the host's
+counters; the gathering asks each peer for its view and answers when all replied or when
+the deadline passes (naming who did not answer)."""
 
 from __future__ import annotations
 
@@ -9,7 +12,28 @@ from typing import Any
 
 import attrs
 
+from skueue.runtime.host import Host
 from skueue.wire.client_replies import StatsReply
+
+
+def local_stats(host: Host) -> dict[str, Any]:
+    """This process's part of ``skueue stats``, from the core's own account of itself."""
+    core = host.process.stats()
+    return {
+        "process": core.process_id,
+        "structure": core.structure.value,
+        "entries": core.entries,
+        "entries_per_node": {name: node.entries for name, node in core.nodes.items()},
+        "pending_ops": host.pending_ops,
+        "anchor": core.anchor,
+        "joining": not core.joined,
+        "leaving": core.leaving,
+        "size": core.size,
+        # Counters include those inherited from processes that left, so that the
+        # cluster's totals stay whole across leaves.
+        **{k: v + getattr(host.inherited, k) for k, v in host.counters.as_dict().items()},
+        "inherited_from": list(host.inherited_from),
+    }
 
 
 @attrs.define

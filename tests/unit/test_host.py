@@ -17,6 +17,7 @@ from skueue.core.process import Process
 from skueue.overlay.labels import Kind
 from skueue.overlay.ring import build_views
 from skueue.runtime.host import Host
+from skueue.runtime.stats import local_stats
 from skueue.wire.client_replies import Done, ErrorReply
 from skueue.wire.peer import decode_message
 
@@ -152,7 +153,7 @@ def test_stats_describe_the_process() -> None:
     host = one_process_host(pid="solo")
     host.insert(1, 1, [b"a", b"b"])
     settle(host)
-    stats = host.stats()
+    stats = local_stats(host)
     assert stats["process"] == "solo"
     assert stats["structure"] == "queue"
     assert stats["anchor"] is True  # one process: it holds the anchor
