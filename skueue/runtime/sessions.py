@@ -38,7 +38,6 @@ from __future__ import annotations
 
 import contextlib
 import itertools
-import socket
 from collections.abc import Callable
 from typing import Any
 
@@ -48,6 +47,14 @@ import trio
 
 from skueue.runtime.connections import ConnectionTimeout, ReadDeadlines, first_frame, frames
 from skueue.runtime.limits import Limits
+from skueue.runtime.reply_writer import (
+    DISCONNECTED,
+    ClientSession,
+    Reply,
+    close,
+    offer,
+    write_replies,
+)
 from skueue.wire.client_protocol import (
     ADMIN_REQUESTS,
     ClientHello,
@@ -74,10 +81,6 @@ from skueue.wire.framing import (
 
 log = structlog.get_logger("skueued")
 
-# An abrupt disconnect.  Inside a nursery it would arrive wrapped in an exception group
-# that the connection handler does not catch, and one client's reset would stop the
-# daemon; so the client session handles it where it happens.
-DISCONNECTED = (trio.BrokenResourceError, trio.ClosedResourceError, ConnectionError)
 REFUSAL_SEND_S = 1.0
 
 
@@ -90,30 +93,6 @@ class ClientInput:
 @attrs.frozen
 class ClientGone:
     client: int
-
-
-@attrs.frozen
-class Reply:
-    """One reply's frames, packed, and the removed elements they carry."""
-
-    blob: bytes
-    elements: int = 0
-
-
-@attrs.define
-class ClientSession:
-    replies: trio.MemorySendChannel[Reply]
-    slots: trio.Semaphore
-    # From the hello: the client's own request timeout (None: the daemon's), and whether
-    # this is an administrative connection.
-    request_timeout_s: float | None = None
-    admin: bool = False
-    version: int = 1
-    closed: bool = False
-    outstanding: int = 0  # requests handed to the owner and not answered yet
-    queued_elements: int = 0  # elements in replies offered and not yet handed over
-    scope: trio.CancelScope | None = None
-    deadlines: ReadDeadlines | None = None
 
 
 class _Ending(RemoteProtocolError):
@@ -220,14 +199,16 @@ class ClientSessions:
         try:
             async with trio.open_nursery() as nursery:
                 session.scope = nursery.cancel_scope
-                nursery.start_soon(self._write_replies, session, stream, receive)
+                nursery.start_soon(
+                    write_replies, session, stream, receive, self.limits.reply_write_timeout_s
+                )
                 ending = await self._read_until_the_end(client, session, stream, decoder, rest)
                 session.closed = True
                 if ending is None:
                     nursery.cancel_scope.cancel()  # gone: nobody is left to write to
                 else:
                     # Closing: what is queued goes out first, then the error line.
-                    _offer(session, Reply(pack(ending.frame())))
+                    offer(session, Reply(pack(ending.frame())))
                     await send.aclose()
         finally:
             decoder.release()
@@ -329,106 +310,11 @@ class ClientSessions:
         return pack_many(part.frame() for part in reply_frames(reply, self.limits.frame_bytes_max))
 
     def _queue(self, session: ClientSession, reply: Reply) -> None:
-        if _offer(session, reply):
+        if offer(session, reply):
             session.queued_elements += reply.elements
             return
         self.dropped_results += reply.elements
         if not session.closed:
             log.warning("client is not reading its replies; closing it")
-            _close(session)
+            close(session)
 
-    async def _write_replies(
-        self,
-        session: ClientSession,
-        stream: trio.SocketStream,
-        replies: trio.MemoryReceiveChannel[Reply],
-    ) -> None:
-        """A client's writer: joins the replies waiting into one write; a client gone
-        mid-write or not reading ends its own session, nothing else."""
-        raw = _raw_socket(stream)
-        try:
-            async for reply in replies:
-                batch = [reply]
-                while True:
-                    try:
-                        batch.append(replies.receive_nowait())
-                    except (trio.WouldBlock, trio.EndOfChannel):
-                        break
-                await self._send(session, stream, raw, batch)
-        except (*DISCONNECTED, OSError):
-            _close(session)
-        except trio.TooSlowError:
-            log.warning("client is not reading its replies; closing it")
-            _close(session)
-        finally:
-            if raw is not None:
-                raw.detach()  # the fd belongs to the stream
-
-    async def _send(
-        self,
-        session: ClientSession,
-        stream: trio.SocketStream,
-        raw: socket.socket | None,
-        batch: list[Reply],
-    ) -> None:
-        """Write ``batch``; each reply's elements count as delivered once its last byte
-        is handed to the kernel."""
-        blob = b"".join(r.blob for r in batch) if len(batch) > 1 else batch[0].blob
-        timeout_s = self.limits.reply_write_timeout_s
-        if raw is None:  # not a socket (tests): all or nothing
-            with trio.fail_after(timeout_s):
-                await stream.send_all(blob)
-            session.queued_elements -= sum(r.elements for r in batch)
-            return
-        ends = list(itertools.accumulate(len(r.blob) for r in batch))
-        view = memoryview(blob)
-        sent = done = 0
-        await trio.lowlevel.checkpoint()
-        while sent < len(blob):
-            # No checkpoint between the look and the write: what was written went to a
-            # client that had not closed its connection (as far as this host knows).
-            if _peer_closed(raw):
-                raise trio.BrokenResourceError("the client closed its connection")
-            try:
-                sent += raw.send(view[sent:], socket.MSG_DONTWAIT | socket.MSG_NOSIGNAL)
-            except BlockingIOError:
-                with trio.fail_after(timeout_s):
-                    await trio.lowlevel.wait_writable(raw)
-                continue
-            while done < len(batch) and ends[done] <= sent:
-                session.queued_elements -= batch[done].elements
-                done += 1
-            if session.deadlines is not None:
-                session.deadlines.last_activity = trio.current_time()
-
-
-def _offer(session: ClientSession, reply: Reply) -> bool:
-    try:
-        session.replies.send_nowait(reply)
-        return True
-    except (trio.WouldBlock, trio.ClosedResourceError, trio.BrokenResourceError):
-        return False
-
-
-def _close(session: ClientSession) -> None:
-    session.closed = True
-    if session.scope is not None:
-        session.scope.cancel()
-
-
-def _raw_socket(stream: trio.abc.Stream) -> socket.socket | None:
-    """A plain socket object on the stream's descriptor, for a peek that must not wait
-    (detach it when done: the descriptor is the stream's)."""
-    if not isinstance(stream, trio.SocketStream):
-        return None
-    return socket.socket(fileno=stream.socket.fileno())
-
-
-def _peer_closed(raw: socket.socket) -> bool:
-    """The client's end of stream (or a reset) is next in line to read."""
-    try:
-        return raw.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT) == b""
-    except BlockingIOError:
-        return False
-    except OSError:
-        return True

@@ -1,0 +1,152 @@
+"""A client's writer: the replies the owner hands over, written without blocking it.
+
+Replies wait in the session's bounded channel; the writer joins those waiting into one
+write.  An element counts as delivered once the whole reply that carries it was handed to
+the kernel while the connection was open, so before each write the writer looks for the
+client's end of stream: a client that closed its connection is not written to and counted
+as served.  A client that does not take a reply within ``reply_write_timeout_s``, or is
+gone mid-write, ends its own session and nothing else.
+"""
+
+from __future__ import annotations
+
+import itertools
+import socket
+
+import attrs
+import structlog
+import trio
+
+from skueue.runtime.connections import ReadDeadlines
+
+log = structlog.get_logger("skueued")
+
+# An abrupt disconnect.  Inside a nursery it would arrive wrapped in an exception group
+# that the connection handler does not catch, and one client's reset would stop the
+# daemon; so the client session handles it where it happens.
+DISCONNECTED = (trio.BrokenResourceError, trio.ClosedResourceError, ConnectionError)
+
+
+@attrs.frozen
+class Reply:
+    """One reply's frames, packed, and the removed elements they carry."""
+
+    blob: bytes
+    elements: int = 0
+
+
+@attrs.define
+class ClientSession:
+    """One connected client, as its reader, its writer and the owner's replies see it."""
+
+    replies: trio.MemorySendChannel[Reply]
+    slots: trio.Semaphore
+    # From the hello: the client's own request timeout (None: the daemon's), and whether
+    # this is an administrative connection.
+    request_timeout_s: float | None = None
+    admin: bool = False
+    version: int = 1
+    closed: bool = False
+    outstanding: int = 0  # requests handed to the owner and not answered yet
+    queued_elements: int = 0  # elements in replies offered and not yet handed over
+    scope: trio.CancelScope | None = None
+    deadlines: ReadDeadlines | None = None
+
+
+async def write_replies(
+    session: ClientSession,
+    stream: trio.SocketStream,
+    replies: trio.MemoryReceiveChannel[Reply],
+    timeout_s: float,
+) -> None:
+    """A client's writer: joins the replies waiting into one write; a client gone
+    mid-write or not reading ends its own session, nothing else."""
+    raw = _raw_socket(stream)
+    try:
+        async for reply in replies:
+            batch = [reply]
+            while True:
+                try:
+                    batch.append(replies.receive_nowait())
+                except (trio.WouldBlock, trio.EndOfChannel):
+                    break
+            await _send(session, stream, raw, batch, timeout_s)
+    except (*DISCONNECTED, OSError):
+        close(session)
+    except trio.TooSlowError:
+        log.warning("client is not reading its replies; closing it")
+        close(session)
+    finally:
+        if raw is not None:
+            raw.detach()  # the fd belongs to the stream
+
+
+async def _send(
+    session: ClientSession,
+    stream: trio.SocketStream,
+    raw: socket.socket | None,
+    batch: list[Reply],
+    timeout_s: float,
+) -> None:
+    """Write ``batch``; each reply's elements count as delivered once its last byte
+    is handed to the kernel."""
+    blob = b"".join(r.blob for r in batch) if len(batch) > 1 else batch[0].blob
+    if raw is None:  # not a socket (tests): all or nothing
+        with trio.fail_after(timeout_s):
+            await stream.send_all(blob)
+        session.queued_elements -= sum(r.elements for r in batch)
+        return
+    ends = list(itertools.accumulate(len(r.blob) for r in batch))
+    view = memoryview(blob)
+    sent = done = 0
+    await trio.lowlevel.checkpoint()
+    while sent < len(blob):
+        # No checkpoint between the look and the write: what was written went to a
+        # client that had not closed its connection (as far as this host knows).
+        if _peer_closed(raw):
+            raise trio.BrokenResourceError("the client closed its connection")
+        try:
+            sent += raw.send(view[sent:], socket.MSG_DONTWAIT | socket.MSG_NOSIGNAL)
+        except BlockingIOError:
+            with trio.fail_after(timeout_s):
+                await trio.lowlevel.wait_writable(raw)
+            continue
+        while done < len(batch) and ends[done] <= sent:
+            session.queued_elements -= batch[done].elements
+            done += 1
+        if session.deadlines is not None:
+            session.deadlines.last_activity = trio.current_time()
+
+
+def offer(session: ClientSession, reply: Reply) -> bool:
+    """Queue ``reply`` for the writer; False when the queue is full or closed."""
+    try:
+        session.replies.send_nowait(reply)
+        return True
+    except (trio.WouldBlock, trio.ClosedResourceError, trio.BrokenResourceError):
+        return False
+
+
+def close(session: ClientSession) -> None:
+    """End the session: its reader and writer stop."""
+    session.closed = True
+    if session.scope is not None:
+        session.scope.cancel()
+
+
+def _raw_socket(stream: trio.abc.Stream) -> socket.socket | None:
+    """A plain socket object on the stream's descriptor, for a peek that must not wait
+    (detach it when done: the descriptor is the stream's)."""
+    if not isinstance(stream, trio.SocketStream):
+        return None
+    return socket.socket(fileno=stream.socket.fileno())
+
+
+def _peer_closed(raw: socket.socket) -> bool:
+    """The client's end of stream (or a reset) is next in line to read."""
+    try:
+        return raw.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT) == b""
+    except BlockingIOError:
+        return False
+    except OSError:
+        return True
