@@ -8,13 +8,15 @@ burst costs one ``send_all`` rather than one per frame.
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable
-from typing import Any
+from typing import Any, TypeVar
 
 import attrs
 import trio
 
 from skueue.wire.errors import RemoteProtocolError
 from skueue.wire.framing import HEADER_BYTES, FrameDecoder
+
+T = TypeVar("T")
 
 RECEIVE_BYTES = 65536
 # The first frame of a connection (a hello) is small; until it is in, a connection we do
@@ -137,17 +139,22 @@ async def first_frame(
     raise RemoteProtocolError(f"no hello within {timeout_s:g} s")
 
 
+def with_waiting(first: T, channel: trio.MemoryReceiveChannel[T]) -> list[T]:
+    """``first`` and every item already waiting behind it, so that a writer joins them
+    into one write.  A closed channel (the sender ended, e.g. after an error reply)
+    stops the gathering; the writer's ``async for`` then ends."""
+    items = [first]
+    while True:
+        try:
+            items.append(channel.receive_nowait())
+        except (trio.WouldBlock, trio.EndOfChannel):
+            return items
+
+
 async def coalescing_writer(
     stream: trio.abc.SendStream, blobs: trio.MemoryReceiveChannel[bytes]
 ) -> None:
     """Write every queued blob, joining those already waiting into one write."""
     async for blob in blobs:
-        parts = [blob]
-        while True:
-            try:
-                parts.append(blobs.receive_nowait())
-            except (trio.WouldBlock, trio.EndOfChannel):
-                # EndOfChannel: the sender closed (e.g. after an error reply); write what
-                # we have, and the ``async for`` then ends.
-                break
+        parts = with_waiting(blob, blobs)
         await stream.send_all(b"".join(parts) if len(parts) > 1 else blob)

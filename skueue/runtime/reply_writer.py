@@ -17,7 +17,7 @@ import attrs
 import structlog
 import trio
 
-from skueue.runtime.connections import ReadDeadlines
+from skueue.runtime.connections import ReadDeadlines, with_waiting
 
 log = structlog.get_logger("skueued")
 
@@ -64,13 +64,7 @@ async def write_replies(
     raw = _raw_socket(stream)
     try:
         async for reply in replies:
-            batch = [reply]
-            while True:
-                try:
-                    batch.append(replies.receive_nowait())
-                except (trio.WouldBlock, trio.EndOfChannel):
-                    break
-            await _send(session, stream, raw, batch, timeout_s)
+            await _send(session, stream, raw, with_waiting(reply, replies), timeout_s)
     except (*DISCONNECTED, OSError):
         close(session)
     except trio.TooSlowError:
