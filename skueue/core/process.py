@@ -30,18 +30,13 @@ from dataclasses import dataclass
 from skueue.core.effects import Effect, Send
 from skueue.core.errors import PeerError, ProtocolError
 from skueue.core.membership import update_phase as membership
-from skueue.core.membership.state import (
-    HANDOVER_BYTES_MAX,
-    HANDOVER_OVERHEAD_BYTES,
-    LOSSY_WHEN_DEPARTED,
-    JoinTicket,
-    LeaveTicket,
-    Mode,
-)
+from skueue.core.membership.state import HANDOVER_OVERHEAD_BYTES, LOSSY_WHEN_DEPARTED
 from skueue.core.messages.membership import MembershipMessage
 from skueue.core.messages.stages import Message
 from skueue.core.node.virtual_node import VirtualNode
 from skueue.core.ops import Element, Op, OpKind, Structure
+from skueue.core.parts.membership_state import HANDOVER_BYTES_MAX, JoinTicket, LeaveTicket
+from skueue.core.parts.ring import Mode
 from skueue.overlay.labels import Kind, NodeRef, process_nodes
 from skueue.overlay.view import View
 

@@ -32,8 +32,8 @@ from dataclasses import dataclass
 
 from skueue.check.history import Record
 from skueue.core.effects import Complete, Effect, Send
-from skueue.core.membership.state import HANDOVER_BYTES_MAX
 from skueue.core.ops import OpKind, Structure, insert_kind, remove_kind
+from skueue.core.parts.membership_state import HANDOVER_BYTES_MAX
 from skueue.core.process import Process
 from skueue.overlay.labels import Kind
 from skueue.sim.cluster import build_cluster, process_ids

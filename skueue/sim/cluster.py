@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from skueue.core.membership.state import HANDOVER_BYTES_MAX
 from skueue.core.ops import Structure
+from skueue.core.parts.membership_state import HANDOVER_BYTES_MAX
 from skueue.core.process import Process
 from skueue.overlay.labels import Kind
 from skueue.overlay.ring import build_views

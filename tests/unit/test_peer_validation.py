@@ -30,7 +30,7 @@ from hypothesis.control import currently_in_test_context
 from skueue.check.checker import check
 from skueue.core.batch import Batch, RunGrant
 from skueue.core.errors import PeerError
-from skueue.core.membership.state import JOINS, LOSSY_WHEN_DEPARTED, OVER, Mode
+from skueue.core.membership.state import LOSSY_WHEN_DEPARTED
 from skueue.core.messages.membership import (
     MEMBERSHIP_KINDS,
     Absorbed,
@@ -64,6 +64,8 @@ from skueue.core.messages.stages import (
 )
 from skueue.core.node.virtual_node import VirtualNode
 from skueue.core.ops import Structure
+from skueue.core.parts.membership_state import JOINS, OVER
+from skueue.core.parts.ring import Mode
 from skueue.core.process import Process
 from skueue.dht.keys import position_key
 from skueue.overlay.labels import Kind, NodeRef, node_ref

@@ -6,9 +6,10 @@ from __future__ import annotations
 import msgpack
 import pytest
 
-from skueue.core.membership.state import HANDOVER_BYTES_MAX, NODE_BYTES_MAX, split_entries
+from skueue.core.membership.state import NODE_BYTES_MAX, split_entries
 from skueue.core.messages.membership import MEMBERSHIP_KINDS, Departing, HandoverPart
 from skueue.core.ops import Structure
+from skueue.core.parts.membership_state import HANDOVER_BYTES_MAX
 from skueue.overlay.labels import Kind, node_ref
 from skueue.sim.adversary import AsyncConfig, AsyncSim
 from skueue.wire.errors import RemoteProtocolError

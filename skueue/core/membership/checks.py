@@ -13,7 +13,8 @@ from collections.abc import Iterable
 from typing import NoReturn
 
 from skueue.core.errors import PeerError
-from skueue.core.membership.state import JOINS, LEAVES, OVER, PARTS_MAX, Mode, in_interval
+from skueue.core.membership.state import in_interval
+from skueue.core.messages.field_types import PARTS_MAX
 from skueue.core.messages.membership import (
     Absorbed,
     AnchorHandover,
@@ -37,7 +38,9 @@ from skueue.core.messages.membership import (
     UpdateOver,
     Withdraw,
 )
+from skueue.core.parts.membership_state import JOINS, LEAVES, OVER
 from skueue.core.parts.node_state import NodeState
+from skueue.core.parts.ring import Mode
 from skueue.dht.keys import POSITION_MAX, position_key
 from skueue.overlay.labels import Kind, NodeRef
 

@@ -11,9 +11,6 @@ from skueue.core.errors import ProtocolError
 from skueue.core.membership.state import (
     JOIN_RETRY_TICKS,
     NODE_BYTES_MAX,
-    OVER,
-    Mode,
-    UpdatePhase,
     in_interval,
     keys_in,
     split_entries,
@@ -34,7 +31,9 @@ from skueue.core.messages.membership import (
     SetPredAck,
     Withdraw,
 )
+from skueue.core.parts.membership_state import OVER, UpdatePhase
 from skueue.core.parts.node_state import NodeState
+from skueue.core.parts.ring import Mode
 from skueue.overlay.labels import Kind, NodeRef
 from skueue.overlay.routing import next_hop, start_route
 from skueue.overlay.view import View

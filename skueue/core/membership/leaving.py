@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from skueue.core.effects import Effect, Send
-from skueue.core.membership.state import NODE_BYTES_MAX, Mode, split_entries
+from skueue.core.membership.state import NODE_BYTES_MAX, split_entries
 from skueue.core.messages.membership import (
     Departing,
     Entry,
@@ -21,6 +21,7 @@ from skueue.core.messages.membership import (
     SetPred,
 )
 from skueue.core.parts.node_state import NodeState
+from skueue.core.parts.ring import Mode
 from skueue.overlay.labels import Kind
 
 

@@ -2,14 +2,12 @@
 intervals on the cycle.
 
 The state these protocols act on is a node part
-(:mod:`skueue.core.parts.membership_state`, :mod:`skueue.core.parts.ring`); its names are
-re-exported here for the modules that drive them."""
+(:mod:`skueue.core.parts.membership_state`, :mod:`skueue.core.parts.ring`)."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 
-from skueue.core.messages.field_types import PARTS_MAX
 from skueue.core.messages.membership import (
     Entry,
     JoinRequest,
@@ -17,18 +15,6 @@ from skueue.core.messages.membership import (
     MayILeave,
 )
 from skueue.core.ops import Element
-from skueue.core.parts.membership_state import (
-    HANDOVER_BYTES_MAX,
-    JOINS,
-    LEAVES,
-    OVER,
-    QUIET,
-    Incoming,
-    JoinTicket,
-    LeaveTicket,
-    UpdatePhase,
-)
-from skueue.core.parts.ring import Mode
 from skueue.dht.keys import position_key
 from skueue.overlay.labels import LABEL_SPACE
 
@@ -87,27 +73,3 @@ def split_entries(
     pieces.append(tuple(piece))
     return pieces
 
-
-__all__ = [
-    "ENTRY_OVERHEAD_BYTES",
-    "HANDOVER_BYTES_MAX",
-    "HANDOVER_OVERHEAD_BYTES",
-    "JOINS",
-    "JOIN_RETRY_TICKS",
-    "LEAVES",
-    "LOSSY_WHEN_DEPARTED",
-    "NODE_BYTES_MAX",
-    "OVER",
-    "PARTS_MAX",
-    "QUIET",
-    "Incoming",
-    "JoinTicket",
-    "LeaveTicket",
-    "Mode",
-    "UpdatePhase",
-    "cyclic_distance",
-    "element_bytes",
-    "in_interval",
-    "keys_in",
-    "split_entries",
-]

@@ -84,7 +84,6 @@ from skueue.core.membership.leaving import (
     on_may_i_leave,
     start_leaving,
 )
-from skueue.core.membership.state import JOINS, LEAVES, OVER, QUIET, UpdatePhase
 from skueue.core.messages.membership import (
     Absorbed,
     AnchorHandover,
@@ -107,6 +106,7 @@ from skueue.core.messages.membership import (
     UpdateOver,
     Withdraw,
 )
+from skueue.core.parts.membership_state import JOINS, LEAVES, OVER, QUIET, UpdatePhase
 from skueue.core.parts.node_state import NodeState
 from skueue.overlay.labels import NodeRef
 
