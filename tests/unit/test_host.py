@@ -140,7 +140,7 @@ def test_a_message_from_a_peer_that_nobody_waits_for_is_a_protocol_error() -> No
     host = one_process_host()
     host.insert(1, 1, [b"a"])
     settle(host)
-    forged = decode_message(["GetReply", 1 << 50, 1, b"forged"])
+    forged = decode_message(["GetReply", 1 << 50, 1, b"forged", None])
     assert isinstance(forged, GetReply)
     with pytest.raises(ProtocolError):
         host.peer_message(Kind.LEFT, forged)

@@ -77,6 +77,13 @@ INTRUDER = "intruder:1"
 UNKNOWN_OP = 1 << 50
 
 
+def stray_owner(position: int) -> tuple[NodeRef, int]:
+    """An owner whose interval (one label wide) leaves out ``position``'s key: an answer
+    naming it would send the receiver's next requests astray."""
+    start = (position_key(position) + 1) % (1 << 64)
+    return NodeRef(intruder().process, Kind.MIDDLE, start), (start + 1) % (1 << 64)
+
+
 def intruder(kind: Kind = Kind.LEFT) -> NodeRef:
     return node_ref(INTRUDER, kind)
 
@@ -162,6 +169,10 @@ def wrong_for(node: VirtualNode, rng: random.Random) -> Iterator[tuple[str, Any]
     for op_id, a in list(node.store.awaiting.items())[:1]:
         pos = (a.position or 1) + 1
         yield "GetReply for another position", GetReply(op_id, pos, "x")
+        at = a.position or 1
+        yield "GetReply naming an owner of another key", GetReply(op_id, at, "x", stray_owner(at))
+    for op_id, put_at in list(node.store.unacked_puts.items())[:1]:
+        yield "PutAck naming an owner of another key", PutAck(op_id, stray_owner(put_at))
     yield "PutAck for an operation never sent", PutAck(UNKNOWN_OP)
     # -- membership -----------------------------------------------------------------
     yield (
@@ -305,6 +316,8 @@ def test_every_kind_of_wrong_message_is_refused_and_changes_nothing() -> None:
         "StageDone for another stage",
         "Rewire skipping a stage",
         "Departing from a node that was not granted",
+        "GetReply naming an owner of another key",
+        "PutAck naming an owner of another key",
     ):
         assert seen[label] > 0, label
 

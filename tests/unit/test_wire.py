@@ -293,13 +293,16 @@ def test_peer_frames_raise_only_remote_protocol_error(kind: Any, message: Any) -
         ["Nope", 1],
         ["PutAck"],
         ["PutAck", 1, 2],
-        ["PutAck", -1],
-        ["PutAck", 1 << 63],
-        ["PutAck", True],
-        ["PutAck", 1.0],
-        ["GetReply", 1, 0, b"x"],  # positions start at 1
-        ["GetReply", 1, 1, 5],
-        ["GetReply", 1, 1, None],
+        ["PutAck", -1, None],
+        ["PutAck", 1 << 63, None],
+        ["PutAck", True, None],
+        ["PutAck", 1.0, None],
+        ["PutAck", 1, [["p", 1], 1 << 64]],  # an owner's interval ends inside the cycle
+        ["PutAck", 1, [["p", 7], 5]],  # no such node kind
+        ["GetReply", 1, 0, b"x", None],  # positions start at 1
+        ["GetReply", 1, 1, 5, None],
+        ["GetReply", 1, 1, None, None],
+        ["GetReply", 1, 1, b"x", ["p", 5]],  # an owner is a node and the end of its interval
         ["Grants", [], "yes"],
         ["Grants", [[1, 1, 0, 0, 2, 0]], True],  # step must be +1 or -1
         ["Grants", [[1, 1, 0, 0, 1, 2]], True],  # ticket step 0 or 1

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Annotated
 
 from skueue.core.ops import Element
+from skueue.overlay.labels import LABEL_SPACE, NodeRef
 
 INT_MAX = 1 << 63  # msgpack's integers stop at 2**64; ours at 2**63, like the DHT keys
 PARTS_MAX = 1 << 24  # pieces of one hand-over (membership/handover splitting)
@@ -40,5 +41,8 @@ Position = Annotated[int, Range(1)]  # queue and stack positions start at 1
 Generation = Annotated[int, Range(-1)]  # a batch number, or -1 for "none yet"
 PartCount = Annotated[int, Range(0, PARTS_MAX + 1)]
 PartIndex = Annotated[int, Range(0, PARTS_MAX)]
+Label = Annotated[int, Range(0, LABEL_SPACE)]  # a point on the cycle
+# The node that stores a key and where its interval ends: ``[node.label, end)``.
+KeyOwner = tuple[NodeRef, Label]
 Entry = tuple[Position, int, Element]  # one DHT entry on the move: (position, ticket, element)
 Entries = Annotated[tuple[Entry, ...], Items(most=ENTRIES_MAX)]

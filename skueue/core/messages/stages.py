@@ -10,7 +10,7 @@ import typing
 from dataclasses import dataclass
 
 from skueue.core.batch import Batch, RunGrant
-from skueue.core.messages.field_types import Position
+from skueue.core.messages.field_types import KeyOwner, Position
 from skueue.core.ops import Element
 from skueue.overlay.labels import NodeRef
 from skueue.overlay.routing import Route
@@ -89,6 +89,9 @@ class GetReply:
     op_id: int
     position: Position
     element: Element
+    # The node that stored the element and its interval: the requester sends its next
+    # request for a key there in one hop (a shortcut only, see parts/key_owners.py).
+    owner: KeyOwner | None = None
 
     def describe(self) -> str:
         return f"GetReply op=#{self.op_id} pos={self.position}"
@@ -96,9 +99,11 @@ class GetReply:
 
 @dataclass(frozen=True, slots=True)
 class PutAck:
-    """A Put landed (stack only)."""
+    """A Put landed (every node waits for its Puts' acknowledgements before an update
+    phase moves data)."""
 
     op_id: int
+    owner: KeyOwner | None = None  # as in GetReply
 
     def describe(self) -> str:
         return f"PutAck op=#{self.op_id}"

@@ -12,6 +12,7 @@ from typing import NoReturn
 from skueue.core.batch import batch_problem, grant_problem
 from skueue.core.errors import PeerError
 from skueue.core.membership import update_phase as membership
+from skueue.core.messages.field_types import KeyOwner
 from skueue.core.messages.membership import MembershipMessage
 from skueue.core.messages.stages import BatchUp, Get, GetReply, Grants, Message, Put, PutAck
 from skueue.core.parts.node_state import NodeState
@@ -35,17 +36,34 @@ def check(node: NodeState, message: Message | MembershipMessage) -> None:
             _check_grants(node, message)
         case Put() | Get():
             _check_dht(node, message)
-        case GetReply(op_id=op_id, position=position, element=element):
+        case GetReply(op_id=op_id, position=position, element=element, owner=owner):
             a = node.store.awaiting.get(op_id)
             if a is None or a.position != position:
                 refuse(node, f"reply for op #{op_id} at {position}, which nobody awaits")
             if not isinstance(element, bytes | str):
                 refuse(node, "an element is bytes or text")
-        case PutAck(op_id=op_id):
-            if op_id not in node.store.unacked_puts:
+            _check_owner(node, message, position, owner)
+        case PutAck(op_id=op_id, owner=owner):
+            put_at = node.store.unacked_puts.get(op_id)
+            if put_at is None:
                 refuse(node, f"PutAck for op #{op_id}, which sent no Put")
+            _check_owner(node, message, put_at, owner)
         case _:
             membership.check(node, message)
+
+
+def _check_owner(
+    node: NodeState, m: GetReply | PutAck, position: int, owner: KeyOwner | None
+) -> None:
+    """The owner an answer names must own the key it answers for: else it would send
+    this node's next requests astray."""
+    if owner is None:
+        return
+    start, until = owner[0].label, owner[1]
+    key = position_key(position)
+    inside = start <= key < until if until > start else (key >= start or key < until)
+    if not inside:
+        refuse(node, f"{m.describe()}: names {owner[0].describe()} owner of another key")
 
 
 def _check_batch_up(node: NodeState, m: BatchUp) -> None:

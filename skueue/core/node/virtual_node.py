@@ -42,6 +42,7 @@ from skueue.core.effects import Complete, Effect, Send
 from skueue.core.errors import PeerError, ProtocolError
 from skueue.core.intake import Assignment
 from skueue.core.membership import update_phase as membership
+from skueue.core.messages.field_types import KeyOwner
 from skueue.core.messages.membership import MembershipMessage
 from skueue.core.messages.stages import BatchUp, Get, GetReply, Grants, Message, Put, PutAck
 from skueue.core.node.checks import check
@@ -126,10 +127,10 @@ class VirtualNode(NodeState):
                 return self._serve(grants, busy, update)
             case Put() | Get():
                 return self._route(message)
-            case GetReply(op_id=op_id, element=element):
-                return self._got(op_id, element)
-            case PutAck(op_id=op_id):
-                return self._finished_dht(op_id)
+            case GetReply(op_id=op_id, element=element, owner=owner):
+                return self._got(op_id, element, owner)
+            case PutAck(op_id=op_id, owner=owner):
+                return self._finished_dht(op_id, owner)
         return membership.handle(self, message)
 
     # -- stage 3 and 4 --------------------------------------------------------------
@@ -164,30 +165,41 @@ class VirtualNode(NodeState):
             self.batching.wait_for_own(op.op_id)
         if op.kind.inserts:
             assert op.value is not None
-            self.store.unacked_puts.add(op.op_id)
+            self.store.unacked_puts[op.op_id] = a.position
             put = Put(None, a.position, op.value, a.ticket, self.me, op.op_id, ack=True)
             return [Complete(op.op_id, op.value, a.ord, a.position), *self._issue(put)]
         self.store.awaiting[op.op_id] = a
         return self._issue(Get(None, a.position, a.ticket, self.me, op.op_id))
 
     def _issue(self, message: Put | Get) -> list[Effect]:
-        """Start a DHT operation; a joining node has no place in the ring yet, so its
-        responsible node starts the routing for it."""
+        """Start a DHT operation: straight to the key's owner when an answer told us who
+        that is, else routed from here; a joining node has no place in the ring yet, so
+        its responsible node starts the routing for it."""
         if self.ring.mode is Mode.JOINING:
             assert self.ring.responsible is not None
             return [Send(self.ring.responsible, message)]
+        owners = self.store.owners
+        owners.issued.add(message.op_id)
+        owner = owners.owner_of(position_key(message.position))
+        if owner is not None and owner != self.me:
+            return [Send(owner, message)]  # unrouted: a node no longer responsible routes it
         return self._route(message)
 
-    def _got(self, op_id: int, element: Element) -> list[Effect]:
+    def _got(self, op_id: int, element: Element, owner: KeyOwner | None) -> list[Effect]:
         a = self.store.awaiting.pop(op_id, None)
         if a is None:
             raise ProtocolError(f"{self.me.describe()}: reply for unknown op #{op_id}")
-        return [Complete(op_id, element, a.ord, a.position), *self._finished_dht(op_id)]
+        return [Complete(op_id, element, a.ord, a.position), *self._finished_dht(op_id, owner)]
 
-    def _finished_dht(self, op_id: int) -> list[Effect]:
-        self.store.unacked_puts.discard(op_id)
+    def _finished_dht(self, op_id: int, owner: KeyOwner | None) -> list[Effect]:
+        self.store.unacked_puts.pop(op_id, None)
+        self.store.owners.answered(op_id, owner)
         self.batching.finished(op_id)
         return []
+
+    def _owner(self) -> KeyOwner:
+        """This node and the end of its interval, for the answers it sends as owner."""
+        return (self.me, self.ring.view.succ.label)
 
     # -- DHT ------------------------------------------------------------------------
 
@@ -207,16 +219,18 @@ class VirtualNode(NodeState):
         if not found:
             return []
         assert element is not None
-        return [Send(message.requester, GetReply(message.op_id, message.position, element))]
+        reply = GetReply(message.op_id, message.position, element, self._owner())
+        return [Send(message.requester, reply)]
 
     def _store(self, put: Put) -> list[Effect]:
         served = self.store.table.put(put.position, put.element, put.ticket)
+        owner = self._owner()
         effects: list[Effect] = [
-            Send(requester, GetReply(op_id, put.position, element))
+            Send(requester, GetReply(op_id, put.position, element, owner))
             for (requester, op_id), element in served
         ]
         if put.ack:
-            effects.append(Send(put.requester, PutAck(put.op_id)))
+            effects.append(Send(put.requester, PutAck(put.op_id, owner)))
         return effects
 
     # -- introspection ----------------------------------------------------------------
