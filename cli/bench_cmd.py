@@ -1,7 +1,10 @@
 """``skueue bench``: drive a cluster with concurrent clients and report what it did.
 
 Live progress on stderr; the report (ops/s, latency p50/p90/p99, the consistency
-verdict of the run's own history) on stdout.  ``--history`` keeps the history in the
+verdict of the run's own history) on stdout.  ``--in-flight K`` keeps K requests
+outstanding on each client's one connection and ``--batch B`` puts B operations in each
+request (enqueue_many/dequeue_many); throughput counts operations, latency is per
+request.  ``--history`` keeps the history in the
 project's JSON Lines format (wall-clock seconds since the run started); it is written at
 the end, through a temporary file, and an existing file is replaced only with ``--force``.
 The final drain is checked with the rest but left out of the statistics; its records
@@ -71,6 +74,22 @@ def add_parser(sub: Any) -> None:
         help="operations in all, shared among the clients (the drain comes on top)",
     )
     p.add_argument(
+        "--in-flight",
+        dest="in_flight",
+        type=positive_int,
+        default=1,
+        metavar="K",
+        help="requests each client keeps outstanding on its one connection",
+    )
+    p.add_argument(
+        "--batch",
+        type=positive_int,
+        default=1,
+        metavar="B",
+        help="operations per request: enqueue_many/dequeue_many of B elements "
+        "(latency stays per request)",
+    )
+    p.add_argument(
         "--enqueue-ratio",
         "--push-ratio",
         dest="ratio",
@@ -118,7 +137,10 @@ def report(result: LoadResult, config: LoadConfig) -> dict[str, Any]:
     return {
         "nodes": list(config.nodes),
         "clients": config.clients,
+        "in_flight": config.in_flight,
+        "batch": config.batch,
         "ops": config.ops,
+        "requests": len(result.requests),
         "seconds": round(result.workload_seconds, 3),
         "ops_per_second": round(result.ops_per_second, 1),
         "latency_ms": result.latency_ms(),
@@ -137,8 +159,16 @@ def print_report(r: dict[str, Any], out: Any) -> None:
         f"in {r['seconds']} s: {r['ops_per_second']} ops/s",
         file=out,
     )
+    print(
+        f"{r['in_flight']} request(s) in flight per client, up to {r['batch']} operation(s) "
+        f"per request: {r['requests']} requests",
+        file=out,
+    )
     if lat:
-        print(f"latency ms: p50 {lat['p50']}  p90 {lat['p90']}  p99 {lat['p99']}", file=out)
+        print(
+            f"latency ms per request: p50 {lat['p50']}  p90 {lat['p90']}  p99 {lat['p99']}",
+            file=out,
+        )
     for op, stats in r["latency_ms"].items():
         if op != "all":
             print(f"  {op:8} p50 {stats['p50']}  p90 {stats['p90']}  p99 {stats['p99']}", file=out)
@@ -198,6 +228,8 @@ def load_config(args: argparse.Namespace, nodes: tuple[str, ...], structure: str
         args.drain,
         structure,
         args.timeout,
+        in_flight=args.in_flight,
+        batch=args.batch,
     )
 
 

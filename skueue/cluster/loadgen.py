@@ -1,11 +1,23 @@
 """A load generator over the real client: concurrent clients, a mixed workload, a history.
 
 Each client connects to one daemon (round robin over ``nodes``) and issues its share of
-the operations one at a time, so its own operations never overlap and the history it
-records (wall-clock seconds since the run started) can be checked for linearizability.
-Elements are unique (``c3-17:`` padded to ``value_bytes``).  With ``drain`` a last client
-removes elements until the structure reports empty, so every element can be accounted for;
-its records carry ``phase="drain"``: they are checked with the rest, but throughput and
+the operations.  Two knobs shape how those operations travel:
+
+- ``in_flight``: the client splits its share among that many *lanes*, concurrent loops
+  that share its one connection (the client multiplexes requests by request id), so up
+  to ``in_flight`` requests per connection are outstanding at once.
+- ``batch``: every request carries that many operations: one ``insert`` of a list
+  (enqueue_many) or one ``remove(batch)`` (dequeue_many); the last request of a lane may
+  carry fewer.
+
+The history (wall-clock seconds since the run started) stays checkable for
+linearizability because of how records are named; see :func:`lane_name` and
+:func:`records_of`.  Elements are unique (``c3.1-17:`` padded to ``value_bytes``).
+
+Throughput counts operations; latency is measured per request (a batch of 100 is one
+latency sample), so ``batch`` > 1 raises both.  With ``drain`` a last client removes
+elements until the structure reports empty, so every element can be accounted for; its
+records carry ``phase="drain"``: they are checked with the rest, but throughput and
 latency describe the workload alone.
 """
 
@@ -14,13 +26,13 @@ from __future__ import annotations
 import random
 import statistics
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 import anyio
 import attrs
 
 from skueue.check.history import Record
-from skueue.client.api import connect
+from skueue.client.api import Client, Removed, connect
 
 DRAIN_BATCH = 200
 PROGRESS_INTERVAL_S = 0.2
@@ -37,6 +49,10 @@ class LoadConfig:
     drain: bool = True
     structure: str = "queue"
     request_timeout_s: float | None = None  # None: the client's default
+    in_flight: int = 1
+    """Requests each client keeps outstanding on its one connection."""
+    batch: int = 1
+    """Operations each request carries."""
 
     def __attrs_post_init__(self) -> None:
         if not self.nodes:
@@ -45,6 +61,20 @@ class LoadConfig:
             raise ValueError("clients >= 1, ops >= 0 and value_bytes >= 16 are needed")
         if not 0.0 <= self.insert_ratio <= 1.0:
             raise ValueError("the enqueue ratio must be in [0, 1]")
+        if self.in_flight < 1:
+            raise ValueError(
+                f"in_flight >= 1 is needed (requests in flight per client), got {self.in_flight}"
+            )
+        if self.batch < 1:
+            raise ValueError(f"batch >= 1 is needed (operations per request), got {self.batch}")
+
+
+@attrs.frozen
+class RequestTime:
+    """One workload request: its kind (the op of every record it produced) and latency."""
+
+    op: str
+    ms: float
 
 
 @attrs.define
@@ -53,21 +83,27 @@ class LoadResult:
     workload_seconds: float
     workload_ops: int
     drained: int = 0
+    requests: list[RequestTime] = attrs.Factory(list)
+    """The workload's requests (the drain's left out); with ``batch`` > 1 there are fewer
+    requests than records."""
+    started: float = 0.0
+    """``time.perf_counter()`` at the start: time 0 of the history."""
+
+    def clock(self) -> float:
+        """Seconds since the start: the time of a record added now (by the drain)."""
+        return time.perf_counter() - self.started
 
     @property
     def ops_per_second(self) -> float:
         return self.workload_ops / self.workload_seconds if self.workload_seconds else 0.0
 
     def latency_ms(self) -> dict[str, dict[str, float]]:
-        """p50/p90/p99 latency in milliseconds, overall and per operation kind, of the
-        workload (the drain's records left out: one request stands for many of them)."""
+        """p50/p90/p99 latency in milliseconds per request, overall and per operation kind,
+        of the workload (the drain left out: one request stands for many of its records)."""
         groups: dict[str, list[float]] = {"all": []}
-        for r in self.records:
-            if r.phase == "drain":
-                continue
-            ms = (float(r.response) - float(r.invoke)) * 1000
-            groups["all"].append(ms)
-            groups.setdefault(r.op, []).append(ms)
+        for r in self.requests:
+            groups["all"].append(r.ms)
+            groups.setdefault(r.op, []).append(r.ms)
         return {k: percentiles(v) for k, v in groups.items() if v}
 
 
@@ -85,8 +121,29 @@ def percentiles(values: list[float]) -> dict[str, float]:
     }
 
 
-def element(client: int, seq: int, size: int) -> bytes:
-    head = f"c{client}-{seq}:".encode()
+def shares(total: int, parts: int) -> list[int]:
+    """``total`` split into ``parts`` near-equal whole shares, the larger ones first."""
+    return [total // parts + (1 if i < total % parts else 0) for i in range(parts)]
+
+
+def request_sizes(ops: int, batch: int) -> list[int]:
+    """``ops`` cut into requests of ``batch`` operations; the last one takes the rest."""
+    full, rest = divmod(ops, batch)
+    return [batch] * full + ([rest] if rest else [])
+
+
+def lane_name(client: int, lane: int, in_flight: int) -> str:
+    """The history's process name of one lane.
+
+    A process in a history must be sequential: the checkers order its records by ``seq``
+    (program order).  A lane awaits each request before sending the next, so it is
+    sequential; lanes of one client overlap, so each needs its own name.  With one lane
+    per client the name stays ``c3``, as histories of earlier runs have it."""
+    return f"c{client}" if in_flight == 1 else f"c{client}.{lane}"
+
+
+def element(lane: str, seq: int, size: int) -> bytes:
+    head = f"{lane}-{seq}:".encode()
     return head + b"x" * max(0, size - len(head))
 
 
@@ -97,56 +154,103 @@ def as_text(value: bytes | None) -> str | None:
     return value.split(b":", 1)[0].decode("utf-8", errors="backslashreplace")
 
 
+@attrs.frozen
+class Outcome:
+    """One operation's result as the history records it."""
+
+    value: str | None
+    position: int | None
+    ord: int | None
+
+
+def removal(got: Removed) -> Outcome:
+    return Outcome(as_text(got.value), got.position, got.ord)
+
+
+def records_of(
+    lane: str,
+    first_seq: int,
+    op: str,
+    outcomes: Sequence[Outcome],
+    invoke: float,
+    response: float,
+    phase: str | None = None,
+) -> list[Record]:
+    """The records of one request: one per operation, consecutive ``seq`` in the lane.
+
+    Every operation of a request gets the request's invoke and response times, and all
+    stay in the request's lane in list order.  That is what the client promises (a call's
+    inserts and removals take effect in list order), so the checkers' program order
+    holds the daemon to it.  Equal times within one process are fine for the checkers:
+    they order a process by ``seq`` alone and apply real time only where one record
+    responded strictly before another was invoked.  (One process per operation would also
+    be valid, but weaker, and it would multiply the exact search's lanes.)"""
+    return [
+        Record(lane, first_seq + k, op, o.value, invoke, response, o.position, o.ord, phase)
+        for k, o in enumerate(outcomes)
+    ]
+
+
+def op_names(structure: str) -> tuple[str, str]:
+    """The insert and the remove operation of ``structure``, as histories name them."""
+    return ("enqueue", "dequeue") if structure == "queue" else ("push", "pop")
+
+
+def lane_rng(seed: int, lane: str) -> random.Random:
+    """A lane's own random choices, so a run repeats with its seed whatever the timing."""
+    return random.Random(f"{seed}/{lane}")
+
+
 async def run_load(
     config: LoadConfig, progress: Callable[[int, int], None] | None = None
 ) -> LoadResult:
-    insert_op, remove_op = (
-        ("enqueue", "dequeue") if config.structure == "queue" else ("push", "pop")
-    )
-    records: list[Record] = []
-    done = 0
-    start = time.perf_counter()
+    """The workload, then (with ``config.drain``) the drain."""
+    result = await run_workload(config, progress)
+    if config.drain:
+        await drain(config, result)
+    return result
 
-    def now() -> float:
-        return time.perf_counter() - start
+
+async def run_workload(
+    config: LoadConfig, progress: Callable[[int, int], None] | None = None
+) -> LoadResult:
+    """The workload alone: a caller that measures it (CPU, say) may :func:`drain` after."""
+    insert_op, remove_op = op_names(config.structure)
+    result = LoadResult([], 0.0, config.ops, started=time.perf_counter())
+    now = result.clock
+    done = 0
+
+    async def insert(q: Client, lane: str, seq: int, size: int) -> list[Outcome]:
+        values = [element(lane, seq + k, config.value_bytes) for k in range(size)]
+        receipts = await q.insert(values)
+        pairs = zip(values, receipts, strict=True)
+        return [Outcome(as_text(v), r.position, r.ord) for v, r in pairs]
+
+    async def remove(q: Client, size: int) -> list[Outcome]:
+        return [removal(g) for g in await q.remove(size)]
+
+    async def one_lane(q: Client, lane: str, count: int) -> None:
+        nonlocal done
+        rng, seq = lane_rng(config.seed, lane), 0
+        for size in request_sizes(count, config.batch):
+            inserting = rng.random() < config.insert_ratio
+            op = insert_op if inserting else remove_op
+            invoke = now()
+            outcomes = await (insert(q, lane, seq, size) if inserting else remove(q, size))
+            response = now()
+            result.records.extend(records_of(lane, seq, op, outcomes, invoke, response))
+            result.requests.append(RequestTime(op, (response - invoke) * 1000))
+            seq += len(outcomes)
+            done += len(outcomes)
 
     async def one_client(index: int, count: int) -> None:
-        nonlocal done
-        rng = random.Random(config.seed * 1_000_003 + index)
         node = config.nodes[index % len(config.nodes)]
-        async with connect(node, request_timeout_s=config.request_timeout_s) as q:
-            for seq in range(count):
-                if rng.random() < config.insert_ratio:
-                    invoke = now()
-                    receipt = (await q.insert([element(index, seq, config.value_bytes)]))[0]
-                    records.append(
-                        Record(
-                            f"c{index}",
-                            seq,
-                            insert_op,
-                            f"c{index}-{seq}",
-                            invoke,
-                            now(),
-                            receipt.position,
-                            receipt.ord,
-                        )
-                    )
-                else:
-                    invoke = now()
-                    got = (await q.remove(1))[0]
-                    records.append(
-                        Record(
-                            f"c{index}",
-                            seq,
-                            remove_op,
-                            as_text(got.value),
-                            invoke,
-                            now(),
-                            got.position,
-                            got.ord,
-                        )
-                    )
-                done += 1
+        async with (
+            connect(node, request_timeout_s=config.request_timeout_s) as q,
+            anyio.create_task_group() as lanes,
+        ):
+            for lane, share in enumerate(shares(count, config.in_flight)):
+                lanes.start_soon(one_lane, q, lane_name(index, lane, config.in_flight), share)
 
     async def report() -> None:
         while True:
@@ -154,51 +258,34 @@ async def run_load(
                 progress(done, config.ops)
             await anyio.sleep(PROGRESS_INTERVAL_S)
 
-    shares = [
-        config.ops // config.clients + (1 if i < config.ops % config.clients else 0)
-        for i in range(config.clients)
-    ]
     async with anyio.create_task_group() as tg:
         tg.start_soon(report)
         async with anyio.create_task_group() as clients:
-            for i, share in enumerate(shares):
+            for i, share in enumerate(shares(config.ops, config.clients)):
                 clients.start_soon(one_client, i, share)
         tg.cancel_scope.cancel()
     if progress is not None:
         progress(done, config.ops)
-    workload_seconds = now()
-    result = LoadResult(records, workload_seconds, config.ops)
-    if config.drain:
-        result.drained = await drain(config, records, now, remove_op)
+    result.workload_seconds = now()
     return result
 
 
-async def drain(
-    config: LoadConfig, records: list[Record], now: Callable[[], float], remove_op: str
-) -> int:
-    """Remove until empty; every removal is recorded under the drain client's name."""
-    name, seq, drained = f"c{config.clients}", 0, 0
+async def drain(config: LoadConfig, result: LoadResult) -> None:
+    """Remove until empty, on the workload's clock; every removal is recorded under the
+    drain client's name, and ``result.drained`` counts the elements it took."""
+    remove_op = op_names(config.structure)[1]
+    name, seq = f"c{config.clients}", 0
     async with connect(config.nodes[0], request_timeout_s=config.request_timeout_s) as q:
         while True:
-            invoke = now()
+            invoke = result.clock()
             batch = await q.remove(DRAIN_BATCH)
-            response = now()
-            for got in batch:
-                records.append(
-                    Record(
-                        name,
-                        seq,
-                        remove_op,
-                        as_text(got.value),
-                        invoke,
-                        response,
-                        got.position,
-                        got.ord,
-                        phase="drain",
-                    )
-                )
-                seq += 1
+            response = result.clock()
+            outcomes = [removal(g) for g in batch]
+            result.records.extend(
+                records_of(name, seq, remove_op, outcomes, invoke, response, "drain")
+            )
+            seq += len(batch)
             values = [g.value for g in batch if g.value is not None]
-            drained += len(values)
+            result.drained += len(values)
             if len(values) < len(batch):
-                return drained
+                return
