@@ -1,8 +1,8 @@
-"""Reading frames from a trio stream, and the coalescing writer.
+"""Reading frames from a trio stream, and what the writers share.
 
-Frames bound for one connection in one step of the owner task arrive at the writer as
-one blob; the writer also joins whatever else is queued before it writes, so that a
-burst costs one ``send_all`` rather than one per frame.
+Frames bound for one connection in one step of the owner task arrive at a writer as one
+blob; a writer also joins whatever else is queued before it writes
+(:func:`with_waiting`), so that a burst costs one send rather than one per frame.
 """
 
 from __future__ import annotations
@@ -139,6 +139,18 @@ async def first_frame(
     raise RemoteProtocolError(f"no hello within {timeout_s:g} s")
 
 
+async def put(channel: trio.MemorySendChannel[T], item: T) -> None:
+    """``channel.send(item)`` without its two scheduling points when there is room.
+
+    ``send`` always yields to the scheduler, which costs a trip through trio's run loop
+    per frame; the channels between readers, the owner and the writers almost never
+    fill up, so the common case stays inline and only a full channel waits."""
+    try:
+        channel.send_nowait(item)
+    except trio.WouldBlock:
+        await channel.send(item)
+
+
 def with_waiting(first: T, channel: trio.MemoryReceiveChannel[T]) -> list[T]:
     """``first`` and every item already waiting behind it, so that a writer joins them
     into one write.  A closed channel (the sender ended, e.g. after an error reply)
@@ -149,12 +161,3 @@ def with_waiting(first: T, channel: trio.MemoryReceiveChannel[T]) -> list[T]:
             items.append(channel.receive_nowait())
         except (trio.WouldBlock, trio.EndOfChannel):
             return items
-
-
-async def coalescing_writer(
-    stream: trio.abc.SendStream, blobs: trio.MemoryReceiveChannel[bytes]
-) -> None:
-    """Write every queued blob, joining those already waiting into one write."""
-    async for blob in blobs:
-        parts = with_waiting(blob, blobs)
-        await stream.send_all(b"".join(parts) if len(parts) > 1 else blob)

@@ -12,7 +12,7 @@ from typing import Any
 
 import trio
 
-from skueue.runtime.connections import frames
+from skueue.runtime.connections import frames, put
 from skueue.runtime.handshake import parse_peer_hello, reachable
 from skueue.runtime.inputs import PeerControl, PeerGone, PeerHello, PeerInput
 from skueue.runtime.peers import parse_peer_frame
@@ -64,9 +64,9 @@ class IncomingConnections(DaemonState):
                     parsed = parse_peer_frame(frame)
                     if isinstance(parsed, tuple):
                         kind, message = parsed
-                        await self.inbox_send.send(PeerInput(peer, kind, message))
+                        await put(self.inbox_send, PeerInput(peer, kind, message))
                     else:
-                        await self.inbox_send.send(PeerControl(peer, parsed))
+                        await put(self.inbox_send, PeerControl(peer, parsed))
             finally:
                 if self.peer_sessions.get(peer, (0,))[0] == session:
                     del self.peer_sessions[peer]

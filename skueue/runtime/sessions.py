@@ -45,7 +45,13 @@ import attrs
 import structlog
 import trio
 
-from skueue.runtime.connections import ConnectionTimeout, ReadDeadlines, first_frame, frames
+from skueue.runtime.connections import (
+    ConnectionTimeout,
+    ReadDeadlines,
+    first_frame,
+    frames,
+    put,
+)
 from skueue.runtime.limits import Limits
 from skueue.runtime.reply_writer import (
     DISCONNECTED,
@@ -53,6 +59,7 @@ from skueue.runtime.reply_writer import (
     Reply,
     close,
     offer,
+    write_now,
     write_replies,
 )
 from skueue.wire.client_protocol import (
@@ -284,9 +291,12 @@ class ClientSessions:
                 message = "an admin connection may only ask for stats, join and leave"
                 self._answer(session, ErrorReply(request.rid, message, INVALID))
                 continue
-            await session.slots.acquire()  # backpressure: wait for replies to go out
+            try:
+                session.slots.acquire_nowait()
+            except trio.WouldBlock:
+                await session.slots.acquire()  # backpressure: wait for replies to go out
             session.outstanding += 1
-            await self.inbox.send(ClientInput(client, request))
+            await put(self.inbox, ClientInput(client, request))
 
     def deliver(self, client: int, reply: ClientReply) -> None:
         """Hand one reply to a client's writer; never blocks the owner."""
@@ -310,6 +320,10 @@ class ClientSessions:
         return pack_many(part.frame() for part in reply_frames(reply, self.limits.frame_bytes_max))
 
     def _queue(self, session: ClientSession, reply: Reply) -> None:
+        left = write_now(session, reply)
+        if left is None:
+            return  # written whole: its elements are delivered
+        reply = left
         if offer(session, reply):
             session.queued_elements += reply.elements
             return

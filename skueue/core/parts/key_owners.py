@@ -72,6 +72,9 @@ class KeyOwners:
         self.issued.clear()
 
     def _add(self, start: int, end: int, owner: NodeRef) -> None:
+        i = bisect_right(self.starts, start) - 1
+        if i >= 0 and self.spans[i] == (start, end, owner):
+            return  # known already: the common case once the cache is warm
         if len(self.spans) >= KEY_OWNERS_MAX:
             self.starts.clear()
             self.spans.clear()

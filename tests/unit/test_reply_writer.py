@@ -1,0 +1,76 @@
+"""The owner's direct write of a reply (reply_writer.write_now): it must go out only when
+nothing is queued or in the writer's hands, or replies would overtake each other."""
+
+from __future__ import annotations
+
+import socket
+
+import trio
+
+from skueue.runtime.reply_writer import ClientSession, Reply, write_now
+
+
+def session_on(raw: socket.socket) -> ClientSession:
+    send, _receive = trio.open_memory_channel[Reply](8)
+    session = ClientSession(send, trio.Semaphore(4))
+    session.raw = raw
+    return session
+
+
+def test_an_idle_writer_lets_the_owner_write_at_once() -> None:
+    ours, theirs = socket.socketpair()
+    with ours, theirs:
+        session = session_on(ours)
+        assert write_now(session, Reply(b"hello", 1)) is None
+        assert theirs.recv(100) == b"hello"
+
+
+def test_a_reply_waits_behind_replies_queued_or_in_the_writers_hands() -> None:
+    ours, theirs = socket.socketpair()
+    with ours, theirs:
+        session = session_on(ours)
+        session.replies.send_nowait(Reply(b"first"))
+        second = Reply(b"second", 1)
+        assert write_now(session, second) is second  # queued before it: it waits
+        session = session_on(ours)
+        session.writing = True
+        assert write_now(session, second) is second
+        theirs.setblocking(False)
+        assert _nothing_to_read(theirs), "a reply overtook one queued before it"
+
+
+def test_a_closed_client_is_left_to_the_writer() -> None:
+    ours, theirs = socket.socketpair()
+    with ours:
+        theirs.close()
+        session = session_on(ours)
+        reply = Reply(b"late", 1)
+        assert write_now(session, reply) is reply  # not counted as delivered
+
+
+def test_what_the_socket_does_not_take_is_left_for_the_writer() -> None:
+    ours, theirs = socket.socketpair()
+    with ours, theirs:
+        ours.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 4096)
+        session = session_on(ours)
+        blob = bytes(range(256)) * 4096  # 1 MiB: more than the buffers hold
+        left = write_now(session, Reply(blob, 3))
+        assert left is not None and 0 < len(left.blob) < len(blob)
+        assert left.elements == 3
+        got = bytearray()
+        theirs.setblocking(False)
+        while True:
+            try:
+                chunk = theirs.recv(1 << 20)
+            except BlockingIOError:
+                break
+            got += chunk
+        assert bytes(got) + left.blob == blob  # nothing lost, nothing twice
+
+
+def _nothing_to_read(sock: socket.socket) -> bool:
+    try:
+        sock.recv(100)
+    except BlockingIOError:
+        return True
+    return False
