@@ -1,4 +1,5 @@
-"""Connections to the other daemons: handshake, address book, one coalescing writer each.
+"""Connections to the other daemons: handshake, address book, one writer each
+(:mod:`skueue.runtime.link_writer`: the owner writes itself while the writer is idle).
 
 Each daemon opens one outgoing connection per peer and only writes on it; it reads what
 peers send on the connections they opened to it.  A link that breaks is reopened; a peer
@@ -25,10 +26,11 @@ from skueue.core.messages.membership import MembershipMessage
 from skueue.core.messages.stages import Message
 from skueue.overlay.labels import Kind
 from skueue.runtime.address import Address
-from skueue.runtime.connections import coalescing_writer, first_frame
+from skueue.runtime.connections import first_frame, put
 from skueue.runtime.directory import Directory
 from skueue.runtime.errors import DaemonError
 from skueue.runtime.limits import Limits
+from skueue.runtime.link_writer import Item, LinkWriter
 from skueue.wire.errors import RemoteProtocolError
 from skueue.wire.framing import FrameDecoder, pack
 from skueue.wire.peer import decode_message
@@ -71,7 +73,7 @@ class PeerLinks:
         self.limits = limits
         self.nursery = nursery
         self.directory = directory
-        self.channels: dict[str, trio.MemorySendChannel[bytes]] = {}
+        self.channels: dict[str, LinkWriter] = {}
         self.down_since: dict[str, float] = {}
         # Sent in every hello: a hello that comes back with it was our own (an address of
         # this daemon in its own --peers), one with our id but another nonce is a clash.
@@ -206,18 +208,19 @@ class PeerLinks:
 
     def _start_writer(
         self, peer: str, address: Address, stream: trio.SocketStream | None
-    ) -> trio.MemorySendChannel[bytes]:
-        send, receive = trio.open_memory_channel[bytes](self.limits.peer_writes_max)
-        self.channels[peer] = send
-        self.nursery.start_soon(self._writer, peer, address, stream, receive)
-        return send
+    ) -> LinkWriter:
+        send, receive = trio.open_memory_channel[Item](self.limits.peer_writes_max)
+        link = self.channels[peer] = LinkWriter(send)
+        self.nursery.start_soon(self._writer, peer, address, stream, link, receive)
+        return link
 
     async def _writer(
         self,
         peer: str,
         address: Address,
         stream: trio.SocketStream | None,
-        blobs: trio.MemoryReceiveChannel[bytes],
+        link: LinkWriter,
+        blobs: trio.MemoryReceiveChannel[Item],
     ) -> None:
         try:
             while True:
@@ -231,7 +234,7 @@ class PeerLinks:
                 self.mark_up(peer)
                 try:
                     async with stream:
-                        await coalescing_writer(stream, blobs)
+                        await link.serve(stream, blobs)
                     return
                 except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as e:
                     log.warning("lost the link to a peer; reconnecting", peer=peer, error=str(e))
@@ -246,15 +249,15 @@ class PeerLinks:
 
     def forget(self, peer: str) -> None:
         """A member left: close its link and forget that it was down."""
-        channel = self.channels.pop(peer, None)
-        if channel is not None:
-            channel.close()
+        link = self.channels.pop(peer, None)
+        if link is not None:
+            link.channel.close()
         self.down_since.pop(peer, None)
         self.held_bytes -= sum(len(b) for b in self.held.pop(peer, []))
 
     async def send(self, peer: str, blob: bytes) -> None:
-        channel = self.channels.get(peer)
-        if channel is None:
+        link = self.channels.get(peer)
+        if link is None:
             if peer in self.directory.departed:
                 log.debug("message for a departed process dropped", peer=peer)
                 return
@@ -262,9 +265,12 @@ class PeerLinks:
             if address is None:
                 self._hold(peer, blob)
                 return
-            channel = self._start_writer(peer, address, None)
+            link = self._start_writer(peer, address, None)
+        left = link.write_now(blob)
+        if left is None:
+            return
         try:
-            await channel.send(blob)
+            await put(link.channel, left)
         except (trio.BrokenResourceError, trio.ClosedResourceError):
             log.warning("link to a departed peer is closed; message dropped", peer=peer)
 

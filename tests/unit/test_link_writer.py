@@ -1,0 +1,77 @@
+"""A peer link's writer (runtime/link_writer.py): the owner's direct writes keep the byte
+order of the link, and half a frame never starts a new connection."""
+
+from __future__ import annotations
+
+import socket
+
+import pytest
+import trio
+import trio.testing
+
+from skueue.runtime.link_writer import Item, LinkWriter, Tail
+
+
+def stream_pair() -> tuple[trio.SocketStream, socket.socket]:
+    ours, theirs = socket.socketpair()
+    return trio.SocketStream(trio.socket.from_stdlib_socket(ours)), theirs
+
+
+def received(sock: socket.socket) -> bytes:
+    sock.setblocking(False)
+    got = bytearray()
+    while True:
+        try:
+            chunk = sock.recv(1 << 20)
+        except BlockingIOError:
+            return bytes(got)
+        if not chunk:
+            return bytes(got)
+        got += chunk
+
+
+@pytest.mark.trio
+async def test_the_owner_writes_itself_only_while_the_writer_is_idle() -> None:
+    send, receive = trio.open_memory_channel[Item](16)
+    link = LinkWriter(send)
+    assert link.write_now(b"early") == b"early"  # not connected yet: through the channel
+    send.send_nowait(b"early")
+    stream, theirs = stream_pair()
+    with theirs:
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(link.serve, stream, receive)
+            await trio.testing.wait_all_tasks_blocked()
+            assert link.write_now(b"-direct") is None
+            link.busy = True
+            assert link.write_now(b"-held") == b"-held"  # the writer holds something
+            link.busy = False
+            send.close()
+        assert received(theirs) == b"early-direct"
+
+
+@pytest.mark.trio
+async def test_a_tail_is_dropped_by_a_new_connection() -> None:
+    send, receive = trio.open_memory_channel[Item](16)
+    link = LinkWriter(send)
+    link.connection = 4  # the head went out on connection 4, which broke
+    send.send_nowait(Tail(b"rest-of-a-frame", 4))
+    send.send_nowait(b"whole")
+    send.close()
+    stream, theirs = stream_pair()
+    with theirs:
+        await link.serve(stream, receive)  # connection 5
+        assert received(theirs) == b"whole"
+    assert link.raw is None and not link.busy
+
+
+@pytest.mark.trio
+async def test_a_tail_goes_out_on_its_own_connection() -> None:
+    send, receive = trio.open_memory_channel[Item](16)
+    link = LinkWriter(send)
+    send.send_nowait(Tail(b"rest", 1))  # connection 1 is the one serve opens below
+    send.send_nowait(b"+next")
+    send.close()
+    stream, theirs = stream_pair()
+    with theirs:
+        await link.serve(stream, receive)
+        assert received(theirs) == b"rest+next"
