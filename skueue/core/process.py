@@ -44,7 +44,7 @@ INTAKE_KIND = Kind.LEFT
 
 
 class TickDue(enum.Enum):
-    NOW = "now"  # a batch with operations can go up
+    NOW = "now"  # a batch can go up and operations wait in this process
     IDLE = "idle"  # only an empty batch can go up
     NOTHING = "nothing"  # every node waits for a message
 
@@ -234,18 +234,20 @@ class Process:
     def tick_due(self) -> TickDue:
         """How soon a tick is worth running.
 
-        A daemon ticks at once when a batch with operations can go (or the last grants
-        said the cluster was busy), paces its ticks when only empty batches can (so an
-        idle cluster does not spin empty batches around the tree as fast as the network
-        allows), and waits for input otherwise.
+        A daemon ticks at once when a batch can go and operations wait anywhere in this
+        process (or the last grants said the cluster was busy), paces its ticks when only
+        empty batches can go and nothing waits (so an idle cluster does not spin empty
+        batches around the tree as fast as the network allows), and waits for input
+        otherwise.  Urgency is the process's, not one node's: the intake node with an
+        operation often waits for its own process's children, whose empty batches must
+        then go at once rather than at the idle pace.  (Never NOW without a node that
+        can fire, so a NOW tick always changes something: no spinning.)
         """
-        due = TickDue.NOTHING
-        for node in self.nodes.values():
-            if node.can_fire():
-                if node.wants_speed():
-                    return TickDue.NOW
-                due = TickDue.IDLE
-        return due
+        if not any(node.can_fire() for node in self.nodes.values()):
+            return TickDue.NOTHING
+        if any(node.wants_speed() for node in self.nodes.values()):
+            return TickDue.NOW
+        return TickDue.IDLE
 
     def entries(self) -> int:
         """DHT entries stored by this process's three nodes."""
