@@ -25,7 +25,7 @@ import socket
 import attrs
 import trio
 
-from skueue.runtime.connections import with_waiting
+from skueue.runtime.connections import put, with_waiting
 
 
 @attrs.frozen
@@ -44,14 +44,16 @@ class LinkWriter:
     channel: trio.MemorySendChannel[Item]
     # The connected stream's socket for the owner's writes; None while (re)connecting.
     raw: socket.socket | None = None
-    busy: bool = False  # the writer holds items it took and has not written yet
+    # Items queued or in the writer's hands, not yet written (a count, not a flag: the
+    # writer's receive yields after it took an item, before the writer can say so).
+    pending: int = 0
     connection: int = 0  # counts the connections this link has had
 
     def write_now(self, blob: bytes) -> Item | None:
         """Send ``blob`` at once if the writer is idle; what is left for the writer
         (None: everything went out)."""
         raw = self.raw
-        if raw is None or self.busy or self.channel.statistics().current_buffer_used:
+        if raw is None or self.pending:
             return blob
         try:
             sent = raw.send(blob, socket.MSG_DONTWAIT | socket.MSG_NOSIGNAL)
@@ -71,15 +73,25 @@ class LinkWriter:
         self.raw = socket.socket(fileno=stream.socket.fileno())
         try:
             async for item in items:
-                self.busy = True  # no checkpoint since the take: write_now stays out
-                parts = [_bytes(i) for i in with_waiting(item, items) if _belongs(i, connection)]
-                if parts:
-                    await stream.send_all(b"".join(parts) if len(parts) > 1 else parts[0])
-                self.busy = False
+                taken = with_waiting(item, items)
+                try:
+                    parts = [_bytes(i) for i in taken if _belongs(i, connection)]
+                    if parts:
+                        await stream.send_all(b"".join(parts) if len(parts) > 1 else parts[0])
+                finally:
+                    self.pending -= len(taken)  # written, or lost with the connection
         finally:
             self.raw.detach()  # the descriptor is the stream's
             self.raw = None
-            self.busy = False
+
+    async def queue(self, item: Item) -> None:
+        """Hand ``item`` to the writer (what :meth:`write_now` left)."""
+        self.pending += 1
+        try:
+            await put(self.channel, item)
+        except BaseException:
+            self.pending -= 1
+            raise
 
 
 def _belongs(item: Item, connection: int) -> bool:

@@ -123,8 +123,7 @@ class MembershipWaiters(DaemonState):
         """Give the last messages (a leaver's hand-over) time to reach the peers."""
         with trio.move_on_after(timeout_s):
             while self.links is not None and any(
-                link.busy or link.channel.statistics().current_buffer_used
-                for link in self.links.channels.values()
+                link.pending for link in self.links.channels.values()
             ):
                 await trio.sleep(0.01)
             await trio.sleep(0.1)

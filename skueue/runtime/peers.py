@@ -26,7 +26,7 @@ from skueue.core.messages.membership import MembershipMessage
 from skueue.core.messages.stages import Message
 from skueue.overlay.labels import Kind
 from skueue.runtime.address import Address
-from skueue.runtime.connections import first_frame, put
+from skueue.runtime.connections import first_frame
 from skueue.runtime.directory import Directory
 from skueue.runtime.errors import DaemonError
 from skueue.runtime.limits import Limits
@@ -270,7 +270,7 @@ class PeerLinks:
         if left is None:
             return
         try:
-            await put(link.channel, left)
+            await link.queue(left)
         except (trio.BrokenResourceError, trio.ClosedResourceError):
             log.warning("link to a departed peer is closed; message dropped", peer=peer)
 

@@ -57,7 +57,9 @@ class ClientSession:
     deadlines: ReadDeadlines | None = None
     # The connection's socket for writes that must not wait (None: not a socket, tests).
     raw: socket.socket | None = None
-    writing: bool = False  # the writer holds replies it took and has not written yet
+    # Replies queued or in the writer's hands, not yet written (a count, not a flag: the
+    # writer's receive yields after it took a reply, before the writer can say so).
+    pending: int = 0
 
 
 def write_now(session: ClientSession, reply: Reply) -> Reply | None:
@@ -67,9 +69,7 @@ def write_now(session: ClientSession, reply: Reply) -> Reply | None:
     (None: all of it went out); anything unusual (a full socket, a closed client, an
     error) is left to the writer, which handles it as it always did."""
     raw = session.raw
-    if raw is None or session.writing or session.closed:
-        return reply
-    if session.replies.statistics().current_buffer_used or _peer_closed(raw):
+    if raw is None or session.pending or session.closed or _peer_closed(raw):
         return reply
     try:
         sent = raw.send(reply.blob, socket.MSG_DONTWAIT | socket.MSG_NOSIGNAL)
@@ -93,9 +93,11 @@ async def write_replies(
     session.raw = _raw_socket(stream)
     try:
         async for reply in replies:
-            session.writing = True  # no checkpoint since the take: write_now stays out
-            await _send(session, stream, session.raw, with_waiting(reply, replies), timeout_s)
-            session.writing = False
+            taken = with_waiting(reply, replies)
+            try:
+                await _send(session, stream, session.raw, taken, timeout_s)
+            finally:
+                session.pending -= len(taken)
     except (*DISCONNECTED, OSError):
         close(session)
     except trio.TooSlowError:
@@ -148,9 +150,10 @@ def offer(session: ClientSession, reply: Reply) -> bool:
     """Queue ``reply`` for the writer; False when the queue is full or closed."""
     try:
         session.replies.send_nowait(reply)
-        return True
     except (trio.WouldBlock, trio.ClosedResourceError, trio.BrokenResourceError):
         return False
+    session.pending += 1
+    return True
 
 
 def close(session: ClientSession) -> None:

@@ -201,7 +201,7 @@ class ClientSessions:
         )
         self.clients[client] = session
         self.admins += session.admin
-        send.send_nowait(Reply(pack(self.welcome())))
+        offer(session, Reply(pack(self.welcome())))  # a fresh channel: it has room
         decoder.skip_oversized = True
         try:
             async with trio.open_nursery() as nursery:

@@ -35,16 +35,16 @@ async def test_the_owner_writes_itself_only_while_the_writer_is_idle() -> None:
     send, receive = trio.open_memory_channel[Item](16)
     link = LinkWriter(send)
     assert link.write_now(b"early") == b"early"  # not connected yet: through the channel
-    send.send_nowait(b"early")
+    await link.queue(b"early")
     stream, theirs = stream_pair()
     with theirs:
         async with trio.open_nursery() as nursery:
             nursery.start_soon(link.serve, stream, receive)
             await trio.testing.wait_all_tasks_blocked()
             assert link.write_now(b"-direct") is None
-            link.busy = True
+            link.pending = 1
             assert link.write_now(b"-held") == b"-held"  # the writer holds something
-            link.busy = False
+            link.pending = 0
             send.close()
         assert received(theirs) == b"early-direct"
 
@@ -54,24 +54,25 @@ async def test_a_tail_is_dropped_by_a_new_connection() -> None:
     send, receive = trio.open_memory_channel[Item](16)
     link = LinkWriter(send)
     link.connection = 4  # the head went out on connection 4, which broke
-    send.send_nowait(Tail(b"rest-of-a-frame", 4))
-    send.send_nowait(b"whole")
+    await link.queue(Tail(b"rest-of-a-frame", 4))
+    await link.queue(b"whole")
     send.close()
     stream, theirs = stream_pair()
     with theirs:
         await link.serve(stream, receive)  # connection 5
         assert received(theirs) == b"whole"
-    assert link.raw is None and not link.busy
+    assert link.raw is None and link.pending == 0
 
 
 @pytest.mark.trio
 async def test_a_tail_goes_out_on_its_own_connection() -> None:
     send, receive = trio.open_memory_channel[Item](16)
     link = LinkWriter(send)
-    send.send_nowait(Tail(b"rest", 1))  # connection 1 is the one serve opens below
-    send.send_nowait(b"+next")
+    await link.queue(Tail(b"rest", 1))  # connection 1 is the one serve opens below
+    await link.queue(b"+next")
     send.close()
     stream, theirs = stream_pair()
     with theirs:
         await link.serve(stream, receive)
         assert received(theirs) == b"rest+next"
+    assert link.pending == 0

@@ -7,7 +7,7 @@ import socket
 
 import trio
 
-from skueue.runtime.reply_writer import ClientSession, Reply, write_now
+from skueue.runtime.reply_writer import ClientSession, Reply, offer, write_now
 
 
 def session_on(raw: socket.socket) -> ClientSession:
@@ -29,11 +29,11 @@ def test_a_reply_waits_behind_replies_queued_or_in_the_writers_hands() -> None:
     ours, theirs = socket.socketpair()
     with ours, theirs:
         session = session_on(ours)
-        session.replies.send_nowait(Reply(b"first"))
+        assert offer(session, Reply(b"first"))
         second = Reply(b"second", 1)
         assert write_now(session, second) is second  # queued before it: it waits
         session = session_on(ours)
-        session.writing = True
+        session.pending = 1  # the writer took a reply and has not written it yet
         assert write_now(session, second) is second
         theirs.setblocking(False)
         assert _nothing_to_read(theirs), "a reply overtook one queued before it"
