@@ -12,6 +12,7 @@ from typing import NoReturn
 from skueue.core.batch import batch_problem, grant_problem
 from skueue.core.errors import PeerError
 from skueue.core.membership import update_phase as membership
+from skueue.core.membership.state import in_interval
 from skueue.core.messages.field_types import KeyOwner
 from skueue.core.messages.membership import MembershipMessage
 from skueue.core.messages.stages import BatchUp, Get, GetReply, Grants, Message, Put, PutAck
@@ -59,11 +60,9 @@ def _check_owner(
     this node's next requests astray."""
     if owner is None:
         return
-    start, until = owner[0].label, owner[1]
-    key = position_key(position)
-    inside = start <= key < until if until > start else (key >= start or key < until)
-    if not inside:
-        refuse(node, f"{m.describe()}: names {owner[0].describe()} owner of another key")
+    named, until = owner
+    if not in_interval(position_key(position), named.label, until):
+        refuse(node, f"{m.describe()}: names {named.describe()} owner of another key")
 
 
 def _check_batch_up(node: NodeState, m: BatchUp) -> None:
