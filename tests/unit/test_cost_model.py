@@ -4,28 +4,15 @@ with its CPU parameters.  Small clusters, a few cycles; no timing is asserted.""
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import sys
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import pytest
 
-BENCH = Path(__file__).resolve().parents[2] / "bench" / "cost_model.py"
+from tests.unit.bench_scripts import load_bench
 
-
-def _load() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("bench_cost_model", BENCH)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up
-    spec.loader.exec_module(module)
-    return module
-
-
-bench = _load()
+bench = load_bench("cost_model")
 
 
 @pytest.fixture(scope="module", params=[4, 16])

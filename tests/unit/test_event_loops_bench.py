@@ -4,29 +4,15 @@ left running.  No timing is asserted."""
 
 from __future__ import annotations
 
-import importlib.util
 import os
-import sys
-from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import anyio
 import pytest
 
-BENCH = Path(__file__).resolve().parents[2] / "bench" / "event_loops.py"
+from tests.unit.bench_scripts import load_bench
 
-
-def _load() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("bench_event_loops", BENCH)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up
-    spec.loader.exec_module(module)
-    return module
-
-
-bench = _load()
+bench = load_bench("event_loops")
 
 
 def _gone(pid: int) -> bool:
