@@ -44,13 +44,19 @@ def build_parser() -> Parser:
         help="address to listen on for peers and clients (port 0: any free port)",
     )
     p.add_argument(
+        "--advertise",
+        metavar="HOST:PORT",
+        help="address the other members reach this daemon at, where it is not the listen "
+        "address (a container's port mapping, NAT, a proxy) (default: the listen address)",
+    )
+    p.add_argument(
         "--peers", default="", metavar="ADDR,...", help="the other members of a static cluster"
     )
     p.add_argument("--join", metavar="SEED", help="join the cluster the daemon at SEED is in")
     p.add_argument(
         "--id",
         dest="process_id",
-        help="process id (default: the listen address; clusters that change their members "
+        help="process id (default: the advertised address; clusters that change their members "
         "need the default)",
     )
     p.add_argument(
@@ -113,6 +119,7 @@ def main(argv: list[str] | None = None) -> int:
         listen = parse_address(args.listen)
         peers = tuple(parse_addresses(args.peers))
         join = parse_address(args.join) if args.join else None
+        advertise = parse_address(args.advertise) if args.advertise else None
     except AddressError as e:
         fail("skueued", str(e))
     if join is not None and peers:
@@ -120,7 +127,13 @@ def main(argv: list[str] | None = None) -> int:
     configure(args.log_format, args.log_level)
     limits = attrs.evolve(Limits(), value_bytes_max=args.value_bytes_max)
     config = DaemonConfig(
-        listen, peers, args.process_id, Structure(args.structure), limits=limits, join=join
+        listen,
+        peers,
+        args.process_id,
+        Structure(args.structure),
+        limits=limits,
+        join=join,
+        advertise=advertise,
     )
     try:
         trio.run(serve, config)

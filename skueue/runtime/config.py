@@ -17,4 +17,7 @@ class DaemonConfig:
     structure: Structure = Structure.QUEUE
     limits: Limits = Limits()
     join: Address | None = None  # join the cluster this daemon belongs to (SPEC §8)
+    # Where the other members reach this daemon, when that is not the listen address (a
+    # container's port mapping, NAT, a proxy); also the default process id.
+    advertise: Address | None = None
 

@@ -60,7 +60,8 @@ class Daemon(OwnerLoop, IncomingConnections):
         if listeners is None:
             listeners = await bind(listen)
         port = listeners[0].socket.getsockname()[1]
-        self.address = Address(listen.host, port)
+        listening = Address(listen.host, port)
+        self.address = self.config.advertise or listening
         self.process_id = self.config.process_id or str(self.address)
         async with trio.open_nursery() as nursery:
             self.nursery = nursery
@@ -86,11 +87,12 @@ class Daemon(OwnerLoop, IncomingConnections):
             log.info(
                 "ready",
                 process=self.process_id,
-                listen=str(self.address),
+                listen=str(listening),
+                advertise=str(self.address),
                 members=members or "joined",
                 structure=self.config.structure.value,
             )
-            task_status.started(self.address)
+            task_status.started(listening)
 
     def welcome(self) -> list[Any]:
         return Welcome(
