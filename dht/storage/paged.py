@@ -1,0 +1,363 @@
+"""The durable engine: an append-only paged log in memory-mapped files (seed 004, BigQueue).
+
+Theory of operation.  A store is one directory:
+
+    store.meta                 JSON: magic, format version, page_bytes, index_page_slots
+    store.lock                 flock'ed while a store has the directory open
+    index-000000000000.page    index_page_slots slots of 48 bytes, slot r % slots of record r
+    data-000000000000.page     page_bytes of elements, packed back to back, no header
+
+Record ``r`` lives in slot ``r % index_page_slots`` of index page ``r // index_page_slots``
+(so a read is two map lookups and no search).  A slot holds the state word (EMPTY, LIVE,
+REMOVED), a crc32 of the rest of the slot, and the record id, position, ticket, data page,
+offset, length and crc32 of the element (layout in :mod:`~.paged_format`).  An append
+copies the element to the end of the head data page (a new page when it does not fit,
+so an element may be at most ``page_bytes``), then fills the next slot.  A remove
+rewrites only the state word, in any order.  Nothing is ever rewritten in a data page.
+
+``sync()`` is msync of the ranges written since the last sync, data before index, then
+garbage collection: a data page whose records are all removed and an index page whose
+slots are all removed are deleted (never the head pages, which anchor the next offset and
+the next record id), then the directory is fsynced.  Deleting only after the removals are
+durable means a crash can never leave a live slot pointing at a deleted page.
+
+Opening scans the index (:mod:`~.paged_recovery`): the torn tail is cut and reported in
+one warning line, corruption before the tail in one error line, and ``recovery`` holds the
+``RecoveryReport``.  Reads verify the element's crc and raise ``CorruptRecord`` rather
+than return wrong bytes.  A directory of another format version is refused.
+
+Single-threaded, like the daemon that owns it (one owner per process).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from skueue.dht.storage.interface import (
+    CorruptRecord,
+    FormatMismatch,
+    RecoveryReport,
+    StorageError,
+    UnknownRecord,
+)
+from skueue.dht.storage.paged_files import (
+    PageCache,
+    lock_directory,
+    logger,
+    read_file,
+    sync_directory,
+    unlock,
+    write_file_durably,
+)
+from skueue.dht.storage.paged_format import (
+    BODY,
+    BODY_OFFSET,
+    DATA_KIND,
+    DATA_PAGE_OFFSET,
+    HEAD,
+    INDEX_KIND,
+    INDEX_PAGE_SLOTS_DEFAULT,
+    LIVE,
+    LOCK_NAME,
+    MAPPED_PAGES_MAX_DEFAULT,
+    META_NAME,
+    PAGE_BYTES_DEFAULT,
+    REMOVED,
+    SLOT,
+    SLOT_BYTES,
+    STATE,
+    Geometry,
+    crc32,
+    decode_meta,
+    element_too_big,
+    encode_meta,
+)
+from skueue.dht.storage.paged_recovery import recover
+
+if TYPE_CHECKING:
+    from mmap import mmap
+
+__all__ = ["PAGE_BYTES_DEFAULT", "INDEX_PAGE_SLOTS_DEFAULT", "PagedEntryStore"]
+
+
+class PagedEntryStore:
+    """Entries in memory-mapped page files; see the module's theory of operation."""
+
+    def __init__(
+        self,
+        directory: str | Path,
+        page_bytes: int | None = None,
+        index_page_slots: int | None = None,
+        mapped_pages_max: int = MAPPED_PAGES_MAX_DEFAULT,
+    ) -> None:
+        """Open (or create) the store in ``directory``.  ``page_bytes`` (default
+        ``PAGE_BYTES_DEFAULT``, 32 MiB) and ``index_page_slots`` (default 65536) apply to a
+        new directory; an existing one keeps its own, with a warning if they differ."""
+        self.directory = Path(directory)
+        self.directory.mkdir(parents=True, exist_ok=True)
+        wanted = Geometry(
+            PAGE_BYTES_DEFAULT if page_bytes is None else page_bytes,
+            INDEX_PAGE_SLOTS_DEFAULT if index_page_slots is None else index_page_slots,
+        )
+        explicit = page_bytes is not None or index_page_slots is not None
+        self.geometry = _open_geometry(self.directory, wanted, explicit)
+        self._lock = lock_directory(self.directory / LOCK_NAME)
+        try:
+            self._open(mapped_pages_max)
+        except BaseException:
+            unlock(self._lock)
+            raise
+
+    def _open(self, mapped_pages_max: int) -> None:
+        g = self.geometry
+        self._page_bytes = g.page_bytes
+        self._slots = g.index_page_slots
+        self._index = PageCache(self.directory, INDEX_KIND, g.index_page_bytes, mapped_pages_max)
+        self._data = PageCache(self.directory, DATA_KIND, g.page_bytes, mapped_pages_max)
+        state = recover(self.directory, self._index, self._data)
+        self.recovery: RecoveryReport = state.report
+        self._next = state.next_record
+        self._live = state.live
+        self._data_live = state.data_live
+        self._index_live = state.index_live
+        self._corrupt = state.corrupt_unlisted
+        self._collectable: set[tuple[str, int]] = set()
+        # The head pages, and where the bytes written since the last sync begin in them.
+        self._data_head = state.data_head
+        self._data_map = self._data.get(state.data_head)
+        self._write_offset = self._data_synced = state.write_offset
+        self._index_head = self._next // self._slots
+        self._index_map = self._index.get(self._index_head)
+        self._index_synced = (self._next % self._slots) * SLOT_BYTES
+        self._closed = False
+
+    # -- the interface --------------------------------------------------------------------
+
+    def append(self, position: int, ticket: int, element: bytes) -> int:
+        if self._closed:
+            raise StorageError("the store is closed")
+        size = len(element)
+        offset = self._write_offset
+        if offset + size > self._page_bytes:
+            if size > self._page_bytes:
+                raise element_too_big(size, self._page_bytes)
+            self._roll_data()
+            offset = 0
+        record = self._next
+        if record // self._slots != self._index_head:
+            self._roll_index()
+        at = (record % self._slots) * SLOT_BYTES
+        try:
+            element_crc = crc32(element)
+            body = BODY.pack(record, position, ticket, self._data_head, offset, size, element_crc)
+        except Exception as e:  # struct.error for an int out of range, TypeError: not bytes
+            raise ValueError(f"cannot store position={position} ticket={ticket}: {e}") from None
+        self._data_map[offset : offset + size] = element
+        m = self._index_map
+        m[at + BODY_OFFSET : at + SLOT_BYTES] = body
+        HEAD.pack_into(m, at, LIVE, crc32(body))
+        self._write_offset = offset + size
+        self._next = record + 1
+        self._live += 1
+        head = self._data_head
+        self._data_live[head] = self._data_live.get(head, 0) + 1
+        head = self._index_head
+        self._index_live[head] = self._index_live.get(head, 0) + 1
+        return record
+
+    def read(self, record: int) -> bytes:
+        m, at = self._slot(record)
+        state, crc, stored, _, _, page, offset, size, element_crc = SLOT.unpack_from(m, at)
+        if self._corrupt and record in self._corrupt:
+            raise CorruptRecord(record, "its index slot failed its checksum at open")
+        if state != LIVE:
+            raise UnknownRecord(record)
+        if stored != record or crc32(m[at + BODY_OFFSET : at + SLOT_BYTES]) != crc:
+            raise self._found_corrupt(record, "its index slot fails its checksum")
+        if page not in self._data.existing or offset + size > self._page_bytes:
+            raise self._found_corrupt(record, f"its data page {page} is missing")
+        element = self._data.get(page)[offset : offset + size]
+        if crc32(element) != element_crc:
+            raise self._found_corrupt(record, f"its element (data page {page}) fails its crc32")
+        return element
+
+    def remove(self, record: int) -> None:
+        m, at = self._slot(record)
+        (state,) = STATE.unpack_from(m, at)
+        if self._corrupt and record in self._corrupt:
+            self._corrupt.discard(record)  # unreadable slot: never counted live
+        elif state != LIVE:
+            raise UnknownRecord(record)
+        else:
+            self._live -= 1
+            (page,) = STATE.unpack_from(m, at + DATA_PAGE_OFFSET)
+            left = self._data_live[page] - 1
+            self._data_live[page] = left
+            if not left and page != self._data_head:
+                self._collectable.add((DATA_KIND, page))
+        STATE.pack_into(m, at, REMOVED)
+        number = record // self._slots
+        self._index.touch(number, at, at + 4)
+        left = self._index_live[number] - 1
+        self._index_live[number] = left
+        if not left and number != self._index_head:
+            self._collectable.add((INDEX_KIND, number))
+
+    def live(self) -> Iterator[tuple[int, int, int]]:
+        """Live records in append order (corrupt ones whose slot is intact included).
+        Each index page is read whole before its records are yielded."""
+        self._check_open()
+        for number in sorted(self._index.existing):
+            if number not in self._index.existing:
+                continue  # collected by a sync() while the caller iterated
+            found = []
+            m = self._index.get(number)
+            first = number * self._slots
+            for slot in range(min(self._slots, self._next - first)):
+                at = slot * SLOT_BYTES
+                state, _, _, position, ticket, _, _, _, _ = SLOT.unpack_from(m, at)
+                if state == LIVE and first + slot not in self._corrupt:
+                    found.append((first + slot, position, ticket))
+            yield from found
+
+    def sync(self) -> None:
+        self._check_open()
+        if self._write_offset > self._data_synced:
+            self._data.touch(self._data_head, self._data_synced, self._write_offset)
+        self._data.flush()
+        self._data_synced = self._write_offset
+        at = (self._next % self._slots) * SLOT_BYTES
+        if self._next // self._slots == self._index_head and at > self._index_synced:
+            self._index.touch(self._index_head, self._index_synced, at)
+        self._index.flush()
+        self._index_synced = at
+        self._collect()
+        if self._index.directory_changed or self._data.directory_changed:
+            sync_directory(self.directory)
+            self._index.directory_changed = self._data.directory_changed = False
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self.sync()
+        self._release()
+
+    def __len__(self) -> int:
+        return self._live
+
+    # -- beyond the interface -------------------------------------------------------------
+
+    def abandon(self) -> None:
+        """Let go without syncing, as a process that dies would: what the kernel already
+        has in its page cache may still reach the disk; nothing else is promised."""
+        if not self._closed:
+            self._release()
+
+    @property
+    def next_record(self) -> int:
+        return self._next
+
+    def page_files(self) -> dict[str, list[int]]:
+        """The page numbers on disk by kind (for tests and operators)."""
+        return {INDEX_KIND: sorted(self._index.existing), DATA_KIND: sorted(self._data.existing)}
+
+    def describe(self) -> str:
+        return (
+            f"PagedEntryStore {self.directory} live={self._live} next={self._next} "
+            f"data_pages={len(self._data.existing)} index_pages={len(self._index.existing)}"
+        )
+
+    def __enter__(self) -> PagedEntryStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- inside ---------------------------------------------------------------------------
+
+    def _slot(self, record: int) -> tuple[mmap, int]:
+        number, slot = divmod(record, self._slots)
+        if number == self._index_head and record < self._next:
+            return self._index_map, slot * SLOT_BYTES
+        if self._closed:
+            raise StorageError("the store is closed")
+        if not 0 <= record < self._next or number not in self._index.existing:
+            raise UnknownRecord(record)
+        return self._index.get(number), slot * SLOT_BYTES
+
+    def _roll_data(self) -> None:
+        """The head data page is full: later appends go to a new one."""
+        old = self._data_head
+        if self._write_offset > self._data_synced:
+            self._data.touch(old, self._data_synced, self._write_offset)
+        self._data_head = old + 1
+        self._data.head = self._data_head
+        self._data_map = self._data.create(self._data_head)
+        self._write_offset = self._data_synced = 0
+        if not self._data_live.get(old):
+            self._collectable.add((DATA_KIND, old))
+
+    def _roll_index(self) -> None:
+        old = self._index_head
+        end = self._slots * SLOT_BYTES
+        if end > self._index_synced:
+            self._index.touch(old, self._index_synced, end)
+        self._index_head = old + 1
+        self._index.head = self._index_head
+        self._index_map = self._index.create(self._index_head)
+        self._index_synced = 0
+        if not self._index_live.get(old):
+            self._collectable.add((INDEX_KIND, old))
+
+    def _collect(self) -> None:
+        """Delete the pages whose records are all removed (their removals are durable)."""
+        for kind, number in sorted(self._collectable):
+            if kind == DATA_KIND and not self._data_live.get(number):
+                self._data.delete(number)
+                self._data_live.pop(number, None)
+            elif kind == INDEX_KIND and not self._index_live.get(number):
+                self._index.delete(number)
+                self._index_live.pop(number, None)
+        self._collectable.clear()
+
+    def _found_corrupt(self, record: int, why: str) -> CorruptRecord:
+        logger().error("storage.corrupt_record", directory=str(self.directory), record=record,
+                       why=why)  # fmt: skip
+        return CorruptRecord(record, why)
+
+    def _release(self) -> None:
+        self._closed = True
+        self._index.close()
+        self._data.close()
+        unlock(self._lock)
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise StorageError("the store is closed")
+
+
+def _open_geometry(directory: Path, wanted: Geometry, explicit: bool) -> Geometry:
+    """The directory's geometry (it wins over ``wanted``), or ``wanted`` for a new one."""
+    meta = directory / META_NAME
+    raw = read_file(meta)
+    if raw is None:
+        if any(p.name.endswith(".page") for p in directory.iterdir()):
+            raise _refused(directory, f"{directory} holds page files but no {META_NAME}")
+        write_file_durably(meta, encode_meta(wanted))
+        return wanted
+    try:
+        found = decode_meta(raw, str(meta))
+    except FormatMismatch as e:
+        raise _refused(directory, str(e)) from None
+    if explicit and found != wanted:
+        logger().warning("storage.geometry_kept", directory=str(directory),
+                         page_bytes=found.page_bytes, index_page_slots=found.index_page_slots,
+                         asked_page_bytes=wanted.page_bytes)  # fmt: skip
+    return found
+
+
+def _refused(directory: Path, why: str) -> FormatMismatch:
+    logger().error("storage.format_refused", directory=str(directory), why=why)
+    return FormatMismatch(why)
