@@ -1,4 +1,8 @@
-"""The peer handshake: ``["hello-peer", id, address, nonce]`` both ways, checked.
+"""The peer handshake: ``["hello-peer", id, address, nonce]`` from the daemon that opens a
+link, answered with ``["hello-peer", id, address, nonce, handled]``, checked.
+
+``handled`` is how many of the opener's frames the answering daemon has handled: the
+opener sends again everything after it (:mod:`skueue.runtime.link_sender`).
 
 The nonce is new at every start of a daemon: a hello that comes back with our own nonce
 was our own (an address of ours in ``--peers``), and a known id with a new nonce is a
@@ -10,6 +14,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import attrs
 import trio
 
 from skueue.runtime.address import Address, AddressError, parse_address
@@ -17,17 +22,33 @@ from skueue.runtime.errors import DaemonError
 from skueue.wire.errors import RemoteProtocolError
 
 
-def parse_peer_hello(hello: list[Any]) -> tuple[str, str, str | None]:
-    """The id, advertised address and nonce of ``["hello-peer", id, address, nonce?]``."""
+@attrs.frozen
+class PeerGreeting:
+    """What a peer's hello says."""
+
+    process: str
+    address: str  # as advertised
+    nonce: str | None
+    handled: int  # of our frames (0 in an opener's hello, which does not say)
+
+
+def parse_peer_hello(hello: Any) -> PeerGreeting:
+    """Check ``["hello-peer", id, address, nonce?, handled?]``."""
     if (
-        len(hello) not in (3, 4)
+        not isinstance(hello, list)
+        or len(hello) not in (3, 4, 5)
+        or hello[0] != "hello-peer"
         or type(hello[1]) is not str
         or not hello[1]
         or type(hello[2]) is not str
-        or (len(hello) == 4 and type(hello[3]) is not str)
+        or (len(hello) >= 4 and type(hello[3]) is not str)
+        or (len(hello) == 5 and (type(hello[4]) is not int or hello[4] < 0))
     ):
-        raise RemoteProtocolError('hello-peer: expected ["hello-peer", id, address, nonce]')
-    return hello[1], hello[2], hello[3] if len(hello) == 4 else None
+        raise RemoteProtocolError(
+            'hello-peer: expected ["hello-peer", id, address, nonce, handled?]'
+        )
+    nonce = hello[3] if len(hello) >= 4 else None
+    return PeerGreeting(hello[1], hello[2], nonce, hello[4] if len(hello) == 5 else 0)
 
 
 def reachable(advertised: str, stream: trio.SocketStream) -> Address:

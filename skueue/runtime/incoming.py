@@ -8,6 +8,7 @@ becomes an input for the owner.  Bad input closes that connection with one error
 
 from __future__ import annotations
 
+import socket
 from typing import Any
 
 import trio
@@ -15,6 +16,7 @@ import trio
 from skueue.runtime.connections import frames, put
 from skueue.runtime.handshake import parse_peer_hello, reachable
 from skueue.runtime.inputs import PeerControl, PeerGone, PeerHello, PeerInput
+from skueue.runtime.link_receiver import Inbound, Numbering
 from skueue.runtime.peers import parse_peer_frame
 from skueue.runtime.sessions import DISCONNECTED
 from skueue.runtime.state import DaemonState, log
@@ -46,31 +48,67 @@ class IncomingConnections(DaemonState):
         self, stream: trio.SocketStream, decoder: FrameDecoder, hello: Any, rest: list[Any]
     ) -> None:
         assert self.links is not None  # peers are served once the links exist
-        peer, advertised, nonce = parse_peer_hello(hello)
-        address = reachable(advertised, stream)
-        if not self.links.same_incarnation(peer, nonce):
+        greeting = parse_peer_hello(hello)
+        peer = greeting.process
+        address = reachable(greeting.address, stream)
+        if not self.links.same_incarnation(peer, greeting.nonce):
             raise RemoteProtocolError(
                 f"{peer} restarted without its state; the cluster cannot take it back "
                 "(no durable storage yet): restart the whole cluster"
             )
-        await stream.send_all(pack(self.links.hello()))
-        log.debug("peer connected", peer=peer)
+        inbound = self.inbound.setdefault(peer, Inbound())
         session = next(self.session_numbers)
+        raw: socket.socket | None = None
         with trio.CancelScope() as scope:
+            # A peer's links are read one at a time: a new connection ends the one before
+            # (which may be half open and never end by itself), then takes its turn.
+            previous = self.peer_sessions.get(peer)
             self.peer_sessions[peer] = (session, scope)
-            await self.inbox_send.send(PeerHello(peer, address, session))
+            if previous is not None:
+                previous[1].cancel()
             try:
-                async for frame in frames(stream, decoder, rest):
-                    parsed = parse_peer_frame(frame)
-                    if isinstance(parsed, tuple):
-                        kind, message = parsed
-                        await put(self.inbox_send, PeerInput(peer, kind, message))
-                    else:
-                        await put(self.inbox_send, PeerControl(peer, parsed))
+                async with inbound.lock:
+                    await stream.send_all(pack(self.links.hello(inbound.handled)))
+                    log.debug("peer connected", peer=peer, handled=inbound.handled)
+                    raw = socket.socket(fileno=stream.socket.fileno())
+                    inbound.attach(raw)
+                    await self.inbox_send.send(PeerHello(peer, address, session))
+                    await self._read_peer(peer, inbound, stream, decoder, rest)
             finally:
                 if self.peer_sessions.get(peer, (0,))[0] == session:
                     del self.peer_sessions[peer]
-                self.inbox_send.send_nowait(PeerGone(peer, session))  # the inbox is large
+                if raw is not None:
+                    inbound.detach(raw)
+                    raw.detach()  # the descriptor is the stream's
+                    self.inbox_send.send_nowait(PeerGone(peer, session))  # the inbox is large
+
+    async def _read_peer(
+        self,
+        peer: str,
+        inbound: Inbound,
+        stream: trio.SocketStream,
+        decoder: FrameDecoder,
+        rest: list[Any],
+    ) -> None:
+        """Put the peer's new frames in the inbox, in their order; skip those taken
+        before (resent after a reconnect)."""
+        numbering = Numbering(peer, inbound)
+        async for frame in frames(stream, decoder, rest):
+            number = numbering.number(frame)
+            if number is None or number <= inbound.accepted:
+                continue
+            try:
+                parsed = parse_peer_frame(frame)
+            except RemoteProtocolError:
+                inbound.accepted = number  # no peer should send it: never take it again
+                inbound.handled = number
+                raise
+            if isinstance(parsed, tuple):
+                kind, message = parsed
+                await put(self.inbox_send, PeerInput(peer, kind, message, number))
+            else:
+                await put(self.inbox_send, PeerControl(peer, parsed, number))
+            inbound.accepted = number  # only now: a cancelled put delivered nothing
 
 
 async def _try_send(stream: trio.SocketStream, blob: bytes) -> None:

@@ -22,12 +22,14 @@ class PeerInput:
     peer: str
     kind: Kind
     message: Message | MembershipMessage
+    number: int  # the frame's number on the peer's link (runtime/link_receiver.py)
 
 
 @attrs.frozen
 class PeerControl:
     peer: str
     frame: list[Any]
+    number: int
 
 
 @attrs.frozen

@@ -19,8 +19,6 @@ class Limits:
     # flight (each needs a handful of messages), so this bound is generous on purpose: a
     # small one could deadlock two daemons that wait on each other's full inboxes.
     inbox_items_max: int = 1_000_000
-    # Coalesced writes waiting for one peer's writer task.
-    peer_writes_max: int = 100_000
     client_replies_max: int = 1024
     inputs_per_step_max: int = 4096
     # Pacing of an idle tree: the delay before sending an empty batch starts here and
@@ -54,7 +52,11 @@ class Limits:
     admin_clients_max: int = 8
     # Membership and failures (the lead's block; other blocks above).
     peers_wait_report_s: float = 5.0  # how often start-up says which peers it still awaits
-    held_bytes_max: int = 64 * 1024 * 1024  # frames held for processes with no address yet
+    # Frames for one peer not acknowledged yet (runtime/link_sender.py): they wait while
+    # it is down or its address has not arrived.  The protocol itself bounds them (a
+    # stalled tree sends no new batches), so reaching this means something else is
+    # wrong; the link is then given up, loudly, rather than the daemon's memory.
+    outbox_bytes_max: int = 256 * 1024 * 1024
     # Element bytes per message of a leave or join handover (a larger element goes alone),
     # so that a daemon holding any amount of data can leave within the frame limit.
     handover_bytes_max: int = 4 * 1024 * 1024

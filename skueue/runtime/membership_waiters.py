@@ -120,13 +120,10 @@ class MembershipWaiters(DaemonState):
         self._gossip([(p, frame) for p in self.directory.others()])
 
     async def drain_links(self, timeout_s: float = 5.0) -> None:
-        """Give the last messages (a leaver's hand-over) time to reach the peers."""
+        """Wait until the peers acknowledged the last messages (a leaver's hand-over)."""
         with trio.move_on_after(timeout_s):
-            while self.links is not None and any(
-                link.pending for link in self.links.channels.values()
-            ):
+            while self.links is not None and self.links.unacknowledged():
                 await trio.sleep(0.01)
-            await trio.sleep(0.1)
 
 
 def alone_and_empty(host: Host) -> str | None:

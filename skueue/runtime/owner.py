@@ -46,7 +46,6 @@ from skueue.wire.client_protocol import (
 )
 from skueue.wire.client_replies import UNAVAILABLE, ErrorReply
 from skueue.wire.errors import RemoteProtocolError
-from skueue.wire.framing import pack_many
 
 
 class OwnerLoop(MembershipWaiters):
@@ -89,7 +88,7 @@ class OwnerLoop(MembershipWaiters):
             host.client_frames.extend(self.stats.expired(now))
             host.expire(now, self._why_no_answer)
             self.membership_progress()
-            await self._flush()
+            self._flush()
             await trio.lowlevel.checkpoint()
 
     async def _first_input(self, wait: float) -> list[Input]:
@@ -134,7 +133,8 @@ class OwnerLoop(MembershipWaiters):
         assert self.host is not None and self.links is not None
         host = self.host
         match item:
-            case PeerInput(peer=peer, kind=kind, message=message):
+            case PeerInput(peer=peer, kind=kind, message=message, number=number):
+                self._handled(peer, number)
                 try:
                     host.peer_message(kind, message)
                     if self.directory is not None and not self.directory.is_member(peer):
@@ -170,8 +170,14 @@ class OwnerLoop(MembershipWaiters):
                 self.join_waiters.append((client, rid))
             case ClientError(client=client, rid=rid, message=message):
                 host.client_frames.append((client, ErrorReply(rid, message, UNAVAILABLE)))
-            case PeerControl(peer=peer, frame=frame):
+            case PeerControl(peer=peer, frame=frame, number=number):
+                self._handled(peer, number)
                 self._control(peer, frame)
+
+    def _handled(self, peer: str, number: int) -> None:
+        """Frame ``number`` of the peer's link is being handled: the next ack says so.
+        (Counted first: a frame the core refuses is not wanted again either.)"""
+        self.inbound[peer].handled = number
 
     def _request(self, client: int, request: ClientRequest) -> None:
         assert self.host is not None
@@ -241,13 +247,15 @@ class OwnerLoop(MembershipWaiters):
         assert self.host is not None
         self.host.client_frames.extend(self.stats.complete())
 
-    async def _flush(self) -> None:
+    def _flush(self) -> None:
         assert self.host is not None and self.links is not None
         peer_frames, replies = self.host.take_frames()
-        if self.links.held:
-            await self.links.release_held()
+        if self.links.unaddressed:
+            self.links.start_addressed()
         for peer, batch in peer_frames.items():
-            await self.links.send(peer, pack_many(batch))
+            self.links.send(peer, batch)
+        for inbound in self.inbound.values():
+            inbound.send_ack()
         for client, reply in replies:
             self.sessions.deliver(client, reply)
 

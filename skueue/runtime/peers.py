@@ -1,17 +1,20 @@
-"""Connections to the other daemons: handshake, address book, one writer each
-(:mod:`skueue.runtime.link_writer`: the owner writes itself while the writer is idle).
+"""Connections to the other daemons: handshake, address book, and one reliable link each
+(:mod:`skueue.runtime.link_sender`: numbered frames, an outbox until acknowledged, a resend
+after every reconnect).
 
-Each daemon opens one outgoing connection per peer and only writes on it; it reads what
-peers send on the connections they opened to it.  A link that breaks is reopened; a peer
-that stays unreachable (it left the cluster) is dropped with its queued messages, which
-the protocol sends to departed processes only where losing them is harmless.
+Each daemon opens one outgoing connection per peer and writes its frames there; the peer
+sends back only acknowledgements on it.  It reads what peers send on the connections they
+opened to it (:mod:`skueue.runtime.incoming`).  A link that breaks is reopened and loses
+nothing; a peer that stays unreachable past ``connect_timeout_s`` is reported down, and
+its frames wait in the outbox (up to ``outbox_bytes_max``) while the link keeps trying.
+A peer that left the cluster is forgotten with its outbox: the protocol sends to departed
+processes only what losing is harmless.
 
 Process ids are not addresses: where a process listens comes from the member directory
 (:mod:`skueue.runtime.directory`), which the daemons spread by gossip.  A link to a
 process met in a message is opened on first use at the directory's address; frames for
-a process whose address has not arrived yet are held (within ``held_bytes_max``) until
-it does.  The links also remember since when each peer is down, for error replies and
-``skueue stats``.
+a process whose address has not arrived yet wait in its outbox until it does.  The links
+also remember since when each peer is down, for error replies and ``skueue stats``.
 """
 
 from __future__ import annotations
@@ -29,8 +32,9 @@ from skueue.runtime.address import Address
 from skueue.runtime.connections import first_frame
 from skueue.runtime.directory import Directory
 from skueue.runtime.errors import DaemonError
+from skueue.runtime.handshake import PeerGreeting, parse_peer_hello
 from skueue.runtime.limits import Limits
-from skueue.runtime.link_writer import Item, LinkWriter
+from skueue.runtime.link_sender import LinkSender, read_acks
 from skueue.wire.errors import RemoteProtocolError
 from skueue.wire.framing import FrameDecoder, pack
 from skueue.wire.peer import decode_message
@@ -73,7 +77,11 @@ class PeerLinks:
         self.limits = limits
         self.nursery = nursery
         self.directory = directory
-        self.channels: dict[str, LinkWriter] = {}
+        self.senders: dict[str, LinkSender] = {}
+        # Links whose frames wait for the process's address (no writer task yet).
+        self.unaddressed: set[str] = set()
+        # Links given up because their outbox outgrew outbox_bytes_max.
+        self.failed: set[str] = set()
         self.down_since: dict[str, float] = {}
         # Sent in every hello: a hello that comes back with it was our own (an address of
         # this daemon in its own --peers), one with our id but another nonce is a clash.
@@ -83,9 +91,6 @@ class PeerLinks:
         # serving it as if it were the same member would corrupt the queue; it is refused.
         self.incarnations: dict[str, str] = {}
         self.restarted: set[str] = set()
-        # Frames for processes whose address has not arrived yet, oldest first.
-        self.held: dict[str, list[bytes]] = {}
-        self.held_bytes = 0
 
     def mark_down(self, peer: str) -> None:
         if peer in self.directory.addresses:
@@ -100,12 +105,16 @@ class PeerLinks:
         now = trio.current_time()
         return {p: now - t for p, t in sorted(self.down_since.items()) if p != self.process_id}
 
+    def unacknowledged(self) -> int:
+        """Frames sent to peers that they have not acknowledged yet."""
+        return sum(link.unacknowledged() for link in self.senders.values())
+
     async def connect_seed(self, address: Address, timeout_s: float) -> str:
         """Handshake with one daemon of the cluster to join; its process id."""
-        stream, peer, nonce = await self._open(address, timeout_s)
-        if not await self._adopt(address, stream, peer, nonce):
+        stream, greeting = await self._open(address, timeout_s)
+        if not await self._adopt(address, stream, greeting):
             raise DaemonError(f"{address} is this daemon itself, not another cluster")
-        return peer
+        return greeting.process
 
     async def connect_all(self, addresses: tuple[Address, ...]) -> dict[Address, str]:
         """Handshake with every peer (in parallel); their process ids.  An address that
@@ -114,10 +123,10 @@ class PeerLinks:
         done: set[Address] = set()
 
         async def one(address: Address) -> None:
-            stream, peer, nonce = await self._open(address, self.limits.connect_timeout_s)
+            stream, greeting = await self._open(address, self.limits.connect_timeout_s)
             done.add(address)
-            if await self._adopt(address, stream, peer, nonce):
-                ids[address] = peer
+            if await self._adopt(address, stream, greeting):
+                ids[address] = greeting.process
             else:
                 log.info("left this daemon's own address out of its peers", address=str(address))
 
@@ -130,21 +139,23 @@ class PeerLinks:
         return ids
 
     async def _adopt(
-        self, address: Address, stream: trio.SocketStream, peer: str, nonce: str | None
+        self, address: Address, stream: trio.SocketStream, greeting: PeerGreeting
     ) -> bool:
-        """Keep a link just opened to ``peer`` as a member's (True), or close it because
+        """Keep a link just opened to a peer as a member's (True), or close it because
         it reached this daemon itself (False); another daemon with our id is an error."""
+        peer = greeting.process
         if peer == self.process_id:
             await stream.aclose()
-            if nonce == self.nonce:
+            if greeting.nonce == self.nonce:
                 return False
             raise DaemonError(
                 f"the daemon at {address} has this daemon's process id {peer!r}; "
                 "give each daemon its own --id"
             )
-        self.same_incarnation(peer, nonce)
+        self.same_incarnation(peer, greeting.nonce)
         self.directory.learn(peer, address)
-        self._start_writer(peer, address, stream)
+        link = self.senders.setdefault(peer, LinkSender())
+        self.nursery.start_soon(self._writer, peer, address, link, (stream, greeting.handled))
         return True
 
     async def _report_waiting(self, addresses: tuple[Address, ...], done: set[Address]) -> None:
@@ -171,13 +182,15 @@ class PeerLinks:
         self.mark_down(peer)
         return False
 
-    def hello(self) -> list[Any]:
-        return ["hello-peer", self.process_id, str(self.address), self.nonce]
+    def hello(self, handled: int | None = None) -> list[Any]:
+        """Our hello; in answer to a peer's, with how many of its frames we handled."""
+        hello: list[Any] = ["hello-peer", self.process_id, str(self.address), self.nonce]
+        return hello if handled is None else [*hello, handled]
 
     async def _open(
         self, address: Address, timeout_s: float
-    ) -> tuple[trio.SocketStream, str, str | None]:
-        """Connect and shake hands: the stream, the peer's id and its nonce."""
+    ) -> tuple[trio.SocketStream, PeerGreeting]:
+        """Connect and shake hands: the stream and what the peer's hello said."""
         delay = RETRY_START_S
         last_error = "no attempt"
         with trio.move_on_after(timeout_s):
@@ -192,106 +205,128 @@ class PeerLinks:
                         # trying again cannot help.
                         await stream.aclose()
                         raise DaemonError(f"{address} refused this daemon: {hello[2]!s:.300}")
-                    if (
-                        not isinstance(hello, list)
-                        or len(hello) not in (3, 4)
-                        or hello[0] != "hello-peer"
-                        or type(hello[1]) is not str
-                    ):
-                        raise RemoteProtocolError(f"{address} is not a skueued peer")
-                    return stream, hello[1], hello[3] if len(hello) == 4 else None
+                    try:
+                        return stream, parse_peer_hello(hello)
+                    except RemoteProtocolError:
+                        await stream.aclose()
+                        raise RemoteProtocolError(f"{address} is not a skueued peer") from None
                 except (OSError, trio.BrokenResourceError, RemoteProtocolError) as e:
                     last_error = str(e)
                 await trio.sleep(delay)
                 delay = min(RETRY_MAX_S, delay * 2)
         raise DaemonError(f"cannot reach peer {address} within {timeout_s:g} s: {last_error}")
 
-    def _start_writer(
-        self, peer: str, address: Address, stream: trio.SocketStream | None
-    ) -> LinkWriter:
-        send, receive = trio.open_memory_channel[Item](self.limits.peer_writes_max)
-        link = self.channels[peer] = LinkWriter(send)
-        self.nursery.start_soon(self._writer, peer, address, stream, link, receive)
-        return link
-
     async def _writer(
         self,
         peer: str,
         address: Address,
-        stream: trio.SocketStream | None,
-        link: LinkWriter,
-        blobs: trio.MemoryReceiveChannel[Item],
+        link: LinkSender,
+        connected: tuple[trio.SocketStream, int] | None = None,
     ) -> None:
-        try:
-            while True:
-                if stream is None:
-                    stream, _, nonce = await self._open(address, self.limits.connect_timeout_s)
-                    if not self.same_incarnation(peer, nonce):
-                        await stream.aclose()
-                        stream = None
-                        await trio.sleep(RETRY_MAX_S)
-                        continue
-                self.mark_up(peer)
+        """Keep the link to ``peer`` connected and written until it is closed (the peer
+        left).  A peer unreachable for ``connect_timeout_s`` is reported down; the link
+        keeps trying, and its outbox waits."""
+        while not link.closed:
+            if connected is None:
                 try:
-                    async with stream:
-                        await link.serve(stream, blobs)
-                    return
-                except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as e:
+                    connected = await self._reconnect(peer, address)
+                except DaemonError as e:
+                    log.warning("peer unreachable; its frames wait", peer=peer, error=str(e))
+                    self.mark_down(peer)
+                    await trio.sleep(RETRY_MAX_S)
+                    continue
+                if connected is None:
+                    await trio.sleep(RETRY_MAX_S)
+                    continue
+            stream, handled = connected
+            connected = None
+            self.mark_up(peer)
+            try:
+                async with stream:
+                    await _serve_connection(stream, link, handled, self.limits.frame_bytes_max)
+            except (trio.BrokenResourceError, trio.ClosedResourceError, OSError,
+                    RemoteProtocolError) as e:
+                if not link.closed:
                     log.warning("lost the link to a peer; reconnecting", peer=peer, error=str(e))
                     self.mark_down(peer)
-                    stream = None
-        except DaemonError as e:
-            log.warning("peer unreachable; dropping its link", peer=peer, error=str(e))
-            self.mark_down(peer)
-            if self.channels.get(peer) is not None:
-                del self.channels[peer]
-            blobs.close()
+
+    async def _reconnect(self, peer: str, address: Address) -> tuple[trio.SocketStream, int] | None:
+        """A new connection to ``peer`` and how much of our frames it handled (None: it is
+        another incarnation, refused)."""
+        stream, greeting = await self._open(address, self.limits.connect_timeout_s)
+        if greeting.process != peer or not self.same_incarnation(peer, greeting.nonce):
+            await stream.aclose()
+            return None
+        return stream, greeting.handled
 
     def forget(self, peer: str) -> None:
-        """A member left: close its link and forget that it was down."""
-        link = self.channels.pop(peer, None)
+        """A member left: close its link, dropping its outbox, and forget that it was down."""
+        link = self.senders.pop(peer, None)
         if link is not None:
-            link.channel.close()
+            link.close()
+        self.unaddressed.discard(peer)
         self.down_since.pop(peer, None)
-        self.held_bytes -= sum(len(b) for b in self.held.pop(peer, []))
 
-    async def send(self, peer: str, blob: bytes) -> None:
-        link = self.channels.get(peer)
+    def send(self, peer: str, frames: list[Any]) -> None:
+        """Queue one step's frames for ``peer`` on its link (opened on first use)."""
+        link = self.senders.get(peer)
         if link is None:
             if peer in self.directory.departed:
                 log.debug("message for a departed process dropped", peer=peer)
                 return
+            if peer in self.failed:
+                return  # said once, loudly, when it failed
+            link = self.senders[peer] = LinkSender()
+            self.unaddressed.add(peer)
+            self.start_addressed()
+        link.add(frames)
+        if link.outbox_bytes > self.limits.outbox_bytes_max:
+            self._fail(peer, link)
+
+    def start_addressed(self) -> None:
+        """Start the links of processes whose address has arrived.  Their frames waited
+        in their outboxes, so they keep their place in line."""
+        for peer in [p for p in self.unaddressed if self.directory.address(p) is not None]:
+            self.unaddressed.discard(peer)
             address = self.directory.address(peer)
-            if address is None:
-                self._hold(peer, blob)
-                return
-            link = self._start_writer(peer, address, None)
-        left = link.write_now(blob)
-        if left is None:
-            return
+            assert address is not None
+            log.debug("opening a link", peer=peer, address=str(address))
+            self.nursery.start_soon(self._writer, peer, address, self.senders[peer])
+
+    def _fail(self, peer: str, link: LinkSender) -> None:
+        """The outbox outgrew its limit: the peer has been unreachable far longer than any
+        request can wait.  Give the link up (what it held is lost) rather than the
+        daemon's memory."""
+        log.error(
+            "a peer's outbox outgrew outbox_bytes_max; giving its link up and dropping "
+            "the frames it held",
+            peer=peer,
+            outbox_bytes=link.outbox_bytes,
+            frames=link.unacknowledged(),
+            outbox_bytes_max=self.limits.outbox_bytes_max,
+        )
+        self.forget(peer)
+        self.failed.add(peer)
+        self.mark_down(peer)
+
+
+async def _serve_connection(
+    stream: trio.SocketStream, link: LinkSender, handled: int, frame_bytes_max: int
+) -> None:
+    """Write the link on ``stream`` and take the peer's acks from it, until the link is
+    closed (returns) or the connection fails (raises)."""
+    failures: list[BaseException] = []
+
+    async def guarded(job: Any) -> None:
         try:
-            await link.queue(left)
-        except (trio.BrokenResourceError, trio.ClosedResourceError):
-            log.warning("link to a departed peer is closed; message dropped", peer=peer)
+            await job()
+        except (trio.BrokenResourceError, trio.ClosedResourceError, OSError,
+                RemoteProtocolError) as e:
+            failures.append(e)
+        nursery.cancel_scope.cancel()
 
-    def _hold(self, peer: str, blob: bytes) -> None:
-        if self.held_bytes + len(blob) > self.limits.held_bytes_max:
-            log.error(
-                "no address for a process and the held frames are full; message dropped",
-                peer=peer,
-                held_bytes=self.held_bytes,
-            )
-            return
-        if peer not in self.held:
-            log.info("no address for a process yet; holding its messages", peer=peer)
-        self.held.setdefault(peer, []).append(blob)
-        self.held_bytes += len(blob)
-
-    async def release_held(self) -> None:
-        """Send what was held for processes whose address has arrived.  The owner calls
-        this before it sends a step's frames, so held frames keep their place in line."""
-        for peer in [p for p in self.held if self.directory.address(p) is not None]:
-            blobs = self.held.pop(peer)
-            self.held_bytes -= sum(len(b) for b in blobs)
-            for blob in blobs:
-                await self.send(peer, blob)
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(guarded, lambda: link.serve(stream, handled))
+        nursery.start_soon(guarded, lambda: read_acks(stream, link, frame_bytes_max))
+    if failures:
+        raise failures[0]

@@ -19,6 +19,7 @@ from skueue.runtime.config import DaemonConfig
 from skueue.runtime.directory import Directory
 from skueue.runtime.host import Host
 from skueue.runtime.inputs import Input
+from skueue.runtime.link_receiver import Inbound
 from skueue.runtime.peers import PeerLinks
 from skueue.runtime.sessions import ClientSessions
 from skueue.runtime.stats import StatsGathering, local_stats
@@ -43,6 +44,8 @@ class DaemonState:
         self.directory: Directory | None = None
         # The newest incoming session of each peer, and how to end it (a bad frame).
         self.peer_sessions: dict[str, tuple[int, trio.CancelScope]] = {}
+        # What this daemon took from each peer's link, across its connections.
+        self.inbound: dict[str, Inbound] = {}
         self.session_numbers = itertools.count(1)
         self.stats = StatsGathering(self.limits.stats_timeout_s)
         self.nursery: trio.Nursery | None = None

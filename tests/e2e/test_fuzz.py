@@ -249,6 +249,22 @@ WRONG_KINDS = {
 }  # fmt: skip
 
 
+def numbered_header(rng: random.Random, count: int) -> Any:
+    """The ``["seq", first, count]`` header that numbers a new peer's first frames
+    (runtime/link_receiver.py); now and then a wrong one, which must be refused too."""
+    if rng.random() < 0.8 or count == 0:
+        return ["seq", 1, max(count, 1)]
+    return rng.choice(
+        [["seq", 2, count], ["seq", 0, count], ["seq", 1, 0], ["seq", 1], ["seq", "1", count],
+         ["ack", 1]]
+    )
+
+
+def without_acks(replies: list[Any]) -> list[Any]:
+    """A daemon acknowledges the frames it handled, even those it refused."""
+    return [r for r in replies if not (isinstance(r, list) and r[:1] == ["ack"])]
+
+
 def bad_client_request(rng: random.Random) -> Any:
     """A request frame that ``parse_request`` rejects (checked here), never a valid insert."""
     limits = Limits()
@@ -466,9 +482,10 @@ class Fuzzer:
             )
         else:
             frames.append(["msg", rng.randrange(3), bad_peer_message(rng, self.samples)])
+        frames[1:1] = [numbered_header(rng, len(frames) - 1)]
         async with await self.connect() as stream:
             await self.send(stream, b"".join(frame_bytes(f) for f in frames))
-            replies = await read_until_closed(stream)
+            replies = without_acks(await read_until_closed(stream))
         assert replies and replies[0][0] == "hello-peer", replies
         if rejected:
             # The first forged message is refused and the link dropped, unanswered.
@@ -489,12 +506,13 @@ class Fuzzer:
         message = wrong_peer_messages(rng, peer, address, self.members)[which]
         encoded = encode_message(message)
         assert decode_message(encoded) == message  # structurally valid: it decodes
+        frames.append(["seq", 1, 1])
         frames.append(["msg", rng.randrange(3), encoded])
         async with await trio.open_tcp_stream(target_host, int(target_port)) as stream:
             await self.send(stream, b"".join(frame_bytes(f) for f in frames))
             t0 = trio.current_time()
             try:
-                replies = await read_until_closed(stream, DROP_TIMEOUT_S)
+                replies = without_acks(await read_until_closed(stream, DROP_TIMEOUT_S))
             except AssertionError as e:
                 raise AssertionError(f"{address} did not drop {message!r}: {e}") from None
             self.tally.drop_s_max = max(self.tally.drop_s_max, trio.current_time() - t0)
