@@ -4,6 +4,8 @@ A daemon keeps the DHT entries its virtual nodes store (``skueue.dht.table``) in
 ``EntryStore``: each entry (position, ticket, element) is appended once, read when a Get
 takes it, and removed out of order (a stack pops the top; leases remove anywhere).  Record
 ids are plain ints, strictly increasing per store; the table maps its entries to them.
+After a crash, the ids of appends no sync covered may be handed out again (those appends
+never became durable, so no durable record ever shares an id with another).
 
 ``sync()`` is the group commit: one call per protocol step makes every append and remove
 of the step durable before the step's messages and replies leave (etcd raft's ``Ready``).
