@@ -168,17 +168,22 @@ class PagedEntryStore:
         return record
 
     def read(self, record: int) -> bytes:
-        m, at = self._slot(record)
-        state, crc, stored, _, _, page, offset, size, element_crc = SLOT.unpack_from(m, at)
-        if self._corrupt and record in self._corrupt:
-            raise CorruptRecord(record, "its index slot failed its checksum at open")
-        if state != LIVE:
-            raise UnknownRecord(record)
-        if stored != record or crc32(m[at + BODY_OFFSET : at + SLOT_BYTES]) != crc:
-            raise self._found_corrupt(record, "its index slot fails its checksum")
-        if page not in self._data.existing or offset + size > self._page_bytes:
-            raise self._found_corrupt(record, f"its data page {page} is missing")
-        element = self._data.get(page)[offset : offset + size]
+        number, slot = divmod(record, self._slots)
+        if number == self._index_head and record < self._next:
+            m, at = self._index_map, slot * SLOT_BYTES
+        else:
+            m, at = self._slot(record)
+        state, _, _, _, _, page, offset, size, element_crc = SLOT.unpack_from(m, at)
+        if state != LIVE or (self._corrupt and record in self._corrupt):
+            raise self._unreadable(record)
+        data = self._data.maps.get(page)
+        if data is None:
+            if page not in self._data.existing:
+                raise self._found_corrupt(record, f"its data page {page} is missing")
+            data = self._data.get(page)
+        # The element's crc32 covers its bytes; a damaged slot shows as a mismatch too
+        # (other offset, length or crc), and the slots' own crc32 was checked at open.
+        element = data[offset : offset + size]
         if crc32(element) != element_crc:
             raise self._found_corrupt(record, f"its element (data page {page}) fails its crc32")
         return element
@@ -199,7 +204,13 @@ class PagedEntryStore:
                 self._collectable.add((DATA_KIND, page))
         STATE.pack_into(m, at, REMOVED)
         number = record // self._slots
-        self._index.touch(number, at, at + 4)
+        span = self._index.dirty.get(number)  # PageCache.touch, inlined: the hot path
+        if span is None:
+            self._index.dirty[number] = [at, at + 4]
+        elif at < span[0]:
+            span[0] = at
+        elif at + 4 > span[1]:
+            span[1] = at + 4
         left = self._index_live[number] - 1
         self._index_live[number] = left
         if not left and number != self._index_head:
@@ -286,6 +297,11 @@ class PagedEntryStore:
         if not 0 <= record < self._next or number not in self._index.existing:
             raise UnknownRecord(record)
         return self._index.get(number), slot * SLOT_BYTES
+
+    def _unreadable(self, record: int) -> StorageError:
+        if record in self._corrupt:
+            return CorruptRecord(record, "its index slot failed its checksum at open")
+        return UnknownRecord(record)
 
     def _roll_data(self) -> None:
         """The head data page is full: later appends go to a new one."""
