@@ -239,11 +239,13 @@ class PagedEntryStore:
             self._data.touch(self._data_head, self._data_synced, self._write_offset)
         self._data.flush()
         self._data_synced = self._write_offset
-        at = (self._next % self._slots) * SLOT_BYTES
-        if self._next // self._slots == self._index_head and at > self._index_synced:
-            self._index.touch(self._index_head, self._index_synced, at)
+        # Up to the end of the head page when the last append filled it (the next append
+        # rolls to a new page; this one's slots must be flushed all the same).
+        end = (self._next - self._index_head * self._slots) * SLOT_BYTES
+        if end > self._index_synced:
+            self._index.touch(self._index_head, self._index_synced, end)
         self._index.flush()
-        self._index_synced = at
+        self._index_synced = end
         self._collect()
         if self._index.directory_changed or self._data.directory_changed:
             sync_directory(self.directory)
