@@ -18,7 +18,7 @@ from typing import TypeVar
 import trio
 
 from skueue.cli.args import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_USAGE, fail
-from skueue.client.api import BadAddress, SkueueError
+from skueue.client.errors import BadAddress, SkueueError
 
 T = TypeVar("T")
 

@@ -17,32 +17,34 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from skueue.client.api import (
-        BadAddress,
         BlockingClient,
         Client,
         Inserted,
+        Removed,
+        connect,
+        connect_blocking,
+    )
+    from skueue.client.errors import (
+        BadAddress,
         NodeUnavailable,
         NodeUnreachable,
-        Removed,
         RequestRejected,
         RequestTimeout,
         SkueueError,
-        connect,
-        connect_blocking,
     )
     from skueue.cluster.inprocess import LocalCluster, local_cluster
 
 _WHERE = {
-    "BadAddress": "skueue.client.api",
+    "BadAddress": "skueue.client.errors",
     "BlockingClient": "skueue.client.api",
     "Client": "skueue.client.api",
     "Inserted": "skueue.client.api",
-    "NodeUnavailable": "skueue.client.api",
-    "NodeUnreachable": "skueue.client.api",
+    "NodeUnavailable": "skueue.client.errors",
+    "NodeUnreachable": "skueue.client.errors",
     "Removed": "skueue.client.api",
-    "RequestRejected": "skueue.client.api",
-    "RequestTimeout": "skueue.client.api",
-    "SkueueError": "skueue.client.api",
+    "RequestRejected": "skueue.client.errors",
+    "RequestTimeout": "skueue.client.errors",
+    "SkueueError": "skueue.client.errors",
     "connect": "skueue.client.api",
     "connect_blocking": "skueue.client.api",
     "LocalCluster": "skueue.cluster.inprocess",

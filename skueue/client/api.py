@@ -26,7 +26,8 @@ from __future__ import annotations
 import atexit
 import itertools
 import os
-from collections.abc import AsyncIterator, Sequence
+import secrets
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import ExitStack, asynccontextmanager
 from types import TracebackType
 from typing import Any
@@ -36,7 +37,15 @@ import anyio.abc
 import attrs
 from anyio.from_thread import start_blocking_portal
 
-from skueue.runtime.address import AddressError, parse_address
+from skueue.client.connection import Opened, open_connection
+from skueue.client.errors import (
+    NodeUnreachable,
+    RequestRejected,
+    RequestTimeout,
+    SkueueError,
+    error_from,
+    reason,
+)
 from skueue.runtime.limits import Limits
 from skueue.wire.client_protocol import (
     PROTOCOL_VERSION,
@@ -50,7 +59,7 @@ from skueue.wire.client_protocol import (
 )
 from skueue.wire.client_replies import Done, ErrorReply, More, StatsReply, Welcome, parse_reply
 from skueue.wire.errors import RemoteProtocolError
-from skueue.wire.framing import FrameDecoder, pack
+from skueue.wire.framing import pack
 
 DEFAULT_NODE = "127.0.0.1:7400"
 CONNECT_TIMEOUT_S = 10.0
@@ -63,32 +72,6 @@ FRAME_OVERHEAD_BYTES = 64
 VALUE_OVERHEAD_BYTES = 5
 # Room for a removed element's rank and position next to its value in a reply.
 RESULT_OVERHEAD_BYTES = 32
-
-
-class SkueueError(Exception):
-    """Base of every error the client raises."""
-
-
-class NodeUnreachable(SkueueError):
-    """The daemon could not be reached or the connection broke."""
-
-
-class NodeUnavailable(SkueueError):
-    """The daemon is up but cannot serve now (it is leaving, or a member is down).
-
-    Retryable: nothing was done for the request, so the same request may be sent again,
-    to this daemon later or to another member now.
-    """
-
-
-class RequestRejected(SkueueError):
-    """The daemon (or the client, checking the daemon's limits) refused a request:
-    a bad value or argument, or one over a limit.  Retrying the same request fails again."""
-
-
-class RequestTimeout(SkueueError):
-    """No reply within the request timeout.  The outcome is unknown: an enqueue may still
-    take effect, and a dequeue may have removed an element that is now lost."""
 
 
 @attrs.frozen
@@ -110,10 +93,20 @@ class Removed:
 
 @attrs.define
 class _Waiter:
+    blob: bytes  # the request's frame, to send again after a reconnect
+    # An enqueue or dequeue of a client with a session: sent again after a reconnect
+    # (stats, join and leave fail with the connection instead).
+    retry: bool
     done: anyio.Event = attrs.field(factory=anyio.Event)
     results: list[Any] = attrs.field(factory=list)
     reply: Done | StatsReply | None = None
     error: SkueueError | None = None
+    sent_on: int = 0  # the connection it went out on last (0: none yet)
+
+
+# Waits between attempts to reopen a broken connection (doubling up to the maximum).
+RECONNECT_START_S = 0.05
+RECONNECT_MAX_S = 1.0
 
 
 def limits_from_welcome(welcome: Welcome) -> tuple[Limits, bool]:
@@ -144,8 +137,15 @@ class Client:
         request_timeout_s: float = DEFAULT_REQUEST_TIMEOUT_S,
         limits: Limits | None = None,
         replies_in_pieces: bool = False,
+        reopen: Callable[[], Awaitable[Opened]] | None = None,
     ) -> None:
-        self._stream = stream
+        # The current connection; None while a broken one is being reopened.
+        self._stream: anyio.abc.ByteStream | None = stream
+        self._connection = 1  # counts the connections
+        self._reopen = reopen  # None: a broken connection ends the client
+        self._read_scope = anyio.CancelScope()  # the current connection's reader
+        self._why_lost = ""  # why the connection broke last
+        self._reconnect_error = ""  # why the last attempt to reopen it failed
         self.process_id = process_id
         self.structure = structure
         self.address = address or process_id
@@ -285,30 +285,22 @@ class Client:
             raise self._broken
         rid = next(self._rids)
         self._last_rid = rid
-        blob = pack(attrs.evolve(request, rid=rid).frame())
-        waiter = _Waiter()
+        retry = self._reopen is not None and isinstance(request, InsertRequest | RemoveRequest)
+        waiter = _Waiter(pack(attrs.evolve(request, rid=rid).frame()), retry)
         self._waiting[rid] = waiter
-        sending = False
         try:
             with anyio.move_on_after(self.request_timeout_s + REPLY_GRACE_S):
-                async with self._send_lock:
-                    sending = True
-                    await self._stream.send(blob)
-                    sending = False
+                await self._send(waiter)
                 await waiter.done.wait()
-        except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError) as e:
-            self._break(NodeUnreachable(f"connection to {self.name} broke: {_reason(e)}"))
-            raise NodeUnreachable(f"connection to {self.name} broke: {_reason(e)}") from None
         finally:
             self._waiting.pop(rid, None)
-            if sending:
-                # Cut off in the middle of a frame: the stream is out of step for good.
-                self._break(
-                    NodeUnreachable(f"connection to {self.name} abandoned: a send was cut off")
-                )
         if not waiter.done.is_set():
+            lost = ""
+            if self._stream is None:
+                tried = self._reconnect_error and f"; reopening it failed: {self._reconnect_error}"
+                lost = f" ({self._why_lost}{tried})"
             raise RequestTimeout(
-                f"no reply from {self.name} within {self.request_timeout_s:g} s; "
+                f"no reply from {self.name} within {self.request_timeout_s:g} s{lost}; "
                 "the outcome is unknown"
             )
         if waiter.error is not None:
@@ -319,6 +311,42 @@ class Client:
         assert isinstance(reply, StatsReply)
         return reply.summary
 
+    async def _send(self, waiter: _Waiter) -> None:
+        """Send a waiting request on the current connection, unless it went out there
+        already; while disconnected, the reconnect sends it."""
+        async with self._send_lock:
+            stream, connection = self._stream, self._connection
+            if stream is None or waiter.sent_on == connection:
+                return
+            sending = True
+            try:
+                await stream.send(waiter.blob)
+                sending = False
+                waiter.sent_on = connection
+            except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError) as e:
+                sending = False
+                self._lose(connection, f"connection to {self.name} broke: {reason(e)}")
+            finally:
+                if sending:
+                    # Cut off in the middle of a frame: this connection is out of step.
+                    self._lose(connection, f"a send to {self.name} was cut off")
+
+    def _lose(self, connection: int, why: str) -> None:
+        """Connection number ``connection`` is unusable: end the client, or (with a
+        session) let :meth:`_keep_connected` open another."""
+        if connection != self._connection or self._stream is None:
+            return  # that one is gone already
+        self._why_lost, self._reconnect_error = why, ""
+        if self._reopen is None:
+            self._break(NodeUnreachable(why))
+        else:
+            for rid, waiter in list(self._waiting.items()):
+                if not waiter.retry and not waiter.done.is_set():
+                    waiter.error = NodeUnreachable(why)
+                    waiter.done.set()
+                    del self._waiting[rid]
+        self._read_scope.cancel()
+
     def _break(self, error: SkueueError) -> None:
         if self._broken is None:
             self._broken = error
@@ -328,26 +356,78 @@ class Client:
                 waiter.done.set()
         self._waiting.clear()
 
-    async def _read_replies(self, decoder: FrameDecoder) -> None:
-        error: SkueueError = NodeUnreachable(f"{self.name} closed the connection")
-        try:
-            while True:
-                data = await self._stream.receive()
-                for frame in decoder.feed(data):
+    async def _keep_connected(self, opened: Opened) -> None:
+        """Read replies; when the connection breaks, open another (with a session) and
+        send the waiting enqueues and dequeues again."""
+        while True:
+            stream = opened.stream
+            await self._read_replies(opened)
+            self._stream = None
+            await anyio.aclose_forcefully(stream)
+            if self._reopen is None or self._broken is not None:
+                return
+            reopened = await self._reconnect()
+            if reopened is None:
+                return
+            opened = reopened
+
+    async def _reconnect(self) -> Opened | None:
+        """A new connection with every waiting retryable request sent on it (None: the
+        address now answers as another daemon, and the client is broken)."""
+        assert self._reopen is not None
+        delay = RECONNECT_START_S
+        while True:
+            try:
+                opened = await self._reopen()
+            except SkueueError as e:
+                self._reconnect_error = str(e)
+                await anyio.sleep(delay)
+                delay = min(RECONNECT_MAX_S, delay * 2)
+                continue
+            if opened.welcome.process_id != self.process_id:
+                await anyio.aclose_forcefully(opened.stream)
+                self._break(NodeUnreachable(
+                    f"{self.address} is now {opened.welcome.process_id}, not {self.process_id}"
+                ))
+                return None
+            async with self._send_lock:
+                self._connection += 1
+                try:
+                    for _, waiter in sorted(self._waiting.items()):
+                        waiter.results.clear()  # pieces of the first reply come again
+                        await opened.stream.send(waiter.blob)
+                        waiter.sent_on = self._connection
+                except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
+                    await anyio.aclose_forcefully(opened.stream)
+                    continue
+                self._stream = opened.stream
+            return opened
+
+    async def _read_replies(self, opened: Opened) -> None:
+        """Deliver the replies of one connection until it ends (or another task found it
+        broken)."""
+        connection = self._connection
+        why = f"{self.name} closed the connection"
+        with anyio.CancelScope() as self._read_scope:  # _lose cancels it
+            try:
+                for frame in opened.leftover:
                     self._deliver(frame)
-        except (anyio.EndOfStream, anyio.BrokenResourceError, anyio.ClosedResourceError):
-            pass
-        except OSError as e:
-            error = NodeUnreachable(f"connection to {self.name} broke: {_reason(e)}")
-        except RemoteProtocolError as e:
-            error = NodeUnreachable(f"bad reply from {self.name}: {e}")
-        finally:
-            self._break(error)
+                while True:
+                    data = await opened.stream.receive()
+                    for frame in opened.decoder.feed(data):
+                        self._deliver(frame)
+            except (anyio.EndOfStream, anyio.BrokenResourceError, anyio.ClosedResourceError):
+                pass
+            except OSError as e:
+                why = f"connection to {self.name} broke: {reason(e)}"
+            except RemoteProtocolError as e:
+                why = f"bad reply from {self.name}: {e}"
+        self._lose(connection, why)
 
     def _deliver(self, frame: Any) -> None:
         reply = parse_reply(frame)
         if isinstance(reply, ErrorReply) and reply.rid is None:
-            self._break(_error_from(reply, self.name))
+            self._break(error_from(reply, self.name))
             return
         if isinstance(reply, Welcome):
             raise RemoteProtocolError(f"unexpected reply {frame!r:.60}")
@@ -362,20 +442,10 @@ class Client:
             return
         del self._waiting[rid]  # answered: a break that follows does not change that
         if isinstance(reply, ErrorReply):
-            waiter.error = _error_from(reply, self.name)
+            waiter.error = error_from(reply, self.name)
         else:
             waiter.reply = reply
         waiter.done.set()
-
-
-def _error_from(reply: ErrorReply, name: str) -> SkueueError:
-    """The client error for an error reply."""
-    message, code = reply.message, reply.code
-    if code == "timeout":
-        return RequestTimeout(f"{name}: {message}; the outcome is unknown")
-    if code == "unavailable":
-        return NodeUnavailable(f"{name}: {message} (retryable)")
-    return RequestRejected(message)
 
 
 def resolve_address(address: str | None) -> str:
@@ -390,76 +460,41 @@ async def connect(
     timeout_s: float = CONNECT_TIMEOUT_S,
     request_timeout_s: float | None = None,
     admin: bool = False,
+    retry: bool = True,
 ) -> AsyncIterator[Client]:
     """Connect to a daemon (default ``$SKUEUE_NODE``, else 127.0.0.1:7400).
 
     ``timeout_s`` bounds connecting and the greeting; ``request_timeout_s`` every request
     (:class:`RequestTimeout` past it; default ``DEFAULT_REQUEST_TIMEOUT_S``, 15 s).
     ``admin`` asks for the connection slot the daemon keeps for administrative commands
-    (stats, join, leave)."""
+    (stats, join, leave).  With ``retry`` (the default) a connection that breaks is
+    opened again, and the enqueues and dequeues that were waiting are sent again: the
+    daemon answers each with the outcome of its first attempt, so none is applied twice
+    and no dequeued element is lost with a broken reply (within the daemon's retry
+    window; see the README)."""
     if request_timeout_s is None:
         request_timeout_s = DEFAULT_REQUEST_TIMEOUT_S
     if not request_timeout_s > 0:
         raise ValueError(f"request_timeout_s must be positive, not {request_timeout_s!r}")
     target = resolve_address(address)
+    retry = retry and not admin  # stats, join and leave are not sent again
+    session = secrets.token_hex(16) if retry else None
+    hello = ClientHello(PROTOCOL_VERSION, request_timeout_s, admin, session)
+    opened = await open_connection(target, hello, timeout_s)
+    limits, in_pieces = limits_from_welcome(opened.welcome)
+    client = Client(
+        opened.stream,
+        opened.welcome.process_id,
+        opened.welcome.structure,
+        address=target,
+        request_timeout_s=request_timeout_s,
+        limits=limits,
+        replies_in_pieces=in_pieces,
+        reopen=(lambda: open_connection(target, hello, timeout_s)) if retry else None,
+    )
     try:
-        addr = parse_address(target)
-    except AddressError as e:
-        raise BadAddress(str(e)) from None
-    try:
-        with anyio.fail_after(timeout_s):
-            stream = await anyio.connect_tcp(addr.host, addr.port)
-    except (OSError, TimeoutError) as e:
-        raise NodeUnreachable(f"cannot reach skueued at {target}: {_reason(e)}") from None
-    decoder = FrameDecoder()
-    hello = ClientHello(PROTOCOL_VERSION, request_timeout_s, admin)
-    async with stream:
-        try:
-            with anyio.fail_after(timeout_s):
-                await stream.send(pack(hello.frame()))
-                welcome: Any = None
-                while welcome is None:
-                    got = decoder.feed(await stream.receive())
-                    if got:
-                        welcome = got[0]
-                        leftover = got[1:]
-        except (
-            OSError,
-            TimeoutError,
-            anyio.EndOfStream,
-            anyio.BrokenResourceError,
-            RemoteProtocolError,
-        ) as e:
-            raise NodeUnreachable(f"{target} did not greet us as skueued: {_reason(e)}") from None
-        try:
-            greeting = parse_reply(welcome)
-        except RemoteProtocolError:
-            greeting = None
-        if isinstance(greeting, ErrorReply):
-            refusal = _error_from(greeting, target)
-            if isinstance(refusal, NodeUnavailable):
-                raise refusal
-            raise NodeUnreachable(f"{target} refused the connection: {greeting.message!r:.80}")
-        if not isinstance(greeting, Welcome):
-            raise NodeUnreachable(f"{target} did not greet us as skueued: {welcome!r:.80}")
-        limits, in_pieces = limits_from_welcome(greeting)
-        decoder.frame_bytes_max = limits.frame_bytes_max
-        client = Client(
-            stream,
-            greeting.process_id,
-            greeting.structure,
-            address=target,
-            request_timeout_s=request_timeout_s,
-            limits=limits,
-            replies_in_pieces=in_pieces,
-        )
         async with anyio.create_task_group() as tg:
-            try:
-                for frame in leftover:
-                    client._deliver(frame)
-            except RemoteProtocolError as e:
-                raise NodeUnreachable(f"bad reply from {client.name}: {e}") from None
-            tg.start_soon(client._read_replies, decoder)
+            tg.start_soon(client._keep_connected, opened)
             try:
                 yield client
             finally:
@@ -467,16 +502,9 @@ async def connect(
                 # Requests still waiting (other tasks, or a blocking call that was
                 # interrupted) end now, not at their timeout.
                 client._break(NodeUnreachable(f"the connection to {client.name} was closed"))
-
-
-class BadAddress(SkueueError, ValueError):
-    """The address is not ``HOST:PORT``."""
-
-
-def _reason(e: BaseException) -> str:
-    if isinstance(e, TimeoutError):
-        return "timed out"
-    return getattr(e, "strerror", None) or str(e) or type(e).__name__
+    finally:
+        if client._stream is not None:
+            await anyio.aclose_forcefully(client._stream)
 
 
 class BlockingClient:

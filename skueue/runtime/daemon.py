@@ -39,6 +39,7 @@ from skueue.runtime.incoming import IncomingConnections
 from skueue.runtime.owner import OwnerLoop
 from skueue.runtime.peers import PeerLinks
 from skueue.runtime.resources import files_needed, raise_open_files_limit
+from skueue.runtime.retries import RetryWindow
 from skueue.runtime.state import log
 from skueue.wire.client_protocol import PROTOCOL_VERSION, limits_for_clients
 from skueue.wire.client_replies import Welcome
@@ -72,13 +73,13 @@ class Daemon(OwnerLoop, IncomingConnections):
             )
             if self.config.join is not None:
                 seed = await self.links.connect_seed(self.config.join, self.limits.join_timeout_s)
-                self.host = Host(self._joining_process(seed))
+                self.host = Host(self._joining_process(seed), self._retry_window())
                 members = 0
             else:
                 peers = await self.links.connect_all(self.config.peers)
                 check_distinct(peers)
                 ids = [self.process_id, *dict.fromkeys(peers.values())]
-                self.host = Host(self._build_process(ids))
+                self.host = Host(self._build_process(ids), self._retry_window())
                 members = len(ids)
             nursery.start_soon(self.owner)
             self.ready.set()
@@ -93,6 +94,10 @@ class Daemon(OwnerLoop, IncomingConnections):
                 structure=self.config.structure.value,
             )
             task_status.started(listening)
+
+    def _retry_window(self) -> RetryWindow:
+        limits = self.limits
+        return RetryWindow(limits.retry_window_requests_max, limits.retry_window_bytes_max)
 
     def welcome(self) -> list[Any]:
         return Welcome(

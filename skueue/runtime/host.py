@@ -23,6 +23,7 @@ from skueue.core.messages.stages import Message
 from skueue.core.ops import Element, OpKind, Structure, insert_kind, remove_kind
 from skueue.core.process import Process
 from skueue.overlay.labels import Kind
+from skueue.runtime.retries import RetryKey, RetryWindow
 from skueue.wire.client_replies import TIMEOUT, Done, ErrorReply, Reply
 from skueue.wire.peer import encode_message
 
@@ -39,8 +40,9 @@ class Request:
     results: list[Any]
     remaining: int
     # Answered with a timeout error already: its operations may still complete, but the
-    # client was told the outcome is unknown, and nothing more is sent.
+    # client was told the outcome is unknown, and nothing more is sent (unless it retries).
     timed_out: bool = False
+    key: RetryKey | None = None  # a request its client may send again (runtime/retries.py)
 
 
 @attrs.define
@@ -49,6 +51,7 @@ class Counters:
     removed: int = 0
     empty: int = 0
     dropped_results: int = 0  # results whose client went away before the reply
+    retried: int = 0  # requests sent again that got their first attempt's outcome
 
     def as_dict(self) -> dict[str, int]:
         return attrs.asdict(self)
@@ -58,7 +61,7 @@ COUNTER_NAMES = tuple(f.name for f in attrs.fields(Counters))
 
 
 class Host:
-    def __init__(self, process: Process) -> None:
+    def __init__(self, process: Process, retry_window: RetryWindow | None = None) -> None:
         self.process = process
         self.structure: Structure = process.structure
         self.ops: dict[int, tuple[Request, int]] = {}
@@ -75,6 +78,8 @@ class Host:
         # Counters of processes that left and named this one their heir.
         self.inherited: Counters = Counters()
         self.inherited_from: list[str] = []
+        self.retry_window = retry_window or RetryWindow()
+        self.retry_running: dict[RetryKey, Request] = {}
 
     @property
     def pending_ops(self) -> int:
@@ -83,12 +88,27 @@ class Host:
     # -- inputs -------------------------------------------------------------------------
 
     def insert(
-        self, client: int, rid: int, values: list[Element], deadline: float = math.inf
+        self,
+        client: int,
+        rid: int,
+        values: list[Element],
+        deadline: float = math.inf,
+        key: RetryKey | None = None,
     ) -> None:
-        self._submit(client, rid, [(insert_kind(self.structure), v) for v in values], deadline)
+        ops: list[tuple[OpKind, Element | None]] = [
+            (insert_kind(self.structure), v) for v in values
+        ]
+        self._submit(client, rid, ops, deadline, key)
 
-    def remove(self, client: int, rid: int, count: int, deadline: float = math.inf) -> None:
-        self._submit(client, rid, [(remove_kind(self.structure), None)] * count, deadline)
+    def remove(
+        self,
+        client: int,
+        rid: int,
+        count: int,
+        deadline: float = math.inf,
+        key: RetryKey | None = None,
+    ) -> None:
+        self._submit(client, rid, [(remove_kind(self.structure), None)] * count, deadline, key)
 
     def _submit(
         self,
@@ -96,18 +116,46 @@ class Host:
         rid: int,
         ops: list[tuple[OpKind, Element | None]],
         deadline: float,
+        key: RetryKey | None = None,
     ) -> None:
+        if key is not None and self._retried(client, rid, key, deadline):
+            return
         if not ops:
             self.client_frames.append((client, Done(rid, [])))
             return
-        request = Request(client, rid, ops[0][0].inserts, [None] * len(ops), len(ops))
+        request = Request(client, rid, ops[0][0].inserts, [None] * len(ops), len(ops), key=key)
+        if key is not None:
+            self.retry_running[key] = request
         self.pending_requests[client] += 1
-        if deadline < math.inf:
-            heapq.heappush(self.deadlines, (deadline, next(self.arrivals), request))
+        self._expires(request, deadline)
         for index, (kind, value) in enumerate(ops):
             op = self.process.new_op(kind, value)
             self.ops[op.op_id] = (request, index)
             self._apply(self.process.submit(op))
+
+    def _retried(self, client: int, rid: int, key: RetryKey, deadline: float) -> bool:
+        """Serve a request sent again from what its first attempt did (True), if this
+        daemon knows it: still running, the new connection takes it over; finished, its
+        stored reply goes again."""
+        running = self.retry_running.get(key)
+        if running is not None:
+            self._settle_client(running.client)
+            running.client, running.rid, running.timed_out = client, rid, False
+            self.pending_requests[client] += 1
+            self._expires(running, deadline)
+            self.counters.retried += 1
+            return True
+        finished = self.retry_window.get(key)
+        if finished is not None:
+            finished.delivered = True
+            self.client_frames.append((client, Done(rid, finished.results)))
+            self.counters.retried += 1
+            return True
+        return False
+
+    def _expires(self, request: Request, deadline: float) -> None:
+        if deadline < math.inf:
+            heapq.heappush(self.deadlines, (deadline, next(self.arrivals), request))
 
     def peer_message(self, to_kind: Kind, message: Message | MembershipMessage) -> None:
         self._apply(self.process.handle(self.process.node_ref(to_kind), message))
@@ -180,15 +228,24 @@ class Host:
         request.remaining -= 1
         if request.remaining:
             return
-        self.pending_requests[request.client] -= 1
-        if not self.pending_requests[request.client]:
-            del self.pending_requests[request.client]
-        if request.client in self.gone_clients or request.timed_out:
-            lost = sum(1 for r in request.results if not request.inserts and r[0] is not None)
+        delivered = request.client not in self.gone_clients and not request.timed_out
+        self._settle_client(request.client)
+        removed = sum(1 for r in request.results if not request.inserts and r[0] is not None)
+        if request.key is not None:
+            del self.retry_running[request.key]
+            lost = self.retry_window.finish(request.key, request.results, delivered, removed)
             self.counters.dropped_results += lost
-            self.forget_client(request.client)
-            return
-        self.client_frames.append((request.client, Done(request.rid, request.results)))
+        elif not delivered:
+            self.counters.dropped_results += removed
+        if delivered:
+            self.client_frames.append((request.client, Done(request.rid, request.results)))
+
+    def _settle_client(self, client: int) -> None:
+        """One request of ``client`` is no longer its to wait for."""
+        self.pending_requests[client] -= 1
+        if not self.pending_requests[client]:
+            del self.pending_requests[client]
+        self.forget_client(client)
 
     def forget_client(self, client: int) -> None:
         """Once no request of a gone client is pending, stop remembering it."""

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import attrs
 
+from skueue.runtime.retries import RETRY_WINDOW_BYTES_MAX, RETRY_WINDOW_REQUESTS_MAX
 from skueue.wire.framing import FRAME_BYTES_MAX
 
 
@@ -63,4 +64,8 @@ class Limits:
     # A client request not answered in this time gets an error naming the members that
     # are down (the client may ask for a shorter or longer time in its hello).
     request_timeout_s: float = 10.0
+    # Finished requests of clients with a session, kept so that a retry gets the first
+    # attempt's outcome (runtime/retries.py): a retry later than this runs again.
+    retry_window_requests_max: int = RETRY_WINDOW_REQUESTS_MAX
+    retry_window_bytes_max: int = RETRY_WINDOW_BYTES_MAX
     request_timeout_s_max: float = 3600.0

@@ -34,6 +34,7 @@ from skueue.runtime.inputs import (
 )
 from skueue.runtime.logging import DEBUG_LOGS
 from skueue.runtime.membership_waiters import MembershipWaiters
+from skueue.runtime.retries import RetryKey
 from skueue.runtime.sessions import ClientGone, ClientInput
 from skueue.runtime.state import log
 from skueue.wire.client_protocol import (
@@ -185,10 +186,12 @@ class OwnerLoop(MembershipWaiters):
         match request:
             case InsertRequest(rid=rid, values=values):
                 if not self._refuse_while_leaving(client, rid):
-                    host.insert(client, rid, list(values), self._deadline(client))
+                    deadline, key = self._deadline(client), self._retry_key(client, rid)
+                    host.insert(client, rid, list(values), deadline, key)
             case RemoveRequest(rid=rid, count=count):
                 if not self._refuse_while_leaving(client, rid):
-                    host.remove(client, rid, count, self._deadline(client))
+                    deadline, key = self._deadline(client), self._retry_key(client, rid)
+                    host.remove(client, rid, count, deadline, key)
             case LeaveRequest(rid=rid):
                 self._leave(client, rid)
             case JoinClusterRequest(rid=rid, seed=seed):
@@ -212,6 +215,10 @@ class OwnerLoop(MembershipWaiters):
         message = "this daemon is leaving the cluster; send the request to another member"
         self.host.client_frames.append((client, ErrorReply(rid, message, UNAVAILABLE)))
         return True
+
+    def _retry_key(self, client: int, rid: int) -> RetryKey | None:
+        session = self.sessions.clients.get(client)
+        return None if session is None or session.session is None else (session.session, rid)
 
     def _deadline(self, client: int) -> float:
         session = self.sessions.clients.get(client)

@@ -50,6 +50,8 @@ class ClientSession:
     request_timeout_s: float | None = None
     admin: bool = False
     version: int = 1
+    # The client's session id (its requests may come again: runtime/retries.py).
+    session: str | None = None
     closed: bool = False
     outstanding: int = 0  # requests handed to the owner and not answered yet
     queued_elements: int = 0  # elements in replies offered and not yet handed over

@@ -198,6 +198,7 @@ class ClientSessions:
             greeting.request_timeout_s,
             greeting.admin,
             greeting.version,
+            greeting.session,
         )
         self.clients[client] = session
         self.admins += session.admin

@@ -67,6 +67,9 @@ class ClientHello:
     version: int
     request_timeout_s: float | None = None
     admin: bool = False
+    # Names the client's session: its requests are unique by (session, rid) across its
+    # connections, so that a retry gets the first attempt's outcome (runtime/retries.py).
+    session: str | None = None
 
     def frame(self) -> list[Any]:
         options: dict[str, Any] = {}
@@ -74,7 +77,12 @@ class ClientHello:
             options["request_timeout_ms"] = round(self.request_timeout_s * 1000)
         if self.admin:
             options["admin"] = True
+        if self.session is not None:
+            options["session"] = self.session
         return ["hello-client", self.version, options]
+
+
+SESSION_CHARS_MAX = 64
 
 
 def parse_client_hello(frame: Any) -> ClientHello:
@@ -96,8 +104,15 @@ def parse_client_hello(frame: Any) -> ClientHello:
     admin = options.get("admin", False)
     if type(admin) is not bool:
         raise RemoteProtocolError("hello: admin must be true or false")
+    session = options.get("session")
+    if session is not None and (
+        type(session) is not str or not 0 < len(session) <= SESSION_CHARS_MAX
+    ):
+        raise RemoteProtocolError(
+            f"hello: session must be a string of 1 to {SESSION_CHARS_MAX} characters"
+        )
     timeout_s = None if timeout_ms is None else timeout_ms / 1000
-    return ClientHello(version, timeout_s, admin)
+    return ClientHello(version, timeout_s, admin, session)
 
 
 class RequestLimits(Protocol):

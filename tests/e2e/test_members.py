@@ -25,7 +25,7 @@ import pytest
 import trio
 
 import skueue
-from skueue.client.api import SkueueError
+from skueue.client.errors import SkueueError
 from tests.e2e.daemons import HOST, Cluster, Daemon, free_ports, spawn, stop, wait_ready
 
 DEADLINE_S = 60.0

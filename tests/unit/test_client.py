@@ -72,7 +72,9 @@ async def test_request_timeout_option_is_used_and_sent_in_the_hello() -> None:
                 waited = trio.current_time() - t0
     # The client waits the timeout plus a grace for the daemon's own timeout error.
     assert 0.2 <= waited < 0.2 + skueue.client.api.REPLY_GRACE_S + 1.0
-    assert fake.hellos == [["hello-client", PROTOCOL_VERSION, {"request_timeout_ms": 200}]]
+    [(kind, version, options)] = fake.hellos
+    assert (kind, version, options["request_timeout_ms"]) == ("hello-client", PROTOCOL_VERSION, 200)
+    assert len(options["session"]) == 32  # the session its retries are known by
 
 
 @pytest.mark.trio
@@ -172,10 +174,17 @@ async def test_an_error_answer_followed_by_a_hang_up_is_still_the_answer() -> No
 
     with FakeDaemon(refuse) as fake, trio.fail_after(TEST_DEADLINE_S):
         for _ in range(10):  # which task runs first after the hang-up varies; try often
-            async with skueue.connect(fake.address) as q:
+            async with skueue.connect(fake.address, retry=False) as q:
                 with pytest.raises(skueue.RequestRejected, match="exceeds the limit of 100"):
                     await q.enqueue(b"x")
                 with pytest.raises(skueue.NodeUnreachable):
+                    await q.enqueue(b"y")
+            # A client that retries opens a new connection for the next request, which
+            # gets an answer of its own.
+            async with skueue.connect(fake.address) as q:
+                with pytest.raises(skueue.RequestRejected, match="exceeds the limit of 100"):
+                    await q.enqueue(b"x")
+                with pytest.raises(skueue.RequestRejected, match="exceeds the limit of 100"):
                     await q.enqueue(b"y")
 
 
@@ -334,3 +343,37 @@ def test_a_script_that_never_closes_its_blocking_client_still_exits() -> None:
         )
     assert out.returncode == 0, out.stderr
     assert out.stdout.split() == [b"done"]
+
+
+# -- issue 11, item 5: a broken connection is reopened and waiting requests sent again ---
+
+
+@pytest.mark.trio
+async def test_a_request_cut_off_by_a_hang_up_is_sent_again_on_a_new_connection() -> None:
+    """The first attempt's connection closes without an answer; the client reopens it
+    under the same session and sends the same request (same rid) again."""
+    answered: list[int] = []
+
+    def hang_up_once(frame: list[Any]) -> list[Any]:
+        if not answered:
+            answered.append(frame[1])
+            return [CLOSE]
+        return echo(frame)
+
+    with FakeDaemon(hang_up_once) as fake, trio.fail_after(TEST_DEADLINE_S):
+        async with skueue.connect(fake.address) as q:
+            got = await q.enqueue(b"job")
+    assert got.ord == 0
+    first, again = fake.requests
+    assert first == again and first[0] == "insert"  # the same request, same rid
+    sessions = {hello[2]["session"] for hello in fake.hellos}
+    assert len(fake.hellos) == 2 and len(sessions) == 1  # one session over two connections
+
+
+@pytest.mark.trio
+async def test_a_client_that_cannot_reconnect_times_out_saying_why() -> None:
+    with FakeDaemon(lambda frame: [CLOSE]) as fake, trio.fail_after(TEST_DEADLINE_S):
+        async with skueue.connect(fake.address, request_timeout_s=0.3) as q:
+            fake.stop()  # the hang-up below is final: nothing listens any more
+            with pytest.raises(skueue.RequestTimeout, match="reopening it failed: cannot reach"):
+                await q.enqueue(b"job")

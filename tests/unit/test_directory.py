@@ -55,7 +55,9 @@ def test_a_departure_removes_the_member_for_good_and_names_the_heir() -> None:
     frame = ["departed", "c", "a", {"inserted": 5, "removed": 2}]
     out, departure = d.on_gossip("c", frame)
     assert departure is not None and departure.heir == "a"
-    assert departure.counters == {"inserted": 5, "removed": 2, "empty": 0, "dropped_results": 0}
+    assert departure.counters == {
+        "inserted": 5, "removed": 2, "empty": 0, "dropped_results": 0, "retried": 0
+    }
     assert out == [("b", frame)]
     assert d.others() == ["b"]
     # A late member frame cannot bring it back, and a second departure is no news.

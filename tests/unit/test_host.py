@@ -66,6 +66,7 @@ def test_insert_then_remove_reply_with_ord_and_position() -> None:
         "removed": 2,
         "empty": 1,
         "dropped_results": 0,
+        "retried": 0,
     }
     assert host.pending_ops == 0
 

@@ -1,0 +1,52 @@
+"""What the client raises, by what the caller can do about it, and the error for each
+error reply of the daemon."""
+
+from __future__ import annotations
+
+from skueue.wire.client_replies import ErrorReply
+
+
+class SkueueError(Exception):
+    """Base of every error the client raises."""
+
+
+class NodeUnreachable(SkueueError):
+    """The daemon could not be reached or the connection broke."""
+
+
+class NodeUnavailable(SkueueError):
+    """The daemon is up but cannot serve now (it is leaving, or a member is down).
+
+    Retryable: nothing was done for the request, so the same request may be sent again,
+    to this daemon later or to another member now.
+    """
+
+
+class RequestRejected(SkueueError):
+    """The daemon (or the client, checking the daemon's limits) refused a request:
+    a bad value or argument, or one over a limit.  Retrying the same request fails again."""
+
+
+class RequestTimeout(SkueueError):
+    """No reply within the request timeout.  The outcome is unknown: an enqueue may still
+    take effect, and a dequeue may have removed an element that is now lost."""
+
+
+class BadAddress(SkueueError, ValueError):
+    """The address is not ``HOST:PORT``."""
+
+
+def reason(e: BaseException) -> str:
+    if isinstance(e, TimeoutError):
+        return "timed out"
+    return getattr(e, "strerror", None) or str(e) or type(e).__name__
+
+
+def error_from(reply: ErrorReply, name: str) -> SkueueError:
+    """The client error for an error reply."""
+    message, code = reply.message, reply.code
+    if code == "timeout":
+        return RequestTimeout(f"{name}: {message}; the outcome is unknown")
+    if code == "unavailable":
+        return NodeUnavailable(f"{name}: {message} (retryable)")
+    return RequestRejected(message)

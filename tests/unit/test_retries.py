@@ -1,0 +1,84 @@
+"""Requests sent again (runtime/retries.py, through runtime/host.py): a retry gets the
+first attempt's outcome and never a second effect."""
+
+from __future__ import annotations
+
+from skueue.runtime.host import Host
+from skueue.runtime.retries import RetryWindow
+from tests.unit.test_host import one_process_host, settle
+
+
+def elements_held(host: Host) -> int:
+    return host.process.entries()
+
+
+def test_a_finished_enqueue_sent_again_is_answered_from_memory_not_enqueued_twice() -> None:
+    host = one_process_host()
+    host.insert(1, 7, [b"a"], key=("s", 7))
+    [(_, first)] = settle(host)
+    host.client_gone(1)
+    host.insert(2, 7, [b"a"], key=("s", 7))  # the same request on a new connection
+    [(client, again)] = settle(host)
+    assert client == 2 and again == first
+    assert elements_held(host) == 1
+    assert host.counters.inserted == 1 and host.counters.retried == 1
+
+
+def test_a_dequeue_whose_reply_was_lost_gives_its_element_to_the_retry() -> None:
+    host = one_process_host()
+    host.insert(1, 1, [b"x"], key=("s", 1))
+    settle(host)
+    host.remove(1, 2, 1, key=("s", 2))
+    host.client_gone(1)  # gone before the reply: the element would be lost
+    assert settle(host) == []
+    assert host.counters.dropped_results == 0
+    host.remove(3, 2, 1, key=("s", 2))
+    [(client, (kind, rid, results))] = settle(host)
+    assert (client, kind, rid) == (3, "done", 2) and results[0][0] == b"x"
+    assert host.counters.removed == 1
+
+
+def test_a_retry_of_a_running_request_takes_it_over() -> None:
+    host = one_process_host()
+    host.insert(1, 6, [b"y"], key=("s", 6))
+    host.remove(1, 8, 1, key=("s", 8))
+    host.client_gone(1)
+    host.remove(2, 8, 1, key=("s", 8))  # before a tick ran it: still running
+    assert host.counters.retried == 1
+    frames = settle(host)
+    assert [(c, f[0], f[1]) for c, f in frames] == [(2, "done", 8)]
+    assert frames[0][1][2][0][0] == b"y"
+
+
+def test_requests_of_other_sessions_or_without_one_are_never_confused() -> None:
+    host = one_process_host()
+    host.insert(1, 1, [b"a"], key=("s", 1))
+    host.insert(1, 1, [b"b"], key=("t", 1))
+    host.insert(1, 1, [b"c"])  # no session: never de-duplicated
+    host.insert(1, 1, [b"c"])
+    settle(host)
+    assert host.counters.inserted == 4 and host.counters.retried == 0
+
+
+def test_the_window_forgets_the_oldest_and_counts_undelivered_elements_lost() -> None:
+    window = RetryWindow(requests_max=2, bytes_max=1 << 20)
+    assert window.finish(("s", 1), [[b"e", 1, 1]], delivered=False, removed=1) == 0
+    assert window.finish(("s", 2), [[1, 2]], delivered=True, removed=0) == 0
+    assert window.finish(("s", 3), [[1, 3]], delivered=True, removed=0) == 1  # s/1 forgotten
+    assert window.get(("s", 1)) is None and window.get(("s", 3)) is not None
+    small = RetryWindow(requests_max=100, bytes_max=200)
+    small.finish(("s", 1), [[b"x" * 100, 1, 1]], delivered=True, removed=1)
+    small.finish(("s", 2), [[b"x" * 100, 2, 2]], delivered=True, removed=1)
+    assert list(small.finished) == [("s", 2)] and small.bytes <= 200
+
+
+def test_a_request_that_timed_out_gets_its_real_outcome_when_sent_again() -> None:
+    host = one_process_host()
+    host.insert(1, 3, [b"z"], deadline=1.0, key=("s", 3))
+    host.expire(2.0, lambda: "slow")
+    [(_, (kind, rid, _message, *_))] = [(c, r.frame()) for c, r in host.take_frames()[1]]
+    assert (kind, rid) == ("error", 3)
+    host.insert(1, 3, [b"z"], key=("s", 3))
+    [(client, (kind, rid, results))] = settle(host)
+    assert (client, kind, rid) == (1, "done", 3) and len(results) == 1
+    assert host.counters.inserted == 1
