@@ -46,6 +46,7 @@ class DaemonState:
         self.peer_sessions: dict[str, tuple[int, trio.CancelScope]] = {}
         # What this daemon took from each peer's link, across its connections.
         self.inbound: dict[str, Inbound] = {}
+        self.ack_due: float | None = None  # when the owner next acknowledges (owner.py)
         self.session_numbers = itertools.count(1)
         self.stats = StatsGathering(self.limits.stats_timeout_s)
         self.nursery: trio.Nursery | None = None
