@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import signal
 import sys
+from pathlib import Path
 
 import attrs
 import trio
@@ -27,6 +28,7 @@ from skueue.core.ops import Structure
 from skueue.runtime.address import AddressError, parse_address, parse_addresses
 from skueue.runtime.daemon import Daemon, DaemonConfig
 from skueue.runtime.errors import DaemonError
+from skueue.runtime.input_log import SyncPolicy
 from skueue.runtime.limits import Limits
 from skueue.runtime.logging import configure
 
@@ -48,6 +50,20 @@ def build_parser() -> Parser:
         metavar="HOST:PORT",
         help="address the other members reach this daemon at, where it is not the listen "
         "address (a container's port mapping, NAT, a proxy) (default: the listen address)",
+    )
+    p.add_argument(
+        "--data-dir",
+        metavar="DIR",
+        help="keep a write-ahead log of the daemon's inputs in DIR and come back from it "
+        "after a crash or restart (static clusters; default: in memory only)",
+    )
+    p.add_argument(
+        "--fsync",
+        default="batch",
+        metavar="POLICY",
+        help="with --data-dir: batch (or always: one fsync per step, before its replies and "
+        "messages go out), interval=MS (at most every MS; a power loss may lose the last "
+        "MS), never (the kernel decides)",
     )
     p.add_argument(
         "--peers", default="", metavar="ADDR,...", help="the other members of a static cluster"
@@ -120,7 +136,8 @@ def main(argv: list[str] | None = None) -> int:
         peers = tuple(parse_addresses(args.peers))
         join = parse_address(args.join) if args.join else None
         advertise = parse_address(args.advertise) if args.advertise else None
-    except AddressError as e:
+        fsync = SyncPolicy.parse(args.fsync)
+    except (AddressError, ValueError) as e:
         fail("skueued", str(e))
     if join is not None and peers:
         fail("skueued", "--join and --peers exclude each other")
@@ -134,6 +151,8 @@ def main(argv: list[str] | None = None) -> int:
         limits=limits,
         join=join,
         advertise=advertise,
+        data_dir=Path(args.data_dir) if args.data_dir else None,
+        fsync=fsync,
     )
     try:
         trio.run(serve, config)

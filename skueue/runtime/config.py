@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import attrs
 
 from skueue.core.ops import Structure
 from skueue.runtime.address import Address
+from skueue.runtime.input_log import SyncPolicy
 from skueue.runtime.limits import Limits
 
 
@@ -20,4 +23,8 @@ class DaemonConfig:
     # Where the other members reach this daemon, when that is not the listen address (a
     # container's port mapping, NAT, a proxy); also the default process id.
     advertise: Address | None = None
+    # Durable: the write-ahead log of inputs lives here (runtime/input_log.py); None: the
+    # daemon keeps everything in memory and loses it with the process.
+    data_dir: Path | None = None
+    fsync: SyncPolicy = SyncPolicy()
 

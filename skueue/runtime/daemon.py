@@ -36,8 +36,9 @@ from skueue.runtime.errors import DaemonError
 from skueue.runtime.handshake import check_distinct
 from skueue.runtime.host import Host
 from skueue.runtime.incoming import IncomingConnections
-from skueue.runtime.owner import OwnerLoop
+from skueue.runtime.input_log import InputLog, Meta
 from skueue.runtime.peers import PeerLinks
+from skueue.runtime.replay import Replay, left_before
 from skueue.runtime.resources import files_needed, raise_open_files_limit
 from skueue.runtime.retries import RetryWindow
 from skueue.runtime.state import log
@@ -47,7 +48,7 @@ from skueue.wire.client_replies import Welcome
 __all__ = ["Daemon", "DaemonConfig", "bind"]
 
 
-class Daemon(OwnerLoop, IncomingConnections):
+class Daemon(Replay, IncomingConnections):
     async def run(
         self,
         *,
@@ -71,6 +72,9 @@ class Daemon(OwnerLoop, IncomingConnections):
             self.links = PeerLinks(
                 self.process_id, self.address, self.limits, nursery, self.directory
             )
+            input_log = self._open_input_log()
+            if input_log is None:
+                self.links.ready.set()
             if self.config.join is not None:
                 seed = await self.links.connect_seed(self.config.join, self.limits.join_timeout_s)
                 self.host = Host(self._joining_process(seed), self._retry_window())
@@ -81,6 +85,12 @@ class Daemon(OwnerLoop, IncomingConnections):
                 ids = [self.process_id, *dict.fromkeys(peers.values())]
                 self.host = Host(self._build_process(ids), self._retry_window())
                 members = len(ids)
+                if input_log is not None:
+                    input_log.check_members(ids)
+                    self._replay(input_log.records)
+                    input_log.records = []
+                    self.input_log = input_log
+                    self.links.ready.set()
             nursery.start_soon(self.owner)
             self.ready.set()
             if self.config.join is not None:
@@ -94,6 +104,34 @@ class Daemon(OwnerLoop, IncomingConnections):
                 structure=self.config.structure.value,
             )
             task_status.started(listening)
+
+    def _open_input_log(self) -> InputLog | None:
+        """The data directory's log (None: an in-memory daemon).  The daemon keeps the
+        nonce it had the first time, so that its peers take it back as the same member."""
+        config = self.config
+        if config.data_dir is None:
+            return None
+        if config.join is not None:
+            raise DaemonError(
+                "--data-dir works for static clusters (--peers) only so far; "
+                "a daemon that joins with --join keeps its data in memory"
+            )
+        assert self.links is not None
+        meta = Meta(self.process_id, self.links.nonce, config.structure.value, ())
+        input_log = InputLog.open(config.data_dir, meta, config.fsync)
+        if left_before(input_log.records):
+            raise DaemonError(
+                f"the daemon of {config.data_dir} left its cluster; it cannot come back as "
+                "that member (start it with an empty --data-dir to serve again)"
+            )
+        self.links.nonce = input_log.meta.nonce
+        log.info(
+            "durable",
+            data_dir=str(config.data_dir),
+            records=len(input_log.records),
+            fsync=config.fsync.mode,
+        )
+        return input_log
 
     def _retry_window(self) -> RetryWindow:
         limits = self.limits

@@ -72,6 +72,9 @@ class IncomingConnections(DaemonState):
                     log.debug("peer connected", peer=peer, handled=inbound.handled)
                     raw = socket.socket(fileno=stream.socket.fileno())
                     inbound.attach(raw)
+                    # A durable daemon takes frames only once its log is replayed; its
+                    # hello said 0 before that, which makes the peer send all it has.
+                    await self.links.ready.wait()
                     await self.inbox_send.send(PeerHello(peer, address, session))
                     await self._read_peer(peer, inbound, stream, decoder, rest)
             finally:

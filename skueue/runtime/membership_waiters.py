@@ -63,6 +63,7 @@ class MembershipWaiters(DaemonState):
                 host.client_frames.append((client, ErrorReply(rid, why, UNAVAILABLE)))
                 return
             host.process.leave()
+            self._log(["l"])
         log.info("leaving", process=self.process_id)
         self.leave_waiters.append((client, rid))
 

@@ -47,6 +47,7 @@ from skueue.wire.client_protocol import (
 )
 from skueue.wire.client_replies import UNAVAILABLE, ErrorReply
 from skueue.wire.errors import RemoteProtocolError
+from skueue.wire.peer import encode_message
 
 # Acknowledgements of peers' frames go at most this often, or after this many frames.
 ACK_DELAY_S = 0.02
@@ -95,6 +96,8 @@ class OwnerLoop(MembershipWaiters):
             host.client_frames.extend(self.stats.expired(now))
             host.expire(now, self._why_no_answer)
             self.membership_progress()
+            if self.input_log is not None:
+                self.input_log.sync(now)  # before anything of this step goes out
             self._flush()
             await trio.lowlevel.checkpoint()
 
@@ -111,6 +114,7 @@ class OwnerLoop(MembershipWaiters):
 
     def _tick(self) -> None:
         assert self.host is not None
+        self._log(["t"])
         if not DEBUG_LOGS.enabled:
             self.host.tick()
             return
@@ -141,6 +145,7 @@ class OwnerLoop(MembershipWaiters):
         host = self.host
         match item:
             case PeerInput(peer=peer, kind=kind, message=message, number=number):
+                self._log(["p", peer, number, int(kind), encode_message(message)])
                 self._handled(peer, number)
                 try:
                     host.peer_message(kind, message)
@@ -158,6 +163,7 @@ class OwnerLoop(MembershipWaiters):
                     self._drop_peer_session(peer)
             case PeerHello(peer=peer, address=address, session=_):
                 assert self.directory is not None
+                self._log(["h", peer, str(address)])
                 self.links.mark_up(peer)
                 self._gossip(self.directory.on_hello(peer, address))
             case PeerGone(peer=peer, session=session):
@@ -178,6 +184,7 @@ class OwnerLoop(MembershipWaiters):
             case ClientError(client=client, rid=rid, message=message):
                 host.client_frames.append((client, ErrorReply(rid, message, UNAVAILABLE)))
             case PeerControl(peer=peer, frame=frame, number=number):
+                self._log(["c", peer, number, frame])
                 self._handled(peer, number)
                 self._control(peer, frame)
 
@@ -211,10 +218,12 @@ class OwnerLoop(MembershipWaiters):
             case InsertRequest(rid=rid, values=values):
                 if not self._refuse_while_leaving(client, rid):
                     deadline, key = self._deadline(client), self._retry_key(client, rid)
+                    self._log(["i", key and key[0], rid, list(values)])
                     host.insert(client, rid, list(values), deadline, key)
             case RemoveRequest(rid=rid, count=count):
                 if not self._refuse_while_leaving(client, rid):
                     deadline, key = self._deadline(client), self._retry_key(client, rid)
+                    self._log(["r", key and key[0], rid, count])
                     host.remove(client, rid, count, deadline, key)
             case LeaveRequest(rid=rid):
                 self._leave(client, rid)
@@ -226,8 +235,7 @@ class OwnerLoop(MembershipWaiters):
                 own = self._own_stats()
                 now = trio.current_time()
                 self.stats.start(client, rid, own, peers, now, self.links.down())
-                for peer in peers:
-                    host.peer_frames[peer].append(["stats-query", self.stats.last_qid])
+                self._gossip([(peer, ["stats-query", self.stats.last_qid]) for peer in peers])
                 self._stats_ready()
 
     def _refuse_while_leaving(self, client: int, rid: int) -> bool:
@@ -256,7 +264,7 @@ class OwnerLoop(MembershipWaiters):
         match frame[0]:
             case "stats-query":
                 answer = self._own_stats()
-                host.peer_frames[peer].append(["stats-answer", frame[1], answer])
+                self._gossip([(peer, ["stats-answer", frame[1], answer])])
             case "stats-answer":
                 self.stats.answer(peer, frame[1], frame[2])
                 self._stats_ready()

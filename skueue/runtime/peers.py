@@ -91,6 +91,10 @@ class PeerLinks:
         # serving it as if it were the same member would corrupt the queue; it is refused.
         self.incarnations: dict[str, str] = {}
         self.restarted: set[str] = set()
+        # Set once the links' outboxes are what they must be: at once for an in-memory
+        # daemon, after the replay of its input log for a durable one.  Writers wait for
+        # it, or they would take a peer's count of our frames for a mistake.
+        self.ready = trio.Event()
 
     def mark_down(self, peer: str) -> None:
         if peer in self.directory.addresses:
@@ -226,6 +230,7 @@ class PeerLinks:
         """Keep the link to ``peer`` connected and written until it is closed (the peer
         left).  A peer unreachable for ``connect_timeout_s`` is reported down; the link
         keeps trying, and its outbox waits."""
+        await self.ready.wait()
         while not link.closed:
             if connected is None:
                 try:

@@ -18,6 +18,7 @@ from skueue.runtime.address import Address
 from skueue.runtime.config import DaemonConfig
 from skueue.runtime.directory import Directory
 from skueue.runtime.host import Host
+from skueue.runtime.input_log import InputLog
 from skueue.runtime.inputs import Input
 from skueue.runtime.link_receiver import Inbound
 from skueue.runtime.peers import PeerLinks
@@ -47,6 +48,10 @@ class DaemonState:
         # What this daemon took from each peer's link, across its connections.
         self.inbound: dict[str, Inbound] = {}
         self.ack_due: float | None = None  # when the owner next acknowledges (owner.py)
+        # The write-ahead log of inputs (None: an in-memory daemon), and whether the
+        # daemon is replaying it (runtime/input_log.py, runtime/replay.py).
+        self.input_log: InputLog | None = None
+        self.replaying = False
         self.session_numbers = itertools.count(1)
         self.stats = StatsGathering(self.limits.stats_timeout_s)
         self.nursery: trio.Nursery | None = None
@@ -86,9 +91,19 @@ class DaemonState:
         )
 
     def _gossip(self, out: list[tuple[str, list[Any]]]) -> None:
+        """Send control frames (gossip, stats) to peers.  They do not follow from the
+        process's inputs, so the input log keeps them as they are, and a replay sends the
+        logged ones instead of making them again."""
         assert self.host is not None
+        if self.replaying:
+            return
         for to, frame in out:
             self.host.peer_frames[to].append(frame)
+            self._log(["o", to, frame])
+
+    def _log(self, record: list[Any]) -> None:
+        if self.input_log is not None and not self.replaying:
+            self.input_log.append(record)
 
     def _drop_peer_session(self, peer: str) -> None:
         session = self.peer_sessions.get(peer)

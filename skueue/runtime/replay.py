@@ -1,0 +1,86 @@
+"""Coming back from a crash: replay the input log through the same code (the log itself is
+described in :mod:`skueue.runtime.input_log`).
+
+Each record goes where the owner sent the input the first time: ticks, requests and peer
+messages to the host (so the process, and the retry window, come back as they were),
+hellos and gossip to the member directory.  Control frames the daemon sent of its own
+accord are sent again as logged.  Replies to clients are dropped (the clients are gone;
+those that retry get the first attempt's outcome from the retry window); every frame for a
+peer goes into its link's outbox again, numbered as the first time, and the peers skip
+the ones they already took.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from typing import Any
+
+from skueue.core.errors import PeerError
+from skueue.overlay.labels import Kind
+from skueue.runtime.address import parse_address
+from skueue.runtime.errors import DaemonError
+from skueue.runtime.link_receiver import Inbound
+from skueue.runtime.owner import OwnerLoop
+from skueue.runtime.state import log
+from skueue.wire.peer import decode_message
+
+# The client id that replayed requests run under: no connection has it.
+REPLAYED = -1
+
+
+class Replay(OwnerLoop):
+    def _replay(self, records: list[Any]) -> None:
+        assert self.host is not None and self.directory is not None and self.links is not None
+        host, directory = self.host, self.directory
+        handled: dict[str, int] = {}
+        self.replaying = True
+        try:
+            for record in records:
+                match record:
+                    case ["t"]:
+                        host.tick()
+                    case ["i", session, rid, values]:
+                        key = None if session is None else (session, rid)
+                        host.insert(REPLAYED, rid, values, key=key)
+                        host.client_gone(REPLAYED)
+                    case ["r", session, rid, count]:
+                        key = None if session is None else (session, rid)
+                        host.remove(REPLAYED, rid, count, key=key)
+                        host.client_gone(REPLAYED)
+                    case ["p", peer, number, kind, encoded]:
+                        handled[peer] = number
+                        # One refused the first time is refused again (its link was dropped).
+                        with contextlib.suppress(PeerError):
+                            host.peer_message(Kind(kind), decode_message(encoded))
+                        if not directory.is_member(peer):
+                            directory.confirm(peer)
+                    case ["c", peer, number, frame]:
+                        handled[peer] = number
+                        if frame[0] not in ("stats-query", "stats-answer"):
+                            self._control(peer, frame)
+                    case ["h", peer, address]:
+                        directory.on_hello(peer, parse_address(address))
+                    case ["o", peer, frame]:
+                        host.peer_frames[peer].append(frame)
+                    case _:
+                        raise DaemonError(f"input log: a record this version cannot replay: "
+                                          f"{record!r:.80}")
+        finally:
+            self.replaying = False
+        for peer, number in handled.items():
+            inbound = self.inbound.setdefault(peer, Inbound())
+            inbound.accepted = inbound.handled = inbound.acked = number
+        peer_frames, _replies = host.take_frames()
+        for peer, frames in peer_frames.items():
+            self.links.send(peer, frames)
+        log.info(
+            "replayed the input log",
+            process=self.process_id,
+            records=len(records),
+            frames_to_resend=self.links.unacknowledged(),
+        )
+
+
+def left_before(records: list[Any]) -> bool:
+    """Whether the log says this daemon left its cluster (it may not come back as it)."""
+    return any(record == ["l"] for record in records)

@@ -1,0 +1,66 @@
+"""The write-ahead log of inputs (runtime/input_log.py): records come back whole, a torn
+tail is cut, and a directory of another process or version is refused."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from skueue.runtime.errors import DaemonError
+from skueue.runtime.input_log import InputLog, Meta, SyncPolicy
+
+META = Meta("p1", "nonce-1", "queue", ())
+
+
+def test_records_come_back_in_order_with_the_first_nonce(tmp_path: Path) -> None:
+    log = InputLog.open(tmp_path, META, SyncPolicy())
+    log.append(["t"])
+    log.append(["i", "s", 1, [b"x"]])
+    log.sync(0.0)
+    log.close()
+    again = InputLog.open(tmp_path, Meta("p1", "nonce-2", "queue", ()), SyncPolicy())
+    assert again.records == [["t"], ["i", "s", 1, [b"x"]]]
+    assert again.meta.nonce == "nonce-1"  # the incarnation the peers know
+
+
+def test_a_torn_tail_is_cut_and_never_replayed(tmp_path: Path) -> None:
+    log = InputLog.open(tmp_path, META, SyncPolicy())
+    for i in range(3):
+        log.append(["r", None, i, 1])
+    log.sync(0.0)
+    log.close()
+    path = tmp_path / "inputs.log"
+    whole = path.read_bytes()
+    path.write_bytes(whole[:-3])  # the last record torn
+    assert InputLog.open(tmp_path, META, SyncPolicy()).records == [
+        ["r", None, 0, 1], ["r", None, 1, 1]
+    ]
+    assert path.stat().st_size < len(whole) - 3  # cut off the file, too
+    data = bytearray(path.read_bytes())
+    data[-2] ^= 0xFF  # a corrupt byte in the last record
+    path.write_bytes(bytes(data))
+    assert InputLog.open(tmp_path, META, SyncPolicy()).records == [["r", None, 0, 1]]
+
+
+def test_another_process_version_or_cluster_is_refused(tmp_path: Path) -> None:
+    log = InputLog.open(tmp_path, META, SyncPolicy())
+    log.check_members(["p1", "p2"])
+    with pytest.raises(DaemonError, match="start it with the same --peers"):
+        log.check_members(["p1", "p3"])
+    with pytest.raises(DaemonError, match="holds the data of process 'p1'"):
+        InputLog.open(tmp_path, Meta("p9", "n", "queue", ()), SyncPolicy())
+    raw = json.loads((tmp_path / "meta.json").read_text())
+    (tmp_path / "meta.json").write_text(json.dumps({**raw, "version": 99}))
+    with pytest.raises(DaemonError, match="another version of skueued"):
+        InputLog.open(tmp_path, META, SyncPolicy())
+
+
+def test_sync_policies_parse_and_bad_ones_are_refused() -> None:
+    assert SyncPolicy.parse("always") == SyncPolicy.parse("batch") == SyncPolicy("batch")
+    assert SyncPolicy.parse("interval=250") == SyncPolicy("interval", 0.25)
+    assert SyncPolicy.parse("never").mode == "never"
+    for bad in ("sometimes", "interval=", "interval=-5", "interval=x"):
+        with pytest.raises(ValueError, match="--fsync"):
+            SyncPolicy.parse(bad)
