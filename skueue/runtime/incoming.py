@@ -108,7 +108,7 @@ class IncomingConnections(DaemonState):
                 raise
             if isinstance(parsed, tuple):
                 kind, message = parsed
-                await put(self.inbox_send, PeerInput(peer, kind, message, number))
+                await put(self.inbox_send, PeerInput(peer, kind, message, number, frame[2]))
             else:
                 await put(self.inbox_send, PeerControl(peer, parsed, number))
             inbound.accepted = number  # only now: a cancelled put delivered nothing

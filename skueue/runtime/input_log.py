@@ -50,6 +50,13 @@ VERSION = 1
 _HEADER = struct.Struct(">II")
 # The largest record read back (a record holds one client request or one peer frame).
 RECORD_BYTES_MAX = 64 * 1024 * 1024
+# The log file grows by this much at a time (see InputLog.sync).
+EXTENT_BYTES = 16 * 1024 * 1024
+
+
+def _pack(record: Any) -> bytes:
+    packed: bytes = msgpack.packb(record, use_bin_type=True)
+    return packed
 
 
 @attrs.frozen
@@ -86,12 +93,19 @@ class Meta:
 class InputLog:
     """The log of one daemon's data directory; opened by :meth:`open`."""
 
-    def __init__(self, directory: Path, meta: Meta, records: list[Any], policy: SyncPolicy):
+    def __init__(
+        self, directory: Path, meta: Meta, read: tuple[list[Any], int], policy: SyncPolicy
+    ) -> None:
         self.directory = directory
         self.meta = meta
-        self.records = records  # read at open, for the replay; cleared after it
+        # Read at open, for the replay (cleared after it); the log continues at ``end``.
+        self.records, self.end = read
         self.policy = policy
-        self.file = open(directory / "inputs.log", "ab")  # noqa: SIM115 - lives with the daemon
+        # Written at ``end`` with pwrite; the file is allocated ahead in extents, so that
+        # an fsync of an append does not also have to write the file's new size (the
+        # reader stops at the first all-zero header: no record is empty).
+        self.fd = os.open(directory / "inputs.log", os.O_RDWR | os.O_CREAT, 0o644)
+        self.allocated = os.fstat(self.fd).st_size
         self.buffer: list[bytes] = []
         self.last_sync = 0.0
 
@@ -130,25 +144,30 @@ class InputLog:
             )
 
     def append(self, record: list[Any]) -> None:
-        payload = msgpack.packb(record, use_bin_type=True)
+        payload = _pack(record)
         self.buffer.append(_HEADER.pack(len(payload), zlib.crc32(payload)) + payload)
 
     def sync(self, now: float) -> None:
         """Write what the step logged and make it durable as the policy says: called
-        before the step's frames and replies go out."""
+        before the step's frames and replies go out (one fsync per step: group commit)."""
         if self.buffer:
-            self.file.write(b"".join(self.buffer))
+            data = b"".join(self.buffer)
             self.buffer.clear()
-            self.file.flush()
+            if self.end + len(data) > self.allocated:
+                self.allocated = self.end + len(data) + EXTENT_BYTES
+                os.posix_fallocate(self.fd, 0, self.allocated)
+                os.fsync(self.fd)  # the new size, once per extent
+            os.pwrite(self.fd, data, self.end)
+            self.end += len(data)
             if self.policy.mode == "batch":
-                os.fsync(self.file.fileno())
+                os.fdatasync(self.fd)
                 return
         if self.policy.mode == "interval" and now - self.last_sync >= self.policy.interval_s:
-            os.fsync(self.file.fileno())
+            os.fdatasync(self.fd)
             self.last_sync = now
 
     def close(self) -> None:
-        self.file.close()
+        os.close(self.fd)
 
 
 def _read_meta(path: Path) -> Meta:
@@ -180,21 +199,24 @@ def _write_meta(path: Path, meta: Meta) -> None:
         os.close(directory)
 
 
-def _read_records(path: Path) -> list[Any]:
-    """Every whole, intact record; a torn or corrupt tail is cut off the file."""
+def _read_records(path: Path) -> tuple[list[Any], int]:
+    """Every whole, intact record, and where they end; a torn or corrupt tail is cut off
+    the file (the allocated, never written rest after the records is all zeros)."""
     if not path.exists():
-        return []
+        return [], 0
     data = path.read_bytes()
     records: list[Any] = []
     offset = 0
     while offset + _HEADER.size <= len(data):
         length, crc = _HEADER.unpack_from(data, offset)
         start, end = offset + _HEADER.size, offset + _HEADER.size + length
-        if length > RECORD_BYTES_MAX or end > len(data) or zlib.crc32(data[start:end]) != crc:
+        if length == 0 or length > RECORD_BYTES_MAX or end > len(data):
+            break
+        if zlib.crc32(data[start:end]) != crc:
             break
         records.append(msgpack.unpackb(data[start:end], raw=False, use_list=True))
         offset = end
-    if offset < len(data):
+    if data[offset:].strip(b"\0"):
         log.warning(
             "input log: cut a torn or corrupt tail (a crash in the middle of a write)",
             path=str(path),
@@ -204,4 +226,4 @@ def _read_records(path: Path) -> list[Any]:
         with open(path, "r+b") as f:
             f.truncate(offset)
             os.fsync(f.fileno())
-    return records
+    return records, offset

@@ -23,6 +23,7 @@ class PeerInput:
     kind: Kind
     message: Message | MembershipMessage
     number: int  # the frame's number on the peer's link (runtime/link_receiver.py)
+    encoded: Any = None  # the message as it came (the input log keeps it so)
 
 
 @attrs.frozen

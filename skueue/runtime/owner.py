@@ -144,8 +144,10 @@ class OwnerLoop(MembershipWaiters):
         assert self.host is not None and self.links is not None
         host = self.host
         match item:
-            case PeerInput(peer=peer, kind=kind, message=message, number=number):
-                self._log(["p", peer, number, int(kind), encode_message(message)])
+            case PeerInput(peer=peer, kind=kind, message=message, number=number, encoded=encoded):
+                if encoded is None:
+                    encoded = encode_message(message)
+                self._log(["p", peer, number, int(kind), encoded])
                 self._handled(peer, number)
                 try:
                     host.peer_message(kind, message)
