@@ -263,6 +263,7 @@ class LaunchedCluster:
         ready_timeout_s: float = READY_TIMEOUT_S,
         detach: bool = False,
         command: Sequence[str] | None = None,
+        data_dir: str | os.PathLike[str] | None = None,
     ) -> None:
         if not 1 <= n <= DAEMONS_MAX:
             raise ClusterError(f"a local cluster has 1 to {DAEMONS_MAX} daemons, not {n}")
@@ -285,6 +286,8 @@ class LaunchedCluster:
         self._own_log_dir = log_dir is None
         self.log_dir = Path(log_dir).absolute() if log_dir is not None else None
         self.members: list[Member] = []
+        # Durable daemons: each keeps its input log in a directory of its own in here.
+        self.data_dir = Path(data_dir).absolute() if data_dir is not None else None
 
     # -- the public face ------------------------------------------------------------------
 
@@ -369,6 +372,8 @@ class LaunchedCluster:
             ]
             if peers:
                 argv += ["--peers", peers]
+            if self.data_dir is not None:
+                argv += ["--data-dir", str(self.data_dir / str(port))]
             log_path = self.log_dir / f"{port}.log"
             with open(log_path, "wb") as log:
                 try:
@@ -493,5 +498,6 @@ def launch(
 ) -> LaunchedCluster:
     """Start ``n`` daemons and return the running cluster.  Use it as a context manager
     (``with launch(3) as c:``) or call ``c.stop()``; either way it is stopped at exit.
-    ``options``: log_format, log_level, ready_timeout_s, command (see LaunchedCluster)."""
+    ``options``: log_format, log_level, ready_timeout_s, command, data_dir (see
+    LaunchedCluster)."""
     return LaunchedCluster(n, base_port, structure, log_dir, **options).start()
