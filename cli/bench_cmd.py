@@ -54,6 +54,17 @@ def add_parser(sub: Any) -> None:
         help="start N local skueued processes for this run and stop them after",
     )
     p.add_argument(
+        "--data-dir",
+        metavar="DIR",
+        help="with --spawn: the daemons keep their input logs in DIR (kept after the run) "
+        "(default: a temporary directory, removed after the run)",
+    )
+    p.add_argument(
+        "--in-memory",
+        action="store_true",
+        help="with --spawn: daemons that keep nothing on disk (default: durable, fsync batch)",
+    )
+    p.add_argument(
         "--structure",
         choices=["queue", "stack"],
         default="queue",
@@ -197,6 +208,10 @@ def run(args: argparse.Namespace) -> int:
     if args.spawn is not None:
         if args.nodes:
             fail("skueue bench", "--spawn starts its own daemons; leave out --nodes")
+        if args.in_memory and args.data_dir:
+            fail("skueue bench", "--in-memory and --data-dir exclude each other")
+    elif args.in_memory or args.data_dir:
+        fail("skueue bench", "--in-memory and --data-dir go with --spawn")
     else:
         try:
             nodes = tuple(str(a) for a in parse_addresses(args.nodes or default_node()))
@@ -237,11 +252,21 @@ def run_spawned(args: argparse.Namespace, history: AtomicOutput | None) -> int:
     console = Console(stderr=True)
     console.print(f"starting {args.spawn} skueued processes on 127.0.0.1 ...")
     try:
-        cluster = launch(args.spawn, structure=args.structure)
+        cluster = launch(
+            args.spawn,
+            structure=args.structure,
+            data_dir=args.data_dir,
+            in_memory=args.in_memory,
+        )
     except ClusterError as e:
         fail("skueue bench", str(e), code=EXIT_UNREACHABLE)
     with cluster:
         console.print("cluster ready: " + ", ".join(cluster.addresses))
+        if cluster.data_dir is None:
+            console.print("in memory: nothing on disk (--in-memory)")
+        else:
+            kept = "kept" if args.data_dir else "removed after the run; --data-dir DIR keeps it"
+            console.print(f"data directory: {cluster.data_dir} (durable, fsync batch; {kept})")
         code = bench(load_config(args, tuple(cluster.addresses), args.structure), args, history)
         console.print("stopping the cluster ...")
     left = [a for a, alive in cluster.status() if alive]

@@ -36,6 +36,11 @@ from skueue.runtime.logging import configure
 VALUE_ROOM_BYTES = 1024
 
 
+# Where a daemon keeps its data unless told otherwise (--data-dir, --in-memory): a
+# directory named after its process id in here, relative to the working directory.
+DEFAULT_DATA_ROOT = Path("skueue-data")
+
+
 def build_parser() -> Parser:
     p = Parser(prog="skueued", description="Run one Skueue process as a daemon.")
     add_version(p, "skueued")
@@ -55,7 +60,13 @@ def build_parser() -> Parser:
         "--data-dir",
         metavar="DIR",
         help="keep a write-ahead log of the daemon's inputs in DIR and come back from it "
-        "after a crash or restart (static clusters; default: in memory only)",
+        "after a crash or restart (static clusters) (default: skueue-data/ID in the "
+        "working directory)",
+    )
+    p.add_argument(
+        "--in-memory",
+        action="store_true",
+        help="keep nothing on disk: a crash or restart loses this member's state",
     )
     p.add_argument(
         "--fsync",
@@ -141,6 +152,8 @@ def main(argv: list[str] | None = None) -> int:
         fail("skueued", str(e))
     if join is not None and peers:
         fail("skueued", "--join and --peers exclude each other")
+    if args.in_memory and args.data_dir:
+        fail("skueued", "--in-memory and --data-dir exclude each other")
     configure(args.log_format, args.log_level)
     limits = attrs.evolve(Limits(), value_bytes_max=args.value_bytes_max)
     config = DaemonConfig(
@@ -152,6 +165,7 @@ def main(argv: list[str] | None = None) -> int:
         join=join,
         advertise=advertise,
         data_dir=Path(args.data_dir) if args.data_dir else None,
+        data_root=None if args.in_memory else DEFAULT_DATA_ROOT,
         fsync=fsync,
     )
     try:

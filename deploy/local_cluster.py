@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import shutil
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -55,6 +56,9 @@ def remove_state(state_dir: Path, members: Sequence[Member], keep_logs: bool) ->
         for m in members:
             if m.log_path.parent.resolve() == state_dir.resolve():  # only our own files
                 m.log_path.unlink(missing_ok=True)
+    # The members' input logs (the launcher's own "data" directory): a stopped local
+    # cluster is gone for good, and a new start begins afresh.
+    shutil.rmtree(state_dir / "data", ignore_errors=True)
     # rmdir only removes an empty directory: never delete what someone else put there.
     with contextlib.suppress(OSError):
         state_dir.rmdir()

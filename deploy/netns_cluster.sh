@@ -222,8 +222,9 @@ cmd_start() {
         done
         log="$STATE_DIR/$ns.log"
         # setsid: the daemon outlives this script and the terminal it ran in.
+        # --in-memory: this demo keeps nothing, so that stop leaves nothing behind.
         PYTHONUNBUFFERED=1 setsid ip netns exec "$ns" "$SKUEUED" \
-            --listen "$address" --peers "$peers" --id "$ns" \
+            --listen "$address" --peers "$peers" --id "$ns" --in-memory \
             --structure "$STRUCTURE" --log-format "$LOG_FORMAT" \
             </dev/null >"$log" 2>&1 &
         pids+=("$!")

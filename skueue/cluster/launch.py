@@ -264,6 +264,7 @@ class LaunchedCluster:
         detach: bool = False,
         command: Sequence[str] | None = None,
         data_dir: str | os.PathLike[str] | None = None,
+        in_memory: bool = False,
     ) -> None:
         if not 1 <= n <= DAEMONS_MAX:
             raise ClusterError(f"a local cluster has 1 to {DAEMONS_MAX} daemons, not {n}")
@@ -286,7 +287,11 @@ class LaunchedCluster:
         self._own_log_dir = log_dir is None
         self.log_dir = Path(log_dir).absolute() if log_dir is not None else None
         self.members: list[Member] = []
-        # Durable daemons: each keeps its input log in a directory of its own in here.
+        # Each daemon keeps its input log in a directory of its own in here (default: in
+        # the log directory); in_memory: nothing on disk.
+        if in_memory and data_dir is not None:
+            raise ClusterError("in_memory and data_dir exclude each other")
+        self.in_memory = in_memory
         self.data_dir = Path(data_dir).absolute() if data_dir is not None else None
 
     # -- the public face ------------------------------------------------------------------
@@ -372,7 +377,11 @@ class LaunchedCluster:
             ]
             if peers:
                 argv += ["--peers", peers]
-            if self.data_dir is not None:
+            if self.in_memory:
+                argv.append("--in-memory")
+            else:
+                if self.data_dir is None:
+                    self.data_dir = self.log_dir / "data"
                 argv += ["--data-dir", str(self.data_dir / str(port))]
             log_path = self.log_dir / f"{port}.log"
             with open(log_path, "wb") as log:

@@ -26,5 +26,8 @@ class DaemonConfig:
     # Durable: the write-ahead log of inputs lives here (runtime/input_log.py); None: the
     # daemon keeps everything in memory and loses it with the process.
     data_dir: Path | None = None
+    # Without data_dir: the daemon's directory is named after its process id in here (the
+    # command line's default); None too: in memory.
+    data_root: Path | None = None
     fsync: SyncPolicy = SyncPolicy()
 

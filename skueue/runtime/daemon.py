@@ -109,25 +109,32 @@ class Daemon(Replay, IncomingConnections):
         """The data directory's log (None: an in-memory daemon).  The daemon keeps the
         nonce it had the first time, so that its peers take it back as the same member."""
         config = self.config
-        if config.data_dir is None:
-            return None
+        directory = config.data_dir
         if config.join is not None:
-            raise DaemonError(
-                "--data-dir works for static clusters (--peers) only so far; "
-                "a daemon that joins with --join keeps its data in memory"
-            )
+            if directory is not None:
+                raise DaemonError(
+                    "--data-dir works for static clusters (--peers) only so far; "
+                    "a daemon that joins with --join keeps its data in memory"
+                )
+            if config.data_root is not None:
+                log.warning("a daemon that joins keeps its data in memory (so far)")
+            return None
+        if directory is None and config.data_root is not None:
+            directory = config.data_root / _directory_name(self.process_id)
+        if directory is None:
+            return None
         assert self.links is not None
         meta = Meta(self.process_id, self.links.nonce, config.structure.value, ())
-        input_log = InputLog.open(config.data_dir, meta, config.fsync)
+        input_log = InputLog.open(directory, meta, config.fsync)
         if left_before(input_log.records):
             raise DaemonError(
-                f"the daemon of {config.data_dir} left its cluster; it cannot come back as "
+                f"the daemon of {directory} left its cluster; it cannot come back as "
                 "that member (start it with an empty --data-dir to serve again)"
             )
         self.links.nonce = input_log.meta.nonce
         log.info(
             "durable",
-            data_dir=str(config.data_dir),
+            data_dir=str(directory),
             records=len(input_log.records),
             fsync=config.fsync.mode,
         )
@@ -153,6 +160,11 @@ class Daemon(Replay, IncomingConnections):
             self.config.structure,
             handover_bytes_max=self.limits.handover_bytes_max,
         )
+
+
+def _directory_name(process_id: str) -> str:
+    """A file name for a process id (an address has a colon, an IPv6 one brackets)."""
+    return "".join(c if c.isalnum() or c in "-_." else "_" for c in process_id)
 
 
 async def bind(listen: Address) -> list[trio.SocketListener]:

@@ -123,6 +123,10 @@ def spawn(args: list[str], log_dir: Path, name: str) -> Daemon:
     """Start one ``skueued`` with ``args``; do not wait for it."""
     out = log_dir / f"{name}.stdout"
     err = log_dir / f"{name}.stderr"
+    if not {"--in-memory", "--data-dir", "--join"} & set(args):
+        # Durable, as skueued is by default, but with the data next to the logs rather
+        # than in the working directory.
+        args = [*args, "--data-dir", str(log_dir / f"{name}.data")]
     with out.open("wb") as fout, err.open("wb") as ferr:
         proc = subprocess.Popen(
             [*skueued_command(), *args],

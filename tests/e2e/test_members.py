@@ -109,8 +109,8 @@ def test_a_stopped_member_is_named_in_errors_and_stats(
 ) -> None:
     """Item 3: after a member stops without leaving, a request fails in bounded time
     naming it, stats names it as unreachable, and the member restarted without its
-    state is refused with one line."""
-    cluster = skueued_cluster(3)
+    state (an in-memory daemon) is refused with one line."""
+    cluster = skueued_cluster(3, extra_args=("--in-memory",))
     victim, survivor = cluster.daemons[2], cluster.daemons[0]
 
     async def main() -> None:
