@@ -64,6 +64,14 @@ def build_parser() -> Parser:
         "working directory)",
     )
     p.add_argument(
+        "--snapshot-bytes",
+        type=int,
+        default=Limits().snapshot_log_bytes,
+        metavar="BYTES",
+        help="with a data directory: compact the input log into a snapshot when it reaches "
+        "BYTES, which bounds the replay at restart",
+    )
+    p.add_argument(
         "--in-memory",
         action="store_true",
         help="keep nothing on disk: a crash or restart loses this member's state",
@@ -155,7 +163,11 @@ def main(argv: list[str] | None = None) -> int:
     if args.in_memory and args.data_dir:
         fail("skueued", "--in-memory and --data-dir exclude each other")
     configure(args.log_format, args.log_level)
-    limits = attrs.evolve(Limits(), value_bytes_max=args.value_bytes_max)
+    if args.snapshot_bytes < 4096:
+        fail("skueued", f"--snapshot-bytes must be at least 4096, not {args.snapshot_bytes}")
+    limits = attrs.evolve(
+        Limits(), value_bytes_max=args.value_bytes_max, snapshot_log_bytes=args.snapshot_bytes
+    )
     config = DaemonConfig(
         listen,
         peers,

@@ -87,6 +87,9 @@ class Daemon(Replay, IncomingConnections):
                 members = len(ids)
                 if input_log is not None:
                     input_log.check_members(ids)
+                    if input_log.snapshot_payload is not None:
+                        self._restore(input_log.snapshot_payload)
+                        input_log.snapshot_payload = None
                     self._replay(input_log.records)
                     input_log.records = []
                     self.input_log = input_log

@@ -93,21 +93,61 @@ class Meta:
 class InputLog:
     """The log of one daemon's data directory; opened by :meth:`open`."""
 
-    def __init__(
-        self, directory: Path, meta: Meta, read: tuple[list[Any], int], policy: SyncPolicy
-    ) -> None:
+    def __init__(self, directory: Path, meta: Meta, policy: SyncPolicy) -> None:
         self.directory = directory
         self.meta = meta
-        # Read at open, for the replay (cleared after it); the log continues at ``end``.
-        self.records, self.end = read
         self.policy = policy
-        # Written at ``end`` with pwrite; the file is allocated ahead in extents, so that
-        # an fsync of an append does not also have to write the file's new size (the
-        # reader stops at the first all-zero header: no record is empty).
-        self.fd = os.open(directory / "inputs.log", os.O_RDWR | os.O_CREAT, 0o644)
-        self.allocated = os.fstat(self.fd).st_size
+        # The last snapshot (its payload, for the restore; cleared after it) and the
+        # segment the log continues in.
+        self.snapshot_payload: bytes | None = None
+        self.segment = 0
+        self.records: list[Any] = []  # after the snapshot, for the replay; cleared after it
+        self.end = 0  # where the segment's next record goes
+        self.fd = -1
+        self.allocated = 0
         self.buffer: list[bytes] = []
         self.last_sync = 0.0
+
+    def _read(self) -> None:
+        """The snapshot, and the records of the segments after it; older segments (a
+        crash right after a snapshot) are deleted."""
+        self.segment, self.snapshot_payload = read_snapshot(self.directory)
+        segments = sorted(_segments(self.directory))
+        for number in segments:
+            if number < self.segment:
+                (self.directory / _segment_name(number)).unlink()
+        later = [n for n in segments if n >= self.segment]
+        for number in later:
+            records, end = _read_records(self.directory / _segment_name(number))
+            self.records.extend(records)
+        if later:
+            self.segment = later[-1]
+        self.end = end if later else 0
+        self._open_segment()
+
+    def _open_segment(self) -> None:
+        # Written at ``end`` with pwrite; the file is allocated ahead in extents, so that
+        # an fsync of an append does not also have to write the file's new size (the
+        # reader stops at the zeros after the last record: no record is empty).
+        path = self.directory / _segment_name(self.segment)
+        self.fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        self.allocated = os.fstat(self.fd).st_size
+
+    def snapshot_due(self, segment_bytes_max: int) -> bool:
+        return self.end >= segment_bytes_max
+
+    def snapshot(self, payload: bytes) -> None:
+        """Replace everything logged so far by ``payload`` (the daemon's whole state at
+        the end of a step, after its sync): the next records go to a new segment, and
+        the old ones are deleted once the snapshot is durable."""
+        assert not self.buffer, "a snapshot is taken between steps"
+        write_snapshot(self.directory, self.segment + 1, payload)
+        old = self.segment
+        os.close(self.fd)
+        self.segment, self.end = old + 1, 0
+        self._open_segment()
+        (self.directory / _segment_name(old)).unlink()
+        log.info("input log: took a snapshot", bytes=len(payload), segment=self.segment)
 
     @classmethod
     def open(cls, directory: Path, meta: Meta, policy: SyncPolicy) -> InputLog:
@@ -129,7 +169,9 @@ class InputLog:
             meta = stored
         else:
             _write_meta(meta_path, meta)
-        return cls(directory, meta, _read_records(directory / "inputs.log"), policy)
+        opened = cls(directory, meta, policy)
+        opened._read()
+        return opened
 
     def check_members(self, members: list[str]) -> None:
         """The members this daemon met must be those it was started with the first time
@@ -170,6 +212,60 @@ class InputLog:
         os.close(self.fd)
 
 
+SNAPSHOT_FILE = "snapshot.bin"
+_SNAPSHOT_MAGIC = b"SKQSNAP1"
+_SNAPSHOT_HEADER = struct.Struct(">8sIQI")  # magic, first segment after it, length, crc32
+
+
+def read_snapshot(directory: Path) -> tuple[int, bytes | None]:
+    """The segment that follows the snapshot, and its payload (0, None: no snapshot)."""
+    path = directory / SNAPSHOT_FILE
+    if not path.exists():
+        return 0, None
+    data = path.read_bytes()
+    if len(data) >= _SNAPSHOT_HEADER.size:
+        magic, segment, length, crc = _SNAPSHOT_HEADER.unpack_from(data)
+        payload = data[_SNAPSHOT_HEADER.size :]
+        if magic == _SNAPSHOT_MAGIC and len(payload) == length and zlib.crc32(payload) == crc:
+            return segment, payload
+    raise DaemonError(
+        f"{path} is damaged (its checksum does not match); the log it replaced is gone, "
+        "so this daemon cannot come back from it"
+    )
+
+
+def write_snapshot(directory: Path, segment: int, payload: bytes) -> None:
+    header = _SNAPSHOT_HEADER.pack(_SNAPSHOT_MAGIC, segment, len(payload), zlib.crc32(payload))
+    temporary = directory / (SNAPSHOT_FILE + ".tmp")
+    with open(temporary, "wb") as f:
+        f.write(header + payload)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(temporary, directory / SNAPSHOT_FILE)
+    _fsync_directory(directory)
+
+
+def _segment_name(number: int) -> str:
+    return f"inputs-{number:08d}.log"
+
+
+def _segments(directory: Path) -> list[int]:
+    numbers = []
+    for path in directory.glob("inputs-*.log"):
+        digits = path.name.removeprefix("inputs-").removesuffix(".log")
+        if digits.isdigit():
+            numbers.append(int(digits))
+    return numbers
+
+
+def _fsync_directory(directory: Path) -> None:
+    fd = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
 def _read_meta(path: Path) -> Meta:
     try:
         raw = json.loads(path.read_text())
@@ -192,11 +288,7 @@ def _write_meta(path: Path, meta: Meta) -> None:
     with open(temporary, "rb") as f:
         os.fsync(f.fileno())
     os.replace(temporary, path)
-    directory = os.open(path.parent, os.O_RDONLY)
-    try:
-        os.fsync(directory)
-    finally:
-        os.close(directory)
+    _fsync_directory(path.parent)
 
 
 def _read_records(path: Path) -> tuple[list[Any], int]:

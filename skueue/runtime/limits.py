@@ -68,4 +68,7 @@ class Limits:
     # attempt's outcome (runtime/retries.py): a retry later than this runs again.
     retry_window_requests_max: int = RETRY_WINDOW_REQUESTS_MAX
     retry_window_bytes_max: int = RETRY_WINDOW_BYTES_MAX
+    # A durable daemon compacts its input log into a snapshot when the log reaches this
+    # size: a restart replays at most this much on top of the snapshot.
+    snapshot_log_bytes: int = 64 * 1024 * 1024
     request_timeout_s_max: float = 3600.0

@@ -36,6 +36,7 @@ from skueue.runtime.logging import DEBUG_LOGS
 from skueue.runtime.membership_waiters import MembershipWaiters
 from skueue.runtime.retries import RetryKey
 from skueue.runtime.sessions import ClientGone, ClientInput
+from skueue.runtime.snapshots import capture
 from skueue.runtime.state import log
 from skueue.wire.client_protocol import (
     ClientRequest,
@@ -99,6 +100,7 @@ class OwnerLoop(MembershipWaiters):
             if self.input_log is not None:
                 self.input_log.sync(now)  # before anything of this step goes out
             self._flush()
+            self._snapshot_if_due()
             await trio.lowlevel.checkpoint()
 
     async def _first_input(self, wait: float) -> list[Input]:
@@ -189,6 +191,15 @@ class OwnerLoop(MembershipWaiters):
                 self._log(["c", peer, number, frame])
                 self._handled(peer, number)
                 self._control(peer, frame)
+
+    def _snapshot_if_due(self) -> None:
+        """Compact the input log into a snapshot once it has grown past its limit
+        (between steps: everything of this step is logged, synced and flushed)."""
+        input_log = self.input_log
+        if input_log is None or not input_log.snapshot_due(self.limits.snapshot_log_bytes):
+            return
+        assert self.host is not None and self.directory is not None and self.links is not None
+        input_log.snapshot(capture(self.host, self.directory, self.inbound, self.links))
 
     def _acknowledge(self) -> None:
         """Tell peers what was handled of their frames: at most every ``ACK_DELAY_S``, or

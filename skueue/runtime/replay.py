@@ -20,15 +20,38 @@ from skueue.overlay.labels import Kind
 from skueue.runtime.address import parse_address
 from skueue.runtime.errors import DaemonError
 from skueue.runtime.link_receiver import Inbound
+from skueue.runtime.link_sender import LinkSender
 from skueue.runtime.owner import OwnerLoop
+from skueue.runtime.snapshots import RESTORED, install_outbox, restore
 from skueue.runtime.state import log
 from skueue.wire.peer import decode_message
 
-# The client id that replayed requests run under: no connection has it.
-REPLAYED = -1
-
 
 class Replay(OwnerLoop):
+    def _restore(self, payload: bytes) -> None:
+        """Take the state of the last snapshot (the records after it are replayed next)."""
+        assert self.host is not None and self.directory is not None and self.links is not None
+        try:
+            snapshot = restore(payload)
+        except Exception as e:  # noqa: BLE001 - whatever unpickling a bad file raises
+            raise DaemonError(f"the data directory's snapshot cannot be read: {e}") from None
+        met = dict(self.directory.addresses)
+        vars(self.directory).update(vars(snapshot.directory))
+        for peer, address in met.items():
+            if peer not in self.directory.departed:
+                self.directory.learn(peer, address)
+        self.host = snapshot.host
+        for peer, handled in snapshot.handled.items():
+            inbound = self.inbound.setdefault(peer, Inbound())
+            inbound.accepted = inbound.handled = inbound.acked = handled
+        for peer, (blobs, next_number, base) in snapshot.outboxes.items():
+            link = self.links.senders.get(peer)
+            if link is None:  # its writer starts once its address is known
+                link = self.links.senders[peer] = LinkSender()
+                self.links.unaddressed.add(peer)
+            install_outbox(link, blobs, next_number, base)
+        log.info("restored the snapshot", process=self.process_id, bytes=len(payload))
+
     def _replay(self, records: list[Any]) -> None:
         assert self.host is not None and self.directory is not None and self.links is not None
         host, directory = self.host, self.directory
@@ -41,12 +64,12 @@ class Replay(OwnerLoop):
                         host.tick()
                     case ["i", session, rid, values]:
                         key = None if session is None else (session, rid)
-                        host.insert(REPLAYED, rid, values, key=key)
-                        host.client_gone(REPLAYED)
+                        host.insert(RESTORED, rid, values, key=key)
+                        host.client_gone(RESTORED)
                     case ["r", session, rid, count]:
                         key = None if session is None else (session, rid)
-                        host.remove(REPLAYED, rid, count, key=key)
-                        host.client_gone(REPLAYED)
+                        host.remove(RESTORED, rid, count, key=key)
+                        host.client_gone(RESTORED)
                     case ["p", peer, number, kind, encoded]:
                         handled[peer] = number
                         # One refused the first time is refused again (its link was dropped).

@@ -31,7 +31,7 @@ def test_a_torn_tail_is_cut_and_never_replayed(tmp_path: Path) -> None:
         log.append(["r", None, i, 1])
     log.sync(0.0)
     log.close()
-    path = tmp_path / "inputs.log"
+    path = tmp_path / "inputs-00000000.log"
     whole = path.read_bytes().rstrip(b"\0")  # the records, without the allocated rest
     path.write_bytes(whole[:-3])  # the last record torn
     assert InputLog.open(tmp_path, META, SyncPolicy()).records == [
@@ -64,3 +64,30 @@ def test_sync_policies_parse_and_bad_ones_are_refused() -> None:
     for bad in ("sometimes", "interval=", "interval=-5", "interval=x"):
         with pytest.raises(ValueError, match="--fsync"):
             SyncPolicy.parse(bad)
+
+
+def test_a_snapshot_replaces_the_log_before_it(tmp_path: Path) -> None:
+    log = InputLog.open(tmp_path, META, SyncPolicy())
+    log.append(["t"])
+    log.sync(0.0)
+    assert log.snapshot_due(1) and not log.snapshot_due(1 << 20)
+    log.snapshot(b"state-1")
+    log.append(["r", None, 5, 1])
+    log.sync(0.0)
+    log.close()
+    again = InputLog.open(tmp_path, META, SyncPolicy())
+    assert again.snapshot_payload == b"state-1"
+    assert again.records == [["r", None, 5, 1]]  # only what came after the snapshot
+    assert sorted(p.name for p in tmp_path.glob("inputs-*.log")) == ["inputs-00000001.log"]
+
+
+def test_a_damaged_snapshot_is_refused_not_half_read(tmp_path: Path) -> None:
+    log = InputLog.open(tmp_path, META, SyncPolicy())
+    log.snapshot(b"state")
+    log.close()
+    path = tmp_path / "snapshot.bin"
+    data = bytearray(path.read_bytes())
+    data[-1] ^= 0xFF
+    path.write_bytes(bytes(data))
+    with pytest.raises(DaemonError, match="snapshot.bin is damaged"):
+        InputLog.open(tmp_path, META, SyncPolicy())
