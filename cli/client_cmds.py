@@ -286,6 +286,17 @@ def run_stats(args: argparse.Namespace) -> int:
     return 0
 
 
+def _durability(member: dict[str, Any]) -> str:
+    durable = member.get("durable")
+    if not isinstance(durable, dict):
+        return "  (in memory)" if "durable" in member else ""
+    log_mib = (durable.get("log_bytes") or 0) / (1024 * 1024)
+    return (
+        f"  (durable in {durable.get('data_dir')}, fsync {durable.get('fsync')}, "
+        f"log {log_mib:.1f} MiB since the last snapshot)"
+    )
+
+
 def format_stats(stats: dict[str, Any]) -> str:
     t = stats.get("totals", {})
     size = stats.get("size")
@@ -299,7 +310,7 @@ def format_stats(stats: dict[str, Any]) -> str:
     ]
     for m in stats.get("members", []):
         anchor = "  (anchor)" if m.get("anchor") else ""
-        lines.append(f"  {m.get('process')}: {m.get('entries')}{anchor}")
+        lines.append(f"  {m.get('process')}: {m.get('entries')}{anchor}{_durability(m)}")
     unreachable = stats.get("unreachable") or []
     if unreachable:
         lines.append(f"unreachable: {', '.join(unreachable)}")

@@ -71,7 +71,14 @@ class DaemonState:
         assert self.host is not None
         stats = local_stats(self.host)
         stats["dropped_results"] += self.sessions.dropped_results
-        return {**stats, "address": str(self.address)}
+        log = self.input_log
+        durable = None if log is None else {
+            "data_dir": str(log.directory),
+            "log_bytes": log.end,
+            "segment": log.segment,
+            "fsync": log.policy.mode,
+        }
+        return {**stats, "address": str(self.address), "durable": durable}
 
     def _why_no_answer(self) -> str:
         """What the daemon knows of why the cluster is not answering (for timeouts)."""
