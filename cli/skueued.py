@@ -60,7 +60,7 @@ def build_parser() -> Parser:
         "--data-dir",
         metavar="DIR",
         help="keep a write-ahead log of the daemon's inputs in DIR and come back from it "
-        "after a crash or restart (static clusters) (default: skueue-data/ID in the "
+        "after a crash or restart (default: skueue-data/ID in the "
         "working directory)",
     )
     p.add_argument(

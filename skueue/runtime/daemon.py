@@ -29,7 +29,7 @@ import trio
 
 from skueue.core.process import Process
 from skueue.overlay.ring import build_views
-from skueue.runtime.address import Address
+from skueue.runtime.address import Address, parse_address
 from skueue.runtime.config import DaemonConfig
 from skueue.runtime.directory import Directory
 from skueue.runtime.errors import DaemonError
@@ -76,9 +76,14 @@ class Daemon(Replay, IncomingConnections):
             if input_log is None:
                 self.links.ready.set()
             if self.config.join is not None:
-                seed = await self.links.connect_seed(self.config.join, self.limits.join_timeout_s)
+                seed = await self._seed(input_log)
                 self.host = Host(self._joining_process(seed), self._retry_window())
                 members = 0
+                if input_log is not None:
+                    # Where the owner would put them, before any input: a restart's
+                    # replay numbers these frames as the first life did.
+                    self.host.apply(self.pending_join_effects)
+                    self.pending_join_effects = []
             else:
                 peers = await self.links.connect_all(self.config.peers)
                 check_distinct(peers)
@@ -87,13 +92,14 @@ class Daemon(Replay, IncomingConnections):
                 members = len(ids)
                 if input_log is not None:
                     input_log.check_members(ids)
-                    if input_log.snapshot_payload is not None:
-                        self._restore(input_log.snapshot_payload)
-                        input_log.snapshot_payload = None
-                    self._replay(input_log.records)
-                    input_log.records = []
-                    self.input_log = input_log
-                    self.links.ready.set()
+            if input_log is not None:
+                if input_log.snapshot_payload is not None:
+                    self._restore(input_log.snapshot_payload)
+                    input_log.snapshot_payload = None
+                self._replay(input_log.records)
+                input_log.records = []
+                self.input_log = input_log
+                self.links.ready.set()
             nursery.start_soon(self.owner)
             self.ready.set()
             if self.config.join is not None:
@@ -113,15 +119,6 @@ class Daemon(Replay, IncomingConnections):
         nonce it had the first time, so that its peers take it back as the same member."""
         config = self.config
         directory = config.data_dir
-        if config.join is not None:
-            if directory is not None:
-                raise DaemonError(
-                    "--data-dir works for static clusters (--peers) only so far; "
-                    "a daemon that joins with --join keeps its data in memory"
-                )
-            if config.data_root is not None:
-                log.warning("a daemon that joins keeps its data in memory (so far)")
-            return None
         if directory is None and config.data_root is not None:
             directory = config.data_root / _directory_name(self.process_id)
         if directory is None:
@@ -142,6 +139,26 @@ class Daemon(Replay, IncomingConnections):
             fsync=config.fsync.mode,
         )
         return input_log
+
+    async def _seed(self, input_log: InputLog | None) -> str:
+        """The process this daemon joins through: asked at the first start; a durable
+        daemon coming back knows it from its data directory (the seed may be gone)."""
+        assert self.links is not None and self.directory is not None
+        config = self.config
+        assert config.join is not None
+        if input_log is not None and not input_log.fresh():
+            if input_log.meta.join is None:
+                raise DaemonError(
+                    f"{input_log.directory} belongs to a member of a static cluster: "
+                    "start it with --peers, not --join"
+                )
+            seed, address = input_log.meta.join
+            self.directory.learn(seed, parse_address(address))
+            return seed
+        seed = await self.links.connect_seed(config.join, self.limits.join_timeout_s)
+        if input_log is not None:
+            input_log.record_join(seed, str(self.directory.address(seed) or config.join))
+        return seed
 
     def _retry_window(self) -> RetryWindow:
         limits = self.limits

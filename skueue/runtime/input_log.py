@@ -87,7 +87,8 @@ class Meta:
     process_id: str
     nonce: str
     structure: str
-    members: tuple[str, ...]
+    members: tuple[str, ...]  # a static member's cluster (empty for one that joined)
+    join: tuple[str, str] | None = None  # a joined member's seed: its id and address
 
 
 class InputLog:
@@ -172,6 +173,16 @@ class InputLog:
         opened = cls(directory, meta, policy)
         opened._read()
         return opened
+
+    def fresh(self) -> bool:
+        """Nothing was logged here yet (a first start)."""
+        return not self.records and self.snapshot_payload is None
+
+    def record_join(self, seed: str, address: str) -> None:
+        """A first start that joined through ``seed``: a restart builds the same joining
+        process again (and never asks the seed again)."""
+        self.meta = attrs.evolve(self.meta, join=(seed, address))
+        _write_meta(self.directory / "meta.json", self.meta)
 
     def check_members(self, members: list[str]) -> None:
         """The members this daemon met must be those it was started with the first time
@@ -275,7 +286,14 @@ def _read_meta(path: Path) -> Meta:
                 f"({raw.get('format')!r} version {raw.get('version')!r}; this one reads "
                 f"{FORMAT!r} version {VERSION})"
             )
-        return Meta(raw["process_id"], raw["nonce"], raw["structure"], tuple(raw["members"]))
+        join = raw.get("join")
+        return Meta(
+            raw["process_id"],
+            raw["nonce"],
+            raw["structure"],
+            tuple(raw["members"]),
+            None if join is None else (str(join[0]), str(join[1])),
+        )
     except (OSError, ValueError, KeyError, TypeError) as e:
         raise DaemonError(f"{path} is not a skueued data directory's meta file: {e}") from None
 
@@ -283,6 +301,7 @@ def _read_meta(path: Path) -> Meta:
 def _write_meta(path: Path, meta: Meta) -> None:
     raw = {"format": FORMAT, "version": VERSION, **attrs.asdict(meta)}
     raw["members"] = list(meta.members)
+    raw["join"] = None if meta.join is None else list(meta.join)
     temporary = path.with_suffix(".tmp")
     temporary.write_text(json.dumps(raw, indent=1))
     with open(temporary, "rb") as f:

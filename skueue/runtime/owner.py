@@ -180,6 +180,9 @@ class OwnerLoop(MembershipWaiters):
             case ClientGone(client=client):
                 host.client_gone(client)
             case JoinStart(seed=seed, client=client, rid=rid):
+                assert self.directory is not None
+                at = self.directory.address(seed)
+                self._log(["J", seed, None if at is None else str(at)])
                 host.process = self._joining_process(seed)
                 host.apply(self.pending_join_effects)
                 self.pending_join_effects = []

@@ -85,6 +85,12 @@ class Replay(OwnerLoop):
                         directory.on_hello(peer, parse_address(address))
                     case ["o", peer, frame]:
                         host.peer_frames[peer].append(frame)
+                    case ["J", seed, address]:  # `skueue join` made this lone daemon join
+                        if address is not None:
+                            directory.learn(seed, parse_address(address))
+                        host.process = self._joining_process(seed)
+                        host.apply(self.pending_join_effects)
+                        self.pending_join_effects = []
                     case _:
                         raise DaemonError(f"input log: a record this version cannot replay: "
                                           f"{record!r:.80}")

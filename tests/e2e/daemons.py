@@ -123,7 +123,7 @@ def spawn(args: list[str], log_dir: Path, name: str) -> Daemon:
     """Start one ``skueued`` with ``args``; do not wait for it."""
     out = log_dir / f"{name}.stdout"
     err = log_dir / f"{name}.stderr"
-    if not {"--in-memory", "--data-dir", "--join"} & set(args):
+    if not {"--in-memory", "--data-dir"} & set(args):
         # Durable, as skueued is by default, but with the data next to the logs rather
         # than in the working directory.
         args = [*args, "--data-dir", str(log_dir / f"{name}.data")]

@@ -152,3 +152,52 @@ async def test_kill_9_of_every_daemon_at_once_loses_nothing(tmp_path: Path) -> N
     finally:
         problems = stop(cluster.daemons)
         assert not problems, problems
+
+
+@pytest.mark.trio
+async def test_a_member_that_joined_comes_back_after_kill_9(tmp_path: Path) -> None:
+    """A daemon that joined with --join is durable too: killed and started again with the
+    same flags, it rebuilds itself from its directory (it does not ask its seed again)."""
+    rng = random.Random(SEED)
+    cluster = Cluster(tmp_path)
+    cluster.addresses = cluster.addresses[:3]
+    static = [cluster.addresses[0], cluster.addresses[1]]
+    joiner_args = ["--listen", cluster.addresses[2], "--join", static[0], "--log-level", "info",
+                   "--data-dir", str(tmp_path / "data2"), "--snapshot-bytes", "65536"]
+
+    def spawn_joiner() -> Daemon:
+        cluster.starts += 1
+        daemon = spawn(joiner_args, tmp_path, f"joiner-{cluster.starts}")
+        cluster.all.append(daemon)
+        return daemon
+
+    kills: list[int] = []
+
+    async def faults() -> None:
+        for _ in range(2):
+            await trio.sleep(rng.uniform(*KILL_GAP_S))
+            cluster.kill(2)
+            kills.append(2)
+            cluster.daemons[2] = spawn_joiner()
+            await trio.to_thread.run_sync(wait_ready, [cluster.daemons[2]])
+
+    try:
+        cluster.daemons = []
+        for i in range(2):
+            peers = static[1 - i]
+            cluster.daemons.append(spawn(
+                ["--listen", static[i], "--peers", peers, "--log-level", "warning",
+                 "--data-dir", str(tmp_path / f"data{i}")], tmp_path, f"static{i}"))
+        wait_ready(cluster.daemons)
+        cluster.daemons.append(spawn_joiner())
+        wait_ready([cluster.daemons[2]])
+        load = config(cluster, OPS)
+        result = await under_faults(load, faults)
+        print(f"the joined member was killed {len(kills)} times; {len(result.records)} ops")
+        assert kills, "the workload ended before the first kill"
+        assert_history_ok(result, load)
+        logs = cluster.logs()
+        assert "bug:" not in logs and "replayed the input log" in logs
+    finally:
+        problems = stop(cluster.daemons)
+        assert not problems, problems
