@@ -53,8 +53,9 @@ class IncomingConnections(DaemonState):
         address = reachable(greeting.address, stream)
         if not self.links.same_incarnation(peer, greeting.nonce):
             raise RemoteProtocolError(
-                f"{peer} restarted without its state; the cluster cannot take it back "
-                "(no durable storage yet): restart the whole cluster"
+                f"{peer} restarted without its state (in memory, or with another data "
+                "directory); the cluster cannot take it back: start it with its data "
+                "directory, or restart the whole cluster"
             )
         inbound = self.inbound.setdefault(peer, Inbound())
         session = next(self.session_numbers)

@@ -86,9 +86,10 @@ class PeerLinks:
         # Sent in every hello: a hello that comes back with it was our own (an address of
         # this daemon in its own --peers), one with our id but another nonce is a clash.
         self.nonce = os.urandom(8).hex()
-        # The nonce each peer first said hello with.  A daemon that restarts comes back
-        # with a new one and without its state (there is no durable storage yet), and
-        # serving it as if it were the same member would corrupt the queue; it is refused.
+        # The nonce each peer first said hello with.  A durable daemon keeps its nonce in
+        # its data directory; one that comes back with a new nonce came back without its
+        # state (in memory, or another directory), and serving it as if it were the same
+        # member would corrupt the queue: it is refused.
         self.incarnations: dict[str, str] = {}
         self.restarted: set[str] = set()
         # Set once the links' outboxes are what they must be: at once for an in-memory
@@ -180,7 +181,7 @@ class PeerLinks:
             self.restarted.add(peer)
             log.error(
                 "a member restarted and lost its state; refusing it (this cluster cannot "
-                "take it back until daemons keep their data on disk)",
+                "take it back: it must start with its data directory)",
                 peer=peer,
             )
         self.mark_down(peer)
