@@ -2,7 +2,7 @@
 
     .venv/bin/python bench/redis_compare.py [--ops 6000] [--clients 1,4,16] [--nodes 1,2,4]
         [--modes one,batch,inflight] [--batch-clients 8] [--batch 100] [--batch-ops N]
-        [--in-flight-clients 16] [--in-flight 8]
+        [--in-flight-clients 16] [--in-flight 8] [--durability none|always|everysec]
 
 Three loads (``--modes``), each half RPUSH/enqueue and half LPOP/dequeue with 100-byte
 values, the choices drawn from the same seeds for both systems:
@@ -25,6 +25,12 @@ Every Skueue row is drained after its workload and its history checked for
 linearizability; a failed check makes the script exit 1 after printing everything.  It
 prints the command and a Markdown table (with ours/Redis for the same load), the CPU an
 idle daemon uses, and writes the same as JSON (``--out``).
+
+``--durability`` makes both systems keep the same promise: ``none`` (the default: Redis
+without persistence, Skueue ``--in-memory``), ``always`` (Redis AOF with appendfsync
+always, Skueue ``--fsync batch``: an acknowledged operation survives a power loss) or
+``everysec`` (appendfsync everysec, Skueue ``--fsync interval=1000``: up to a second lost
+to a power loss).  Redis keeps its AOF in a temporary directory, removed afterwards.
 """
 
 from __future__ import annotations
@@ -39,6 +45,7 @@ import shutil
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
@@ -51,7 +58,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from skueue.check.checker import check  # noqa: E402
-from skueue.cluster.launch import LaunchedCluster, launch  # noqa: E402
+from skueue.cluster.launch import LaunchedCluster, launch, skueued_command  # noqa: E402
 from skueue.cluster.loadgen import (  # noqa: E402
     LoadConfig,
     drain,
@@ -162,10 +169,26 @@ def free_port() -> int:
         return port
 
 
-def start_redis(binary: str) -> tuple[subprocess.Popen[bytes], int]:
+# --durability: what each system is told, so that both keep the same promise.
+#   none      Redis without persistence; Skueue --in-memory
+#   always    Redis AOF, appendfsync always; Skueue --fsync batch (one fsync per step,
+#             before any reply of the step: an acknowledged operation survives power loss)
+#   everysec  Redis AOF, appendfsync everysec; Skueue --fsync interval=1000
+DURABILITY = {
+    "none": (["--appendonly", "no"], None),
+    "always": (["--appendonly", "yes", "--appendfsync", "always"], "batch"),
+    "everysec": (["--appendonly", "yes", "--appendfsync", "everysec"], "interval=1000"),
+}
+
+
+def start_redis(
+    binary: str, durability: str = "none", directory: str | None = None
+) -> tuple[subprocess.Popen[bytes], int]:
     port = free_port()
+    persistence = DURABILITY[durability][0]
+    where = ["--dir", directory] if directory else []
     proc = subprocess.Popen(
-        [binary, "--port", str(port), "--bind", HOST, "--save", "", "--appendonly", "no"],
+        [binary, "--port", str(port), "--bind", HOST, "--save", "", *persistence, *where],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
@@ -230,8 +253,11 @@ async def redis_load(port: int, pid: int, load: Load, value_bytes: int) -> dict[
     return row_stats(load, seconds, percentiles(latencies), cpu)
 
 
-def measure_redis(loads: list[Load], value_bytes: int) -> list[dict[str, Any]]:
-    redis_proc, port = start_redis(ensure_redis())
+def measure_redis(
+    loads: list[Load], value_bytes: int, durability: str = "none"
+) -> list[dict[str, Any]]:
+    directory = tempfile.mkdtemp(prefix="redis-bench-")
+    redis_proc, port = start_redis(ensure_redis(), durability, directory)
     rows = []
     try:
         for load in loads:
@@ -241,6 +267,7 @@ def measure_redis(loads: list[Load], value_bytes: int) -> list[dict[str, Any]]:
     finally:
         redis_proc.terminate()
         redis_proc.wait(timeout=10)
+        shutil.rmtree(directory, ignore_errors=True)
     return rows
 
 
@@ -275,11 +302,17 @@ async def skueue_load(cluster: LaunchedCluster, load: Load, value_bytes: int) ->
 
 
 def measure_skueue(
-    node_counts: list[int], loads: list[Load], value_bytes: int, idle_seconds: float
+    node_counts: list[int],
+    loads: list[Load],
+    value_bytes: int,
+    idle_seconds: float,
+    durability: str = "none",
 ) -> tuple[list[dict[str, Any]], float | None]:
     rows, idle = [], None
+    fsync = DURABILITY[durability][1]
+    command = None if fsync is None else [*skueued_command(), "--fsync", fsync]
     for n in node_counts:
-        with launch(n) as cluster:
+        with launch(n, in_memory=fsync is None, command=command) as cluster:
             for load in loads:
                 r = anyio.run(skueue_load, cluster, load, value_bytes, backend="asyncio")
                 rows.append({"system": "skueue", "nodes": n, **r})
@@ -378,13 +411,25 @@ def main() -> None:
     parser.add_argument("--in-flight", type=int, default=8, help="requests in flight per client")
     parser.add_argument("--value-bytes", type=int, default=100)
     parser.add_argument("--idle-seconds", type=float, default=10.0)
-    parser.add_argument("--out", type=Path, default=RESULTS / "redis_compare.json")
+    parser.add_argument(
+        "--durability",
+        choices=sorted(DURABILITY),
+        default="none",
+        help="none: both in memory; always: Redis AOF appendfsync always against Skueue "
+        "--fsync batch; everysec: appendfsync everysec against --fsync interval=1000",
+    )
+    parser.add_argument("--out", type=Path, default=None, help="the JSON report")
     args = parser.parse_args()
+    if args.out is None:
+        suffix = "" if args.durability == "none" else f"_{args.durability}"
+        args.out = RESULTS / f"redis_compare{suffix}.json"
     loads = loads_of(args)
     node_counts = [int(n) for n in args.nodes.split(",")]
 
-    rows = measure_redis(loads, args.value_bytes)
-    skueue_rows, idle = measure_skueue(node_counts, loads, args.value_bytes, args.idle_seconds)
+    rows = measure_redis(loads, args.value_bytes, args.durability)
+    skueue_rows, idle = measure_skueue(
+        node_counts, loads, args.value_bytes, args.idle_seconds, args.durability
+    )
     rows = with_ratios(rows + skueue_rows, loads)
     machine = f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}"
     print_report(rows, loads, machine, idle, args)
