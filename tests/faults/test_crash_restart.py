@@ -15,27 +15,22 @@ restarts them all.
 
 from __future__ import annotations
 
-import os
 import random
 import signal
 from pathlib import Path
 
-import anyio
 import pytest
 import trio
 
-from skueue.cluster.loadgen import LoadConfig, LoadResult, drain, run_workload
+from skueue.cluster.loadgen import LoadConfig
 from tests.e2e.daemons import HOST, Daemon, free_ports, spawn, stop, wait_ready
 from tests.e2e.oracle import assert_history_ok
+from tests.faults.workload import DAEMONS, LONG, SEED, fault_load, under_faults
 
-LONG = os.environ.get("SKUEUE_FAULTS") == "long"
-DAEMONS = 4
-CLIENTS = 8
 OPS = 100_000 if LONG else 12_000
 KILLS = 20 if LONG else 4
 KILL_GAP_S = (1.0, 3.0)
 TIMEOUT_S = 900.0 if LONG else 120.0
-SEED = int(os.environ.get("SKUEUE_FAULT_SEED", "11"))
 
 
 class Cluster:
@@ -75,26 +70,7 @@ class Cluster:
 
 
 def config(cluster: Cluster, ops: int) -> LoadConfig:
-    return LoadConfig(
-        nodes=tuple(cluster.addresses),
-        clients=CLIENTS,
-        ops=ops,
-        insert_ratio=0.55,
-        value_bytes=32,
-        seed=SEED,
-        request_timeout_s=60.0,
-    )
-
-
-async def under_faults(load: LoadConfig, faults: object) -> LoadResult:
-    async with trio.open_nursery() as nursery:
-        nursery.start_soon(faults)  # type: ignore[arg-type]
-        with anyio.fail_after(TIMEOUT_S):
-            result = await run_workload(load)
-        nursery.cancel_scope.cancel()
-    with anyio.fail_after(TIMEOUT_S):
-        await drain(load, result)
-    return result
+    return fault_load(cluster.addresses, ops)
 
 
 @pytest.mark.trio
@@ -118,7 +94,7 @@ async def test_kill_9_and_restart_one_daemon_at_a_time(tmp_path: Path) -> None:
     try:
         cluster.start()
         load = config(cluster, OPS)
-        result = await under_faults(load, faults)
+        result = await under_faults(load, faults, TIMEOUT_S)
         print(f"{len(kills)} kills {kills}; {len(result.records)} operations")
         assert len(kills) >= min(KILLS, DAEMONS), "the workload ended before the faults did"
         assert_history_ok(result, load)
@@ -146,7 +122,7 @@ async def test_kill_9_of_every_daemon_at_once_loses_nothing(tmp_path: Path) -> N
     try:
         cluster.start()
         load = config(cluster, OPS // 2)
-        result = await under_faults(load, faults)
+        result = await under_faults(load, faults, TIMEOUT_S)
         assert_history_ok(result, load)
         assert "bug:" not in cluster.logs()
     finally:
@@ -192,7 +168,7 @@ async def test_a_member_that_joined_comes_back_after_kill_9(tmp_path: Path) -> N
         cluster.daemons.append(spawn_joiner())
         wait_ready([cluster.daemons[2]])
         load = config(cluster, OPS)
-        result = await under_faults(load, faults)
+        result = await under_faults(load, faults, TIMEOUT_S)
         print(f"the joined member was killed {len(kills)} times; {len(result.records)} ops")
         assert kills, "the workload ended before the first kill"
         assert_history_ok(result, load)

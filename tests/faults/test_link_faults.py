@@ -19,28 +19,22 @@ left its requests' outcome unknown.)
 
 from __future__ import annotations
 
-import os
 import random
 from pathlib import Path
 
-import anyio
 import pytest
 import trio
 
-from skueue.cluster.loadgen import LoadConfig, LoadResult, drain, run_workload
 from skueue.runtime.address import Address
 from tests.e2e.daemons import HOST, Daemon, free_ports, spawn, stop, wait_ready
 from tests.e2e.oracle import assert_history_ok
 from tests.faults.chaos_proxy import ChaosProxy
+from tests.faults.workload import DAEMONS, LONG, SEED, fault_load, under_faults
 
-LONG = os.environ.get("SKUEUE_FAULTS") == "long"
-DAEMONS = 4
-CLIENTS = 8
 OPS = 50_000 if LONG else 6_000
 FAULTS_MAX = 2_000 if LONG else 40
 FAULT_GAP_S = (0.02, 0.15)
 WORKLOAD_TIMEOUT_S = 600.0 if LONG else 90.0
-SEED = int(os.environ.get("SKUEUE_FAULT_SEED", "11"))
 
 
 @pytest.mark.trio
@@ -66,18 +60,15 @@ async def test_connection_resets_lose_and_duplicate_nothing(tmp_path: Path, brok
                     args += ["--advertise", str(proxied[i])]
                 daemons.append(spawn(args, tmp_path, f"d{i}"))
             await trio.to_thread.run_sync(wait_ready, daemons)
-            config = LoadConfig(
-                nodes=tuple(str(a) for a in (listen if through_proxy else proxied)),
-                clients=CLIENTS,
-                ops=OPS,
-                insert_ratio=0.55,
-                value_bytes=32,
-                seed=SEED,
-                request_timeout_s=60.0,
-            )
-            result = await _workload_under_faults(config, proxy, rng)
-            with anyio.fail_after(WORKLOAD_TIMEOUT_S):
-                await drain(config, result)
+            nodes = listen if through_proxy else proxied
+            config = fault_load([str(a) for a in nodes], OPS)
+
+            async def faults() -> None:
+                for _ in range(FAULTS_MAX):
+                    await trio.sleep(rng.uniform(*FAULT_GAP_S))
+                    proxy.break_one()
+
+            result = await under_faults(config, faults, WORKLOAD_TIMEOUT_S)
             nursery.cancel_scope.cancel()
         print(f"{broken}: {proxy.broken} connections reset; {len(result.records)} operations")
         assert proxy.broken >= min(FAULTS_MAX, 10), "the proxy broke too few connections to tell"
@@ -90,20 +81,3 @@ async def test_connection_resets_lose_and_duplicate_nothing(tmp_path: Path, brok
         problems = stop(daemons)
         assert not problems, problems
 
-
-async def _workload_under_faults(
-    config: LoadConfig, proxy: ChaosProxy, rng: random.Random
-) -> LoadResult:
-    async def faults(stop_faults: trio.CancelScope) -> None:
-        with stop_faults:
-            for _ in range(FAULTS_MAX):
-                await trio.sleep(rng.uniform(*FAULT_GAP_S))
-                proxy.break_one()
-
-    stop_faults = trio.CancelScope()
-    async with trio.open_nursery() as nursery:
-        nursery.start_soon(faults, stop_faults)
-        with anyio.fail_after(WORKLOAD_TIMEOUT_S):
-            result = await run_workload(config)
-        stop_faults.cancel()
-    return result

@@ -1,0 +1,45 @@
+"""What the fault tests share: their sizes (quick in CI, ``SKUEUE_FAULTS=long`` once), the
+seed that replays a run, and the workload run while faults happen, then drained."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Awaitable, Callable
+
+import anyio
+import trio
+
+from skueue.cluster.loadgen import LoadConfig, LoadResult, drain, run_workload
+
+LONG = os.environ.get("SKUEUE_FAULTS") == "long"
+SEED = int(os.environ.get("SKUEUE_FAULT_SEED", "11"))
+DAEMONS = 4
+CLIENTS = 8
+
+
+def fault_load(nodes: list[str], ops: int) -> LoadConfig:
+    """The mixed workload of every fault test; requests may wait out a restart."""
+    return LoadConfig(
+        nodes=tuple(nodes),
+        clients=CLIENTS,
+        ops=ops,
+        insert_ratio=0.55,
+        value_bytes=32,
+        seed=SEED,
+        request_timeout_s=60.0,
+    )
+
+
+async def under_faults(
+    load: LoadConfig, faults: Callable[[], Awaitable[None]], timeout_s: float
+) -> LoadResult:
+    """Run the workload while ``faults`` runs; stop the faults when the workload is done
+    (they are bounded themselves too), then drain."""
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(faults)
+        with anyio.fail_after(timeout_s):
+            result = await run_workload(load)
+        nursery.cancel_scope.cancel()
+    with anyio.fail_after(timeout_s):
+        await drain(load, result)
+    return result
