@@ -38,7 +38,7 @@ from skueue.runtime.host import Host
 from skueue.runtime.incoming import IncomingConnections
 from skueue.runtime.input_log import InputLog, Meta
 from skueue.runtime.peers import PeerLinks
-from skueue.runtime.replay import Replay, left_before
+from skueue.runtime.replay import Replay
 from skueue.runtime.resources import files_needed, raise_open_files_limit
 from skueue.runtime.retries import RetryWindow
 from skueue.runtime.state import log
@@ -126,7 +126,7 @@ class Daemon(Replay, IncomingConnections):
         assert self.links is not None
         meta = Meta(self.process_id, self.links.nonce, config.structure.value, ())
         input_log = InputLog.open(directory, meta, config.fsync)
-        if left_before(input_log.records):
+        if input_log.meta.left:
             raise DaemonError(
                 f"the daemon of {directory} left its cluster; it cannot come back as "
                 "that member (start it with an empty --data-dir to serve again)"

@@ -89,6 +89,7 @@ class Meta:
     structure: str
     members: tuple[str, ...]  # a static member's cluster (empty for one that joined)
     join: tuple[str, str] | None = None  # a joined member's seed: its id and address
+    left: bool = False  # it left its cluster: it may not come back as that member
 
 
 class InputLog:
@@ -183,6 +184,14 @@ class InputLog:
         process again (and never asks the seed again)."""
         self.meta = attrs.evolve(self.meta, join=(seed, address))
         _write_meta(self.directory / "meta.json", self.meta)
+
+    def record_left(self) -> None:
+        """The process has left its cluster (its data is with the others): a restart
+        from this directory is refused.  (One that crashed while leaving comes back and
+        finishes leaving: its log holds the leave.)"""
+        if not self.meta.left:
+            self.meta = attrs.evolve(self.meta, left=True)
+            _write_meta(self.directory / "meta.json", self.meta)
 
     def check_members(self, members: list[str]) -> None:
         """The members this daemon met must be those it was started with the first time
@@ -293,6 +302,7 @@ def _read_meta(path: Path) -> Meta:
             raw["structure"],
             tuple(raw["members"]),
             None if join is None else (str(join[0]), str(join[1])),
+            bool(raw.get("left", False)),
         )
     except (OSError, ValueError, KeyError, TypeError) as e:
         raise DaemonError(f"{path} is not a skueued data directory's meta file: {e}") from None

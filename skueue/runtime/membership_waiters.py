@@ -101,6 +101,8 @@ class MembershipWaiters(DaemonState):
             self.join_waiters.clear()
         if process.departed and not self.left.is_set():
             log.info("left the cluster; its data is held by the others", process=self.process_id)
+            if self.input_log is not None:
+                self.input_log.record_left()
             self._announce_departure()
             for client, rid in self.leave_waiters:
                 self.host.client_frames.append((client, Done(rid, [])))
@@ -118,7 +120,7 @@ class MembershipWaiters(DaemonState):
             self.directory.heir(),
             {k: counters[k] for k in COUNTER_NAMES},
         ]
-        self._gossip([(p, frame) for p in self.directory.others()])
+        self._send_control([(p, frame) for p in self.directory.others()])
 
     async def drain_links(self, timeout_s: float = 5.0) -> None:
         """Wait until the peers acknowledged the last messages (a leaver's hand-over)."""

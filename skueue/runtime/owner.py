@@ -154,7 +154,7 @@ class OwnerLoop(MembershipWaiters):
                 try:
                     host.peer_message(kind, message)
                     if self.directory is not None and not self.directory.is_member(peer):
-                        self._gossip(self.directory.confirm(peer))
+                        self._send_control(self.directory.confirm(peer))
                 except PeerError as e:
                     # The peer's fault: the core changed nothing; drop the link so that a
                     # peer that sends garbage is not served on.
@@ -169,7 +169,7 @@ class OwnerLoop(MembershipWaiters):
                 assert self.directory is not None
                 self._log(["h", peer, str(address)])
                 self.links.mark_up(peer)
-                self._gossip(self.directory.on_hello(peer, address))
+                self._send_control(self.directory.on_hello(peer, address))
             case PeerGone(peer=peer, session=session):
                 assert self.directory is not None
                 self.directory.forget_contact(peer)
@@ -251,7 +251,7 @@ class OwnerLoop(MembershipWaiters):
                 own = self._own_stats()
                 now = trio.current_time()
                 self.stats.start(client, rid, own, peers, now, self.links.down())
-                self._gossip([(peer, ["stats-query", self.stats.last_qid]) for peer in peers])
+                self._send_control([(peer, ["stats-query", self.stats.last_qid]) for peer in peers])
                 self._stats_ready()
 
     def _refuse_while_leaving(self, client: int, rid: int) -> bool:
@@ -280,7 +280,7 @@ class OwnerLoop(MembershipWaiters):
         match frame[0]:
             case "stats-query":
                 answer = self._own_stats()
-                self._gossip([(peer, ["stats-answer", frame[1], answer])])
+                self._send_control([(peer, ["stats-answer", frame[1], answer])])
             case "stats-answer":
                 self.stats.answer(peer, frame[1], frame[2])
                 self._stats_ready()
@@ -291,7 +291,7 @@ class OwnerLoop(MembershipWaiters):
                     log.warning("bad gossip; dropping the peer's link", peer=peer, error=str(e))
                     self._drop_peer_session(peer)
                     return
-                self._gossip(out)
+                self._send_control(out)
                 if departure is not None:
                     log.info("a member left the cluster", member=departure.process)
                     self.links.forget(departure.process)

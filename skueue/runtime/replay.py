@@ -85,6 +85,8 @@ class Replay(OwnerLoop):
                         directory.on_hello(peer, parse_address(address))
                     case ["o", peer, frame]:
                         host.peer_frames[peer].append(frame)
+                    case ["l"]:  # a leave it had started when it stopped
+                        host.process.leave()
                     case ["J", seed, address]:  # `skueue join` made this lone daemon join
                         if address is not None:
                             directory.learn(seed, parse_address(address))
@@ -109,7 +111,3 @@ class Replay(OwnerLoop):
             frames_to_resend=self.links.unacknowledged(),
         )
 
-
-def left_before(records: list[Any]) -> bool:
-    """Whether the log says this daemon left its cluster (it may not come back as it)."""
-    return any(record == ["l"] for record in records)

@@ -97,7 +97,7 @@ class DaemonState:
             for p, s in down.items()
         )
 
-    def _gossip(self, out: list[tuple[str, list[Any]]]) -> None:
+    def _send_control(self, out: list[tuple[str, list[Any]]]) -> None:
         """Send control frames (gossip, stats) to peers.  They do not follow from the
         process's inputs, so the input log keeps them as they are, and a replay sends the
         logged ones instead of making them again."""

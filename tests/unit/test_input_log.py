@@ -91,3 +91,11 @@ def test_a_damaged_snapshot_is_refused_not_half_read(tmp_path: Path) -> None:
     path.write_bytes(bytes(data))
     with pytest.raises(DaemonError, match="snapshot.bin is damaged"):
         InputLog.open(tmp_path, META, SyncPolicy())
+
+
+def test_a_member_that_left_is_remembered_as_gone(tmp_path: Path) -> None:
+    log = InputLog.open(tmp_path, META, SyncPolicy())
+    assert not log.meta.left
+    log.record_left()
+    log.close()
+    assert InputLog.open(tmp_path, META, SyncPolicy()).meta.left  # the daemon refuses it
