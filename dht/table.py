@@ -9,13 +9,25 @@ the Put arrives (messages are not FIFO).
 Stack: a position may hold several elements over time, told apart by tickets.  A Pop
 ``(p, t)`` takes the entry at ``p`` with the largest ticket ``<= t``; entries pushed later
 (larger tickets) are never taken by an earlier Pop.
+
+Where elements live: in the table itself, or, when a driver attaches an
+:class:`~skueue.dht.storage.interface.EntryStore` (a durable daemon does), in that store,
+the table keeping only each entry's record id.  Then the memory a node needs does not grow
+with the size of its elements, only with their number; the store is the one the driver
+opened, and the table only appends, reads and removes through its small interface.
+
+The index is flat where it can be: ticket 0 (every queue entry) maps a position straight
+to its element or record, and only entries with a larger ticket (a stack's) take a dict
+per position.  At 10^6 entries the nested form alone cost about 200 bytes each.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar
+
+from skueue.dht.storage.interface import EntryStore
 
 Waiter = TypeVar("Waiter")
 Element = TypeVar("Element")
@@ -28,13 +40,28 @@ class Table(Generic[Waiter, Element]):
     ``Waiter`` is whatever the caller needs to answer a Get later (the requester).
     """
 
-    # position -> {ticket: element}; the queue uses ticket 0 only.
-    entries: dict[int, dict[int, Element]] = field(default_factory=dict)
+    # position -> the ticket-0 entry's element, or its record id in ``store``
+    entries: dict[int, Any] = field(default_factory=dict)
+    # position -> {ticket: element or record id}, for tickets above 0 (a stack's)
+    ticketed: dict[int, dict[int, Any]] = field(default_factory=dict)
     # position -> [(ticket, waiter)]
     waiting: dict[int, list[tuple[int, Waiter]]] = field(default_factory=dict)
+    # Where the elements are, when not here (attached by the driver before any entry).
+    store: EntryStore | None = None
 
     def __len__(self) -> int:
-        return sum(len(v) for v in self.entries.values())
+        return len(self.entries) + sum(len(v) for v in self.ticketed.values())
+
+    def attach(self, store: EntryStore) -> None:
+        """Keep the elements in ``store`` from now on; only an empty table may move."""
+        if len(self):
+            raise ValueError("an entry store is attached to an empty table only")
+        self.store = store
+
+    def has(self, position: int, ticket: int = 0) -> bool:
+        if ticket == 0:
+            return position in self.entries
+        return ticket in self.ticketed.get(position, ())
 
     def put(self, position: int, element: Element, ticket: int = 0) -> list[tuple[Waiter, Element]]:
         """Store an entry; returns the waiting Gets it serves (at most one)."""
@@ -46,23 +73,29 @@ class Table(Generic[Waiter, Element]):
                     if not waiters:
                         del self.waiting[position]
                     return [(waiter, element)]
-        slot = self.entries.setdefault(position, {})
-        if ticket in slot:
+        if self.has(position, ticket):
             raise ValueError(f"duplicate put at position {position} ticket {ticket}")
-        slot[ticket] = element
+        stored: Any = element
+        if self.store is not None:
+            stored = self.store.append(position, ticket, element)  # type: ignore[arg-type]
+        if ticket == 0:
+            self.entries[position] = stored
+        else:
+            self.ticketed.setdefault(position, {})[ticket] = stored
         return []
 
     def get(self, position: int, waiter: Waiter, ticket: int = 0) -> tuple[bool, Element | None]:
         """Take the entry for a Get; ``(False, None)`` means the Get now waits here."""
-        slot = self.entries.get(position)
+        slot = self.ticketed.get(position)
         if slot:
             eligible = [t for t in slot if t <= ticket]
             if eligible:
-                best = max(eligible)
-                element = slot.pop(best)
+                stored = slot.pop(max(eligible))
                 if not slot:
-                    del self.entries[position]
-                return True, element
+                    del self.ticketed[position]
+                return True, self._take(stored)
+        if position in self.entries:  # ticket 0: below every other, so taken last
+            return True, self._take(self.entries.pop(position))
         self.waiting.setdefault(position, []).append((ticket, waiter))
         return False, None
 
@@ -70,16 +103,22 @@ class Table(Generic[Waiter, Element]):
         return sum(len(v) for v in self.waiting.values())
 
     def items(self) -> Iterator[tuple[int, int, Element]]:
-        for position, slot in self.entries.items():
-            for ticket, element in slot.items():
-                yield position, ticket, element
+        for position, ticket, stored in self._stored():
+            yield position, ticket, self._element(stored)
 
     def take_where(self, moves: Callable[[int], bool]) -> list[tuple[int, int, Element]]:
         """Remove and return the entries whose position ``moves`` (a hand-over)."""
         out = []
-        for position in [p for p in self.entries if moves(p)]:
-            for ticket, element in self.entries.pop(position).items():
-                out.append((position, ticket, element))
+        for position, ticket, stored in list(self._stored()):
+            if moves(position):
+                if ticket == 0:
+                    del self.entries[position]
+                else:
+                    slot = self.ticketed[position]
+                    del slot[ticket]
+                    if not slot:
+                        del self.ticketed[position]
+                out.append((position, ticket, self._take(stored)))
         return out
 
     def add_entries(self, entries: Iterable[tuple[int, int, Element]]) -> None:
@@ -88,3 +127,30 @@ class Table(Generic[Waiter, Element]):
             served = self.put(position, element, ticket)
             if served:
                 raise ValueError(f"a Get waited for handed-over position {position}")
+
+    def records(self) -> Iterator[int]:
+        """The store's record ids of every entry (the driver's check after a restart)."""
+        if self.store is not None:
+            for _, _, record in self._stored():
+                yield record
+
+    # -- where an element is ----------------------------------------------------------
+
+    def _stored(self) -> Iterator[tuple[int, int, Any]]:
+        for position, stored in self.entries.items():
+            yield position, 0, stored
+        for position, slot in self.ticketed.items():
+            for ticket, stored in slot.items():
+                yield position, ticket, stored
+
+    def _element(self, stored: Any) -> Element:
+        if self.store is None:
+            return stored
+        return self.store.read(stored)  # type: ignore[return-value]
+
+    def _take(self, stored: Any) -> Element:
+        """The element of an entry that leaves the table (its record too)."""
+        element = self._element(stored)
+        if self.store is not None:
+            self.store.remove(stored)
+        return element

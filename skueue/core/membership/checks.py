@@ -183,7 +183,7 @@ def _check_entries(node: NodeState, entries: Iterable[Entry], lo: int, hi: int) 
             _refuse(node, f"handed-over entry at {position} ticket {ticket}")
         if not isinstance(element, bytes | str):
             _refuse(node, "an element is bytes or text")
-        if (position, ticket) in seen or ticket in node.store.table.entries.get(position, {}):
+        if (position, ticket) in seen or node.store.table.has(position, ticket):
             _refuse(node, f"handed-over entry at {position} ticket {ticket} twice")
         if position in node.store.table.waiting:
             _refuse(node, f"handed-over entry at {position}, for which a Get waits here")

@@ -114,7 +114,7 @@ def _check_dht(node: NodeState, m: Put | Get) -> None:
     if isinstance(m, Put):
         if not isinstance(m.element, bytes | str):
             refuse(node, "an element is bytes or text")
-        if m.ticket in table.entries.get(m.position, {}):
+        if table.has(m.position, m.ticket):
             refuse(node, f"{m.describe()}: position {m.position} is taken")
     elif any(w == (m.requester, m.op_id) for _, w in table.waiting.get(m.position, [])):
         refuse(node, f"{m.describe()}: waits here already")
