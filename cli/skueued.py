@@ -165,9 +165,12 @@ def main(argv: list[str] | None = None) -> int:
     configure(args.log_format, args.log_level)
     if args.snapshot_bytes < 4096:
         fail("skueued", f"--snapshot-bytes must be at least 4096, not {args.snapshot_bytes}")
-    limits = attrs.evolve(
-        Limits(), value_bytes_max=args.value_bytes_max, snapshot_log_bytes=args.snapshot_bytes
-    )
+    try:
+        limits = attrs.evolve(
+            Limits(), value_bytes_max=args.value_bytes_max, snapshot_log_bytes=args.snapshot_bytes
+        )
+    except ValueError as e:
+        fail("skueued", str(e))
     config = DaemonConfig(
         listen,
         peers,

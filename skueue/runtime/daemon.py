@@ -32,6 +32,7 @@ from skueue.overlay.ring import build_views
 from skueue.runtime.address import Address, parse_address
 from skueue.runtime.config import DaemonConfig
 from skueue.runtime.directory import Directory
+from skueue.runtime.entry_store import ENTRIES_DIRECTORY, SnapshotEntryStore, attach
 from skueue.runtime.errors import DaemonError
 from skueue.runtime.handshake import check_distinct
 from skueue.runtime.host import Host
@@ -96,6 +97,7 @@ class Daemon(Replay, IncomingConnections):
                 if input_log.snapshot_payload is not None:
                     self._restore(input_log.snapshot_payload)
                     input_log.snapshot_payload = None
+                self._forget_lost_appends()
                 self._replay(input_log.records)
                 input_log.records = []
                 self.input_log = input_log
@@ -132,6 +134,10 @@ class Daemon(Replay, IncomingConnections):
                 "that member (start it with an empty --data-dir to serve again)"
             )
         self.links.nonce = input_log.meta.nonce
+        limits = self.limits
+        self.entry_store = SnapshotEntryStore(
+            directory / ENTRIES_DIRECTORY, limits.entry_page_bytes, limits.entry_pages_mapped_max
+        )
         log.info(
             "durable",
             data_dir=str(directory),
@@ -174,12 +180,13 @@ class Daemon(Replay, IncomingConnections):
 
     def _build_process(self, members: list[str]) -> Process:
         views = {n.kind: v for n, v in build_views(members).items() if n.process == self.process_id}
-        return Process.create(
+        process = Process.create(
             self.process_id,
             views,
             self.config.structure,
             handover_bytes_max=self.limits.handover_bytes_max,
         )
+        return attach(process, self.entry_store)
 
 
 def _directory_name(process_id: str) -> str:

@@ -138,7 +138,7 @@ class InputLog:
     def snapshot_due(self, segment_bytes_max: int) -> bool:
         return self.end >= segment_bytes_max
 
-    def snapshot(self, payload: bytes) -> None:
+    def snapshot(self, payload: bytes | memoryview) -> None:
         """Replace everything logged so far by ``payload`` (the daemon's whole state at
         the end of a step, after its sync): the next records go to a new segment, and
         the old ones are deleted once the snapshot is durable."""
@@ -254,11 +254,12 @@ def read_snapshot(directory: Path) -> tuple[int, bytes | None]:
     )
 
 
-def write_snapshot(directory: Path, segment: int, payload: bytes) -> None:
+def write_snapshot(directory: Path, segment: int, payload: bytes | memoryview) -> None:
     header = _SNAPSHOT_HEADER.pack(_SNAPSHOT_MAGIC, segment, len(payload), zlib.crc32(payload))
     temporary = directory / (SNAPSHOT_FILE + ".tmp")
     with open(temporary, "wb") as f:
-        f.write(header + payload)
+        f.write(header)  # apart: header + payload would copy a snapshot of tens of MB
+        f.write(payload)
         f.flush()
         os.fsync(f.fileno())
     os.replace(temporary, directory / SNAPSHOT_FILE)

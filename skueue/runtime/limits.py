@@ -71,4 +71,18 @@ class Limits:
     # A durable daemon compacts its input log into a snapshot when the log reaches this
     # size: a restart replays at most this much on top of the snapshot.
     snapshot_log_bytes: int = 64 * 1024 * 1024
+    # A durable daemon keeps the elements in page files (runtime/entry_store.py): their
+    # size, and how many of them are mapped at once.  A queue writes at one end and reads
+    # at the other, so a few suffice; they bound the memory the elements take.
+    entry_page_bytes: int = 4 * 1024 * 1024
+    entry_pages_mapped_max: int = 4
     request_timeout_s_max: float = 3600.0
+
+    def __attrs_post_init__(self) -> None:
+        if self.entry_page_bytes < self.value_bytes_max:
+            raise ValueError(
+                f"entry_page_bytes ({self.entry_page_bytes}) must hold the largest element "
+                f"(value_bytes_max, {self.value_bytes_max})"
+            )
+        if self.entry_pages_mapped_max < 2:
+            raise ValueError("entry_pages_mapped_max must be at least 2 (a head and a tail)")

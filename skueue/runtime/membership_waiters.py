@@ -14,6 +14,7 @@ import trio
 from skueue.core.process import Process
 from skueue.overlay.labels import Kind, node_ref
 from skueue.runtime.address import Address, AddressError, parse_address
+from skueue.runtime.entry_store import attach
 from skueue.runtime.errors import DaemonError
 from skueue.runtime.host import COUNTER_NAMES, Host
 from skueue.runtime.inputs import ClientError, JoinStart
@@ -30,6 +31,7 @@ class MembershipWaiters(DaemonState):
             self.config.structure,
             handover_bytes_max=self.limits.handover_bytes_max,
         )
+        attach(process, self.entry_store)
         self.pending_join_effects = process.join()
         return process
 

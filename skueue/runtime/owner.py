@@ -202,7 +202,12 @@ class OwnerLoop(MembershipWaiters):
         if input_log is None or not input_log.snapshot_due(self.limits.snapshot_log_bytes):
             return
         assert self.host is not None and self.directory is not None and self.links is not None
-        input_log.snapshot(capture(self.host, self.directory, self.inbound, self.links))
+        store = self.entry_store
+        if store is not None:
+            store.before_snapshot()
+        input_log.snapshot(capture(self.host, self.directory, self.inbound, self.links, store))
+        if store is not None:
+            store.after_snapshot()
 
     def _acknowledge(self) -> None:
         """Tell peers what was handled of their frames: at most every ``ACK_DELAY_S``, or

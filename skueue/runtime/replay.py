@@ -18,6 +18,7 @@ from typing import Any
 from skueue.core.errors import PeerError
 from skueue.overlay.labels import Kind
 from skueue.runtime.address import parse_address
+from skueue.runtime.entry_store import named_records
 from skueue.runtime.errors import DaemonError
 from skueue.runtime.link_receiver import Inbound
 from skueue.runtime.link_sender import LinkSender
@@ -32,7 +33,7 @@ class Replay(OwnerLoop):
         """Take the state of the last snapshot (the records after it are replayed next)."""
         assert self.host is not None and self.directory is not None and self.links is not None
         try:
-            snapshot = restore(payload)
+            snapshot = restore(payload, self.entry_store)
         except Exception as e:  # noqa: BLE001 - whatever unpickling a bad file raises
             raise DaemonError(f"the data directory's snapshot cannot be read: {e}") from None
         met = dict(self.directory.addresses)
@@ -51,6 +52,16 @@ class Replay(OwnerLoop):
                 self.links.unaddressed.add(peer)
             install_outbox(link, blobs, next_number, base)
         log.info("restored the snapshot", process=self.process_id, bytes=len(payload))
+
+    def _forget_lost_appends(self) -> None:
+        """Before the replay: the entry store keeps only what the restored state names
+        (runtime/entry_store.py); the replay makes the rest again."""
+        assert self.host is not None
+        if self.entry_store is not None:
+            gone = self.entry_store.keep_only(named_records(self.host.process))
+            if gone:
+                log.info("entry store: records the replay makes again were removed",
+                         process=self.process_id, records=gone)
 
     def _replay(self, records: list[Any]) -> None:
         assert self.host is not None and self.directory is not None and self.links is not None

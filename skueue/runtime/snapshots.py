@@ -9,18 +9,20 @@ What it holds: the host (the process with every virtual node, the requests in fl
 retry window, the counters), the member directory, what the daemon handled of each peer's
 link, and each link's outbox with its frame numbers.  It is the daemon's own state on its
 own disk, read back only by the same version of skueued (the data directory's meta file
-says which), so it uses pickle; nothing read from the network is ever unpickled.
+says which), so it uses pickle; nothing read from the network is ever unpickled.  The
+elements themselves are not in it: the tables' entry store keeps them on its own disk,
+and the snapshot names their records (:mod:`skueue.runtime.entry_store`).
 """
 
 from __future__ import annotations
 
-import pickle
 from collections import Counter, deque
 from typing import Any
 
 import attrs
 
 from skueue.runtime.directory import Directory
+from skueue.runtime.entry_store import SnapshotEntryStore, dumps, loads
 from skueue.runtime.host import Host
 from skueue.runtime.link_receiver import Inbound
 from skueue.runtime.link_sender import Blob, LinkSender
@@ -40,8 +42,12 @@ class DaemonSnapshot:
 
 
 def capture(
-    host: Host, directory: Directory, inbound: dict[str, Inbound], links: PeerLinks
-) -> bytes:
+    host: Host,
+    directory: Directory,
+    inbound: dict[str, Inbound],
+    links: PeerLinks,
+    store: SnapshotEntryStore | None,
+) -> memoryview:
     """The snapshot of a daemon between two steps (nothing waits to be flushed)."""
     assert not host.client_frames and not any(host.peer_frames.values())
     snapshot = DaemonSnapshot(
@@ -53,11 +59,11 @@ def capture(
             for peer, link in links.senders.items()
         },
     )
-    return pickle.dumps(snapshot, protocol=pickle.HIGHEST_PROTOCOL)
+    return dumps(snapshot, store)
 
 
-def restore(payload: bytes) -> DaemonSnapshot:
-    snapshot: Any = pickle.loads(payload)  # noqa: S301 - our own file (module docstring)
+def restore(payload: bytes, store: SnapshotEntryStore | None) -> DaemonSnapshot:
+    snapshot: Any = loads(payload, store)
     if not isinstance(snapshot, DaemonSnapshot):
         raise ValueError("the snapshot does not hold a daemon's state")
     host = snapshot.host

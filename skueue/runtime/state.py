@@ -17,6 +17,7 @@ from skueue.core.effects import Effect
 from skueue.runtime.address import Address
 from skueue.runtime.config import DaemonConfig
 from skueue.runtime.directory import Directory
+from skueue.runtime.entry_store import SnapshotEntryStore
 from skueue.runtime.host import Host
 from skueue.runtime.input_log import InputLog
 from skueue.runtime.inputs import Input
@@ -52,6 +53,8 @@ class DaemonState:
         # daemon is replaying it (runtime/input_log.py, runtime/replay.py).
         self.input_log: InputLog | None = None
         self.replaying = False
+        # Where the DHT tables keep their elements (None: in memory; runtime/entry_store.py).
+        self.entry_store: SnapshotEntryStore | None = None
         self.session_numbers = itertools.count(1)
         self.stats = StatsGathering(self.limits.stats_timeout_s)
         self.nursery: trio.Nursery | None = None

@@ -1,0 +1,146 @@
+"""Where a durable daemon keeps the elements its DHT tables hold: a paged store on disk
+(:class:`~skueue.dht.storage.paged.PagedEntryStore`), so that its memory does not grow
+with the queue (issue 11: 2 x 10^6 elements of 1 KB across 4 daemons in < 200 MB each).
+
+Theory of operation
+-------------------
+The input log and its snapshots (:mod:`skueue.runtime.input_log`) are what make a daemon
+durable; this store only moves the elements out of memory, and must agree with them:
+after a crash, the state is the last snapshot plus the replay of the inputs after it.
+
+- The snapshot pickles each table's record ids, not the elements.  Before it is written
+  the store is synced, so every record it names is on disk.
+- Removes wait for the snapshot after them.  A replay may take an element again (its Get
+  is replayed, and the reply goes back into the link's outbox), so the element must still
+  be there until a snapshot no longer names it.  They are applied, and the emptied pages
+  collected, once the snapshot is durable.
+- At a restart, before the replay, every live record that the restored tables do not
+  name is removed: the appends of the lost life (the replay makes them again) and the
+  removes that had not been applied yet.  A record the snapshot names that the store no
+  longer has, or whose bytes are corrupt, is data lost: the daemon refuses to start,
+  in one line, rather than serve a queue with a hole.
+
+No fsync per step: an element reaches the store's disk at the next snapshot; until then
+its durability is the input log's, which holds the request or message that carried it.
+"""
+
+from __future__ import annotations
+
+import io
+import pickle
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from typing import Any
+
+from skueue.core.process import Process
+from skueue.dht.storage.interface import StorageError
+from skueue.dht.storage.paged import PagedEntryStore
+from skueue.runtime.errors import DaemonError
+
+ENTRIES_DIRECTORY = "entries"  # inside the data directory
+_PERSISTENT_ID = "entry-store"  # what a snapshot holds in place of the store
+
+
+class SnapshotEntryStore:
+    """An :class:`~skueue.dht.storage.interface.EntryStore` whose removes wait for the
+    next snapshot (module docstring)."""
+
+    def __init__(self, directory: Path, page_bytes: int, mapped_pages_max: int) -> None:
+        try:
+            self.inner = PagedEntryStore(
+                directory, page_bytes=page_bytes, mapped_pages_max=mapped_pages_max
+            )
+        except StorageError as e:
+            raise DaemonError(f"the entry store in {directory} cannot be opened: {e}") from None
+        self.removed: list[int] = []
+
+    # -- the EntryStore interface -----------------------------------------------------
+
+    def append(self, position: int, ticket: int, element: bytes) -> int:
+        return self.inner.append(position, ticket, element)
+
+    def read(self, record: int) -> bytes:
+        return self.inner.read(record)
+
+    def remove(self, record: int) -> None:
+        self.removed.append(record)
+
+    def live(self) -> Iterator[tuple[int, int, int]]:
+        removed = set(self.removed)
+        return (r for r in self.inner.live() if r[0] not in removed)
+
+    def sync(self) -> None:
+        """Nothing: the input log's sync makes each step durable (module docstring)."""
+
+    def close(self) -> None:
+        self.inner.close()
+
+    def __len__(self) -> int:
+        return len(self.inner) - len(self.removed)
+
+    # -- around snapshots -------------------------------------------------------------
+
+    def before_snapshot(self) -> None:
+        self.inner.sync()
+
+    def after_snapshot(self) -> None:
+        for record in self.removed:
+            self.inner.remove(record)
+        self.removed.clear()
+        self.inner.sync()
+
+    def keep_only(self, named: Iterable[int]) -> int:
+        """Remove every live record not in ``named`` (at a restart, before the replay);
+        returns how many went.  A named record that is gone or corrupt stops the start."""
+        named = set(named)
+        live = {record for record, _, _ in self.inner.live()}
+        missing = named - live
+        corrupt = named & set(self.inner.recovery.corrupt)
+        if missing or corrupt:
+            raise DaemonError(
+                f"the entry store in {self.inner.directory} lost {len(missing)} and holds "
+                f"{len(corrupt)} corrupt elements of the queue's state; restore the data "
+                "directory from a backup, or start this member afresh with an empty one"
+            )
+        stale = live - named
+        for record in stale:
+            self.inner.remove(record)
+        self.inner.sync()
+        return len(stale)
+
+
+def attach(process: Process, store: SnapshotEntryStore | None) -> Process:
+    """Give ``process``'s tables the store (before any input; None: keep them in memory)."""
+    if store is not None:
+        for node in process.nodes.values():
+            node.store.table.attach(store)
+    return process
+
+
+def named_records(process: Process) -> Iterator[int]:
+    for node in process.nodes.values():
+        yield from node.store.table.records()
+
+
+def dumps(state: Any, store: SnapshotEntryStore | None) -> memoryview:
+    """Pickle ``state``, the store itself left out (its records are on its own disk).
+    A view of the pickle, not a copy: a snapshot may be tens of MB."""
+    buffer = io.BytesIO()
+    pickler = pickle.Pickler(buffer, protocol=pickle.HIGHEST_PROTOCOL)
+    if store is not None:
+        pickler.persistent_id = lambda obj: _PERSISTENT_ID if obj is store else None  # type: ignore[method-assign]
+    pickler.dump(state)
+    return buffer.getbuffer()
+
+
+def loads(payload: bytes | memoryview, store: SnapshotEntryStore | None) -> Any:
+    """Unpickle what :func:`dumps` made, with ``store`` back where it was."""
+
+    def persistent_load(pid: Any) -> Any:
+        if pid != _PERSISTENT_ID or store is None:
+            raise pickle.UnpicklingError("the snapshot names an entry store this daemon lacks")
+        return store
+
+    unpickler = pickle.Unpickler(io.BytesIO(payload))
+    unpickler.persistent_load = persistent_load  # type: ignore[method-assign]
+    return unpickler.load()  # noqa: S301 - our own file (runtime/snapshots.py)
