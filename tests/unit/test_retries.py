@@ -66,10 +66,10 @@ def test_the_window_forgets_the_oldest_and_counts_undelivered_elements_lost() ->
     assert window.finish(("s", 2), [[1, 2]], delivered=True, removed=0) == 0
     assert window.finish(("s", 3), [[1, 3]], delivered=True, removed=0) == 1  # s/1 forgotten
     assert window.get(("s", 1)) is None and window.get(("s", 3)) is not None
-    small = RetryWindow(requests_max=100, bytes_max=200)
+    small = RetryWindow(requests_max=100, bytes_max=300)
     small.finish(("s", 1), [[b"x" * 100, 1, 1]], delivered=True, removed=1)
     small.finish(("s", 2), [[b"x" * 100, 2, 2]], delivered=True, removed=1)
-    assert list(small.finished) == [("s", 2)] and small.bytes <= 200
+    assert list(small.finished) == [("s", 2)] and small.bytes <= 300
 
 
 def test_a_request_that_timed_out_gets_its_real_outcome_when_sent_again() -> None:
@@ -82,3 +82,23 @@ def test_a_request_that_timed_out_gets_its_real_outcome_when_sent_again() -> Non
     [(client, (kind, rid, results))] = settle(host)
     assert (client, kind, rid) == (1, "done", 3) and len(results) == 1
     assert host.counters.inserted == 1
+
+
+def test_the_window_counts_what_its_results_really_take_in_memory() -> None:
+    """Its byte limit must bound its memory: results are counted at their real size (an
+    undercount once let a window of enqueue results take three times its limit)."""
+    import tracemalloc
+
+    window = RetryWindow(requests_max=10**9, bytes_max=10**12)
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        for rid in range(200):
+            inserts = [[10**9 + rid * 100 + i, 10**12 + i] for i in range(100)]
+            removes = [[bytes(100), 10**9 + i, 10**12 + i] for i in range(100)]
+            window.finish(("s", 2 * rid), inserts, True, 0)
+            window.finish(("s", 2 * rid + 1), removes, True, 100)
+        used = tracemalloc.get_traced_memory()[0] - before
+    finally:
+        tracemalloc.stop()
+    assert 0.8 * used <= window.bytes <= 1.3 * used, (window.bytes, used)
