@@ -148,7 +148,7 @@ class Host:
         finished = self.retry_window.get(key)
         if finished is not None:
             finished.delivered = True
-            self.client_frames.append((client, Done(rid, finished.results)))
+            self.client_frames.append((client, Done(rid, finished.results())))
             self.counters.retried += 1
             return True
         return False

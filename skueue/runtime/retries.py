@@ -25,6 +25,7 @@ from collections import OrderedDict
 from typing import Any
 
 import attrs
+import msgpack
 
 RetryKey = tuple[str, int]  # (client session, request id)
 
@@ -32,19 +33,26 @@ RetryKey = tuple[str, int]  # (client session, request id)
 RETRY_WINDOW_REQUESTS_MAX = 100_000
 RETRY_WINDOW_BYTES_MAX = 64 * 1024 * 1024
 
-# Bytes counted per result on top of its element, for the window's limit: what a result
-# ([ord, position], or [element, ord, position]) really takes in memory, measured with
-# tracemalloc (144-152 B).  Counting 48 let a window of enqueue results grow to three
-# times its limit, about 200 MB.
-RESULT_OVERHEAD_BYTES = 152
+# Bytes counted per finished request on top of its packed results: its entry in the
+# window, its key and its record (measured with tracemalloc, test_retries.py).
+REQUEST_OVERHEAD_BYTES = 240
 
 
 @attrs.define
 class Finished:
-    results: list[Any]
-    bytes: int
+    # The results, packed with msgpack: a result as a list ([ord, position]) took 144 B
+    # of memory, about ten times its packed size, and a window of enqueue results held
+    # that way was a third of a durable daemon's memory.  Unpacked only for a retry.
+    packed: bytes
     delivered: bool  # the reply went to a connected client at least once
     removed: int  # elements it removed (lost with it if never delivered)
+
+    @property
+    def bytes(self) -> int:
+        return len(self.packed) + REQUEST_OVERHEAD_BYTES
+
+    def results(self) -> list[Any]:
+        return msgpack.unpackb(self.packed)
 
 
 @attrs.define
@@ -60,9 +68,8 @@ class RetryWindow:
     def finish(self, key: RetryKey, results: list[Any], delivered: bool, removed: int) -> int:
         """Remember a finished request; the elements lost by forgetting older ones that
         no client received."""
-        size = sum(_result_bytes(r) for r in results)
-        self.finished[key] = Finished(results, size, delivered, removed)
-        self.bytes += size
+        finished = self.finished[key] = Finished(msgpack.packb(results), delivered, removed)
+        self.bytes += finished.bytes
         lost = 0
         while self.finished and (
             len(self.finished) > self.requests_max or self.bytes > self.bytes_max
@@ -73,7 +80,3 @@ class RetryWindow:
                 lost += old.removed
         return lost
 
-
-def _result_bytes(result: Any) -> int:
-    value = result[0] if isinstance(result, list) and result else None
-    return RESULT_OVERHEAD_BYTES + (len(value) if isinstance(value, bytes | str) else 0)
