@@ -94,9 +94,9 @@ class Daemon(Replay, IncomingConnections):
                 if input_log is not None:
                     input_log.check_members(ids)
             if input_log is not None:
-                if input_log.snapshot_payload is not None:
-                    self._restore(input_log.snapshot_payload)
-                    input_log.snapshot_payload = None
+                if input_log.snapshot_file is not None:
+                    self._restore(input_log.snapshot_file)
+                    input_log.snapshot_file = None
                 self._forget_lost_appends()
                 self._replay(input_log.records)
                 input_log.records = []

@@ -34,8 +34,9 @@ import json
 import os
 import struct
 import zlib
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import attrs
 import msgpack
@@ -99,9 +100,9 @@ class InputLog:
         self.directory = directory
         self.meta = meta
         self.policy = policy
-        # The last snapshot (its payload, for the restore; cleared after it) and the
+        # The last snapshot (its file, checked whole; cleared after the restore) and the
         # segment the log continues in.
-        self.snapshot_payload: bytes | None = None
+        self.snapshot_file: Path | None = None
         self.segment = 0
         self.records: list[Any] = []  # after the snapshot, for the replay; cleared after it
         self.end = 0  # where the segment's next record goes
@@ -113,7 +114,7 @@ class InputLog:
     def _read(self) -> None:
         """The snapshot, and the records of the segments after it; older segments (a
         crash right after a snapshot) are deleted."""
-        self.segment, self.snapshot_payload = read_snapshot(self.directory)
+        self.segment, self.snapshot_file = read_snapshot(self.directory)
         segments = sorted(_segments(self.directory))
         for number in segments:
             if number < self.segment:
@@ -138,18 +139,18 @@ class InputLog:
     def snapshot_due(self, segment_bytes_max: int) -> bool:
         return self.end >= segment_bytes_max
 
-    def snapshot(self, payload: bytes | memoryview) -> None:
-        """Replace everything logged so far by ``payload`` (the daemon's whole state at
-        the end of a step, after its sync): the next records go to a new segment, and
-        the old ones are deleted once the snapshot is durable."""
+    def snapshot(self, dump: Callable[[BinaryIO], None]) -> None:
+        """Replace everything logged so far by what ``dump`` writes (the daemon's whole
+        state at the end of a step, after its sync): the next records go to a new
+        segment, and the old ones are deleted once the snapshot is durable."""
         assert not self.buffer, "a snapshot is taken between steps"
-        write_snapshot(self.directory, self.segment + 1, payload)
+        size = write_snapshot(self.directory, self.segment + 1, dump)
         old = self.segment
         os.close(self.fd)
         self.segment, self.end = old + 1, 0
         self._open_segment()
         (self.directory / _segment_name(old)).unlink()
-        log.info("input log: took a snapshot", bytes=len(payload), segment=self.segment)
+        log.info("input log: took a snapshot", bytes=size, segment=self.segment)
 
     @classmethod
     def open(cls, directory: Path, meta: Meta, policy: SyncPolicy) -> InputLog:
@@ -177,7 +178,7 @@ class InputLog:
 
     def fresh(self) -> bool:
         """Nothing was logged here yet (a first start)."""
-        return not self.records and self.snapshot_payload is None
+        return not self.records and self.snapshot_file is None
 
     def record_join(self, seed: str, address: str) -> None:
         """A first start that joined through ``seed``: a restart builds the same joining
@@ -235,35 +236,66 @@ class InputLog:
 SNAPSHOT_FILE = "snapshot.bin"
 _SNAPSHOT_MAGIC = b"SKQSNAP1"
 _SNAPSHOT_HEADER = struct.Struct(">8sIQI")  # magic, first segment after it, length, crc32
+_SNAPSHOT_CHUNK_BYTES = 1 << 20
 
 
-def read_snapshot(directory: Path) -> tuple[int, bytes | None]:
-    """The segment that follows the snapshot, and its payload (0, None: no snapshot)."""
+def read_snapshot(directory: Path) -> tuple[int, Path | None]:
+    """The segment that follows the snapshot, and its file (0, None: no snapshot); its
+    checksum is verified here, reading it in pieces (it may be tens of MB)."""
     path = directory / SNAPSHOT_FILE
     if not path.exists():
         return 0, None
-    data = path.read_bytes()
-    if len(data) >= _SNAPSHOT_HEADER.size:
-        magic, segment, length, crc = _SNAPSHOT_HEADER.unpack_from(data)
-        payload = data[_SNAPSHOT_HEADER.size :]
-        if magic == _SNAPSHOT_MAGIC and len(payload) == length and zlib.crc32(payload) == crc:
-            return segment, payload
+    with path.open("rb") as f:
+        header = f.read(_SNAPSHOT_HEADER.size)
+        if len(header) == _SNAPSHOT_HEADER.size:
+            magic, segment, length, crc = _SNAPSHOT_HEADER.unpack(header)
+            seen, seen_crc = 0, 0
+            while chunk := f.read(_SNAPSHOT_CHUNK_BYTES):
+                seen += len(chunk)
+                seen_crc = zlib.crc32(chunk, seen_crc)
+            if magic == _SNAPSHOT_MAGIC and (seen, seen_crc) == (length, crc):
+                return segment, path
     raise DaemonError(
         f"{path} is damaged (its checksum does not match); the log it replaced is gone, "
         "so this daemon cannot come back from it"
     )
 
 
-def write_snapshot(directory: Path, segment: int, payload: bytes | memoryview) -> None:
-    header = _SNAPSHOT_HEADER.pack(_SNAPSHOT_MAGIC, segment, len(payload), zlib.crc32(payload))
+def open_snapshot(path: Path) -> BinaryIO:
+    """The snapshot's payload as a file, after its header (read_snapshot checked it)."""
+    f = path.open("rb")
+    f.seek(_SNAPSHOT_HEADER.size)
+    return f
+
+
+def write_snapshot(directory: Path, segment: int, dump: Callable[[BinaryIO], None]) -> int:
+    """Write what ``dump`` writes as the snapshot, durably and atomically (a temporary
+    file renamed into place); returns its size.  Streamed, so that a snapshot never
+    needs its size again in memory."""
     temporary = directory / (SNAPSHOT_FILE + ".tmp")
-    with open(temporary, "wb") as f:
-        f.write(header)  # apart: header + payload would copy a snapshot of tens of MB
-        f.write(payload)
+    with open(temporary, "w+b") as f:
+        f.write(bytes(_SNAPSHOT_HEADER.size))
+        sink = _Checksummed(f)
+        dump(sink)  # type: ignore[arg-type]  # a file as far as pickle is concerned
+        f.seek(0)
+        f.write(_SNAPSHOT_HEADER.pack(_SNAPSHOT_MAGIC, segment, sink.length, sink.crc))
         f.flush()
         os.fsync(f.fileno())
     os.replace(temporary, directory / SNAPSHOT_FILE)
     _fsync_directory(directory)
+    return sink.length
+
+
+class _Checksummed:
+    """Writes through to a file, keeping the length and crc32 of what went through."""
+
+    def __init__(self, f: BinaryIO) -> None:
+        self.f, self.length, self.crc = f, 0, 0
+
+    def write(self, data: bytes) -> int:
+        self.length += len(data)
+        self.crc = zlib.crc32(data, self.crc)
+        return self.f.write(data)
 
 
 def _segment_name(number: int) -> str:

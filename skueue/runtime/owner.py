@@ -205,7 +205,8 @@ class OwnerLoop(MembershipWaiters):
         store = self.entry_store
         if store is not None:
             store.before_snapshot()
-        input_log.snapshot(capture(self.host, self.directory, self.inbound, self.links, store))
+        host, directory, inbound, links = self.host, self.directory, self.inbound, self.links
+        input_log.snapshot(lambda f: capture(f, host, directory, inbound, links, store))
         if store is not None:
             store.after_snapshot()
 

@@ -13,6 +13,7 @@ the ones they already took.
 from __future__ import annotations
 
 import contextlib
+from pathlib import Path
 from typing import Any
 
 from skueue.core.errors import PeerError
@@ -20,6 +21,7 @@ from skueue.overlay.labels import Kind
 from skueue.runtime.address import parse_address
 from skueue.runtime.entry_store import named_records
 from skueue.runtime.errors import DaemonError
+from skueue.runtime.input_log import open_snapshot
 from skueue.runtime.link_receiver import Inbound
 from skueue.runtime.link_sender import LinkSender
 from skueue.runtime.owner import OwnerLoop
@@ -29,11 +31,12 @@ from skueue.wire.peer import decode_message
 
 
 class Replay(OwnerLoop):
-    def _restore(self, payload: bytes) -> None:
+    def _restore(self, path: Path) -> None:
         """Take the state of the last snapshot (the records after it are replayed next)."""
         assert self.host is not None and self.directory is not None and self.links is not None
         try:
-            snapshot = restore(payload, self.entry_store)
+            with open_snapshot(path) as f:
+                snapshot = restore(f, self.entry_store)
         except Exception as e:  # noqa: BLE001 - whatever unpickling a bad file raises
             raise DaemonError(f"the data directory's snapshot cannot be read: {e}") from None
         met = dict(self.directory.addresses)
@@ -51,7 +54,7 @@ class Replay(OwnerLoop):
                 link = self.links.senders[peer] = LinkSender()
                 self.links.unaddressed.add(peer)
             install_outbox(link, blobs, next_number, base)
-        log.info("restored the snapshot", process=self.process_id, bytes=len(payload))
+        log.info("restored the snapshot", process=self.process_id, bytes=path.stat().st_size)
 
     def _forget_lost_appends(self) -> None:
         """Before the replay: the entry store keeps only what the restored state names

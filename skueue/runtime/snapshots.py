@@ -17,12 +17,12 @@ and the snapshot names their records (:mod:`skueue.runtime.entry_store`).
 from __future__ import annotations
 
 from collections import Counter, deque
-from typing import Any
+from typing import Any, BinaryIO
 
 import attrs
 
 from skueue.runtime.directory import Directory
-from skueue.runtime.entry_store import SnapshotEntryStore, dumps, loads
+from skueue.runtime.entry_store import SnapshotEntryStore, dump, load
 from skueue.runtime.host import Host
 from skueue.runtime.link_receiver import Inbound
 from skueue.runtime.link_sender import Blob, LinkSender
@@ -42,13 +42,14 @@ class DaemonSnapshot:
 
 
 def capture(
+    file: BinaryIO,
     host: Host,
     directory: Directory,
     inbound: dict[str, Inbound],
     links: PeerLinks,
     store: SnapshotEntryStore | None,
-) -> memoryview:
-    """The snapshot of a daemon between two steps (nothing waits to be flushed)."""
+) -> None:
+    """Write the snapshot of a daemon between two steps (nothing waits to be flushed)."""
     assert not host.client_frames and not any(host.peer_frames.values())
     snapshot = DaemonSnapshot(
         host,
@@ -59,11 +60,11 @@ def capture(
             for peer, link in links.senders.items()
         },
     )
-    return dumps(snapshot, store)
+    dump(snapshot, file, store)
 
 
-def restore(payload: bytes, store: SnapshotEntryStore | None) -> DaemonSnapshot:
-    snapshot: Any = loads(payload, store)
+def restore(file: BinaryIO, store: SnapshotEntryStore | None) -> DaemonSnapshot:
+    snapshot: Any = load(file, store)
     if not isinstance(snapshot, DaemonSnapshot):
         raise ValueError("the snapshot does not hold a daemon's state")
     host = snapshot.host

@@ -4,19 +4,14 @@ snapshot names records instead of holding elements."""
 
 from __future__ import annotations
 
+import io
 from pathlib import Path
 
 import attrs
 import pytest
 
 from skueue.core.ops import Structure
-from skueue.runtime.entry_store import (
-    SnapshotEntryStore,
-    attach,
-    dumps,
-    loads,
-    named_records,
-)
+from skueue.runtime.entry_store import SnapshotEntryStore, attach, dump, load, named_records
 from skueue.runtime.errors import DaemonError
 from skueue.runtime.limits import Limits
 from skueue.sim.cluster import build_cluster
@@ -69,14 +64,15 @@ def test_a_snapshot_names_records_and_comes_back_with_the_store(tmp_path: Path) 
     element = b"x" * 10_000
     for position in range(1, 51):
         next(iter(process.nodes.values())).store.table.put(position, element)
-    payload = dumps(process, store)
-    assert len(payload) < 50 * len(element) // 10  # the elements are not in it
-    restored = loads(payload, store)
+    file = io.BytesIO()
+    dump(process, file, store)
+    assert len(file.getvalue()) < 50 * len(element) // 10  # the elements are not in it
+    restored = load(io.BytesIO(file.getvalue()), store)
     assert sorted(named_records(restored)) == sorted(named_records(process))
     table = next(iter(restored.nodes.values())).store.table
     assert table.store is store and table.get(1, "w") == (True, element)
     with pytest.raises(Exception, match="entry store"):
-        loads(payload, None)
+        load(io.BytesIO(file.getvalue()), None)
     store.close()
 
 

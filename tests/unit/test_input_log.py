@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from skueue.runtime.errors import DaemonError
-from skueue.runtime.input_log import InputLog, Meta, SyncPolicy
+from skueue.runtime.input_log import InputLog, Meta, SyncPolicy, open_snapshot
 
 META = Meta("p1", "nonce-1", "queue", ())
 
@@ -71,19 +71,21 @@ def test_a_snapshot_replaces_the_log_before_it(tmp_path: Path) -> None:
     log.append(["t"])
     log.sync(0.0)
     assert log.snapshot_due(1) and not log.snapshot_due(1 << 20)
-    log.snapshot(b"state-1")
+    log.snapshot(lambda f: f.write(b"state-1"))
     log.append(["r", None, 5, 1])
     log.sync(0.0)
     log.close()
     again = InputLog.open(tmp_path, META, SyncPolicy())
-    assert again.snapshot_payload == b"state-1"
+    assert again.snapshot_file is not None
+    with open_snapshot(again.snapshot_file) as f:
+        assert f.read() == b"state-1"
     assert again.records == [["r", None, 5, 1]]  # only what came after the snapshot
     assert sorted(p.name for p in tmp_path.glob("inputs-*.log")) == ["inputs-00000001.log"]
 
 
 def test_a_damaged_snapshot_is_refused_not_half_read(tmp_path: Path) -> None:
     log = InputLog.open(tmp_path, META, SyncPolicy())
-    log.snapshot(b"state")
+    log.snapshot(lambda f: f.write(b"state"))
     log.close()
     path = tmp_path / "snapshot.bin"
     data = bytearray(path.read_bytes())
