@@ -98,8 +98,8 @@ class Daemon(Replay, IncomingConnections):
                     self._restore(input_log.snapshot_file)
                     input_log.snapshot_file = None
                 self._forget_lost_appends()
-                self._replay(input_log.records)
-                input_log.records = []
+                self._replay(input_log.records())
+                input_log.replay_segments = []
                 self.input_log = input_log
                 self.links.ready.set()
             nursery.start_soon(self.owner)
@@ -141,7 +141,7 @@ class Daemon(Replay, IncomingConnections):
         log.info(
             "durable",
             data_dir=str(directory),
-            records=len(input_log.records),
+            records=input_log.record_count,
             fsync=config.fsync.mode,
         )
         return input_log

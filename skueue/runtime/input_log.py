@@ -34,7 +34,7 @@ import json
 import os
 import struct
 import zlib
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, BinaryIO
 
@@ -104,7 +104,10 @@ class InputLog:
         # segment the log continues in.
         self.snapshot_file: Path | None = None
         self.segment = 0
-        self.records: list[Any] = []  # after the snapshot, for the replay; cleared after it
+        # The segments after the snapshot, with where their intact records end, and how
+        # many records they hold: the replay reads them (records()).
+        self.replay_segments: list[tuple[Path, int]] = []
+        self.record_count = 0
         self.end = 0  # where the segment's next record goes
         self.fd = -1
         self.allocated = 0
@@ -121,12 +124,21 @@ class InputLog:
                 (self.directory / _segment_name(number)).unlink()
         later = [n for n in segments if n >= self.segment]
         for number in later:
-            records, end = _read_records(self.directory / _segment_name(number))
-            self.records.extend(records)
+            path = self.directory / _segment_name(number)
+            count, end = _check_records(path)
+            self.replay_segments.append((path, end))
+            self.record_count += count
         if later:
             self.segment = later[-1]
         self.end = end if later else 0
         self._open_segment()
+
+    def records(self) -> Iterator[Any]:
+        """The records after the snapshot, for the replay, read one at a time: a segment
+        holds up to ``snapshot_log_bytes`` of elements, which the replay does not need in
+        memory all at once."""
+        for path, end in self.replay_segments:
+            yield from _iter_records(path, end)
 
     def _open_segment(self) -> None:
         # Written at ``end`` with pwrite; the file is allocated ahead in extents, so that
@@ -178,7 +190,7 @@ class InputLog:
 
     def fresh(self) -> bool:
         """Nothing was logged here yet (a first start)."""
-        return not self.records and self.snapshot_file is None
+        return not self.record_count and self.snapshot_file is None
 
     def record_join(self, seed: str, address: str) -> None:
         """A first start that joined through ``seed``: a restart builds the same joining
@@ -353,31 +365,57 @@ def _write_meta(path: Path, meta: Meta) -> None:
     _fsync_directory(path.parent)
 
 
-def _read_records(path: Path) -> tuple[list[Any], int]:
-    """Every whole, intact record, and where they end; a torn or corrupt tail is cut off
-    the file (the allocated, never written rest after the records is all zeros)."""
+def _check_records(path: Path) -> tuple[int, int]:
+    """How many whole, intact records the segment holds, and where they end; a torn or
+    corrupt tail is cut off the file (the allocated, never written rest after the records
+    is all zeros).  Reads one record at a time."""
     if not path.exists():
-        return [], 0
-    data = path.read_bytes()
-    records: list[Any] = []
-    offset = 0
-    while offset + _HEADER.size <= len(data):
-        length, crc = _HEADER.unpack_from(data, offset)
-        start, end = offset + _HEADER.size, offset + _HEADER.size + length
-        if length == 0 or length > RECORD_BYTES_MAX or end > len(data):
-            break
-        if zlib.crc32(data[start:end]) != crc:
-            break
-        records.append(msgpack.unpackb(data[start:end], raw=False, use_list=True))
-        offset = end
-    if data[offset:].strip(b"\0"):
+        return 0, 0
+    size = path.stat().st_size
+    count = offset = 0
+    with path.open("rb") as f:
+        while True:
+            body = _next_record(f, offset, size)
+            if body is None:
+                break
+            count += 1
+            offset += _HEADER.size + len(body)
+        f.seek(offset)
+        torn = any(chunk.strip(b"\0") for chunk in iter(lambda: f.read(1 << 20), b""))
+    if torn:
         log.warning(
             "input log: cut a torn or corrupt tail (a crash in the middle of a write)",
             path=str(path),
-            kept_records=len(records),
-            cut_bytes=len(data) - offset,
+            kept_records=count,
+            cut_bytes=size - offset,
         )
         with open(path, "r+b") as f:
             f.truncate(offset)
             os.fsync(f.fileno())
-    return records, offset
+    return count, offset
+
+
+def _iter_records(path: Path, end: int) -> Iterator[Any]:
+    """The records of a segment up to ``end`` (checked by :func:`_check_records`)."""
+    with path.open("rb") as f:
+        offset = 0
+        while offset < end:
+            body = _next_record(f, offset, end)
+            assert body is not None, f"{path} changed under the replay"
+            offset += _HEADER.size + len(body)
+            yield msgpack.unpackb(body, raw=False, use_list=True)
+
+
+def _next_record(f: BinaryIO, offset: int, size: int) -> bytes | None:
+    """The body of the record at ``offset`` (the file is positioned there), or None where
+    the intact records stop."""
+    header = f.read(_HEADER.size)
+    if len(header) < _HEADER.size:
+        return None
+    length, crc = _HEADER.unpack(header)
+    if length == 0 or length > RECORD_BYTES_MAX or offset + _HEADER.size + length > size:
+        return None
+    body = f.read(length)
+    if len(body) != length or zlib.crc32(body) != crc:
+        return None
+    return body

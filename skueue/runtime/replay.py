@@ -13,6 +13,7 @@ the ones they already took.
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -66,13 +67,14 @@ class Replay(OwnerLoop):
                 log.info("entry store: records the replay makes again were removed",
                          process=self.process_id, records=gone)
 
-    def _replay(self, records: list[Any]) -> None:
+    def _replay(self, records: Iterable[Any]) -> None:
         assert self.host is not None and self.directory is not None and self.links is not None
         host, directory = self.host, self.directory
         handled: dict[str, int] = {}
         self.replaying = True
+        count = 0
         try:
-            for record in records:
+            for count, record in enumerate(records, 1):  # noqa: B007 - the count is logged
                 match record:
                     case ["t"]:
                         host.tick()
@@ -121,7 +123,7 @@ class Replay(OwnerLoop):
         log.info(
             "replayed the input log",
             process=self.process_id,
-            records=len(records),
+            records=count,
             frames_to_resend=self.links.unacknowledged(),
         )
 

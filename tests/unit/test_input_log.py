@@ -21,7 +21,7 @@ def test_records_come_back_in_order_with_the_first_nonce(tmp_path: Path) -> None
     log.sync(0.0)
     log.close()
     again = InputLog.open(tmp_path, Meta("p1", "nonce-2", "queue", ()), SyncPolicy())
-    assert again.records == [["t"], ["i", "s", 1, [b"x"]]]
+    assert list(again.records()) == [["t"], ["i", "s", 1, [b"x"]]]
     assert again.meta.nonce == "nonce-1"  # the incarnation the peers know
 
 
@@ -34,14 +34,14 @@ def test_a_torn_tail_is_cut_and_never_replayed(tmp_path: Path) -> None:
     path = tmp_path / "inputs-00000000.log"
     whole = path.read_bytes().rstrip(b"\0")  # the records, without the allocated rest
     path.write_bytes(whole[:-3])  # the last record torn
-    assert InputLog.open(tmp_path, META, SyncPolicy()).records == [
+    assert list(InputLog.open(tmp_path, META, SyncPolicy()).records()) == [
         ["r", None, 0, 1], ["r", None, 1, 1]
     ]
     assert path.stat().st_size < len(whole) - 3  # cut off the file, too
     data = bytearray(path.read_bytes())
     data[-2] ^= 0xFF  # a corrupt byte in the last record
     path.write_bytes(bytes(data))
-    assert InputLog.open(tmp_path, META, SyncPolicy()).records == [["r", None, 0, 1]]
+    assert list(InputLog.open(tmp_path, META, SyncPolicy()).records()) == [["r", None, 0, 1]]
 
 
 def test_another_process_version_or_cluster_is_refused(tmp_path: Path) -> None:
@@ -79,7 +79,7 @@ def test_a_snapshot_replaces_the_log_before_it(tmp_path: Path) -> None:
     assert again.snapshot_file is not None
     with open_snapshot(again.snapshot_file) as f:
         assert f.read() == b"state-1"
-    assert again.records == [["r", None, 5, 1]]  # only what came after the snapshot
+    assert list(again.records()) == [["r", None, 5, 1]]  # only what came after the snapshot
     assert sorted(p.name for p in tmp_path.glob("inputs-*.log")) == ["inputs-00000001.log"]
 
 
