@@ -18,7 +18,9 @@ opened, and the table only appends, reads and removes through its small interfac
 
 The index is flat where it can be: ticket 0 (every queue entry) maps a position straight
 to its element or record, and only entries with a larger ticket (a stack's) take a dict
-per position.  At 10^6 entries the nested form alone cost about 200 bytes each.
+per position.  At 10^6 entries the nested form alone cost about 200 bytes each; with a
+store, the ticket-0 record ids go in an :class:`~skueue.dht.intmap.IntMap` (two flat
+arrays, 24-48 bytes per entry).
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
+from skueue.dht.intmap import IntMap
 from skueue.dht.storage.interface import EntryStore
 
 Waiter = TypeVar("Waiter")
@@ -40,8 +43,9 @@ class Table(Generic[Waiter, Element]):
     ``Waiter`` is whatever the caller needs to answer a Get later (the requester).
     """
 
-    # position -> the ticket-0 entry's element, or its record id in ``store``
-    entries: dict[int, Any] = field(default_factory=dict)
+    # position -> the ticket-0 entry's element, or its record id in ``store`` (then in
+    # an IntMap: a quarter of a dict's memory per entry)
+    entries: dict[int, Any] | IntMap = field(default_factory=dict)
     # position -> {ticket: element or record id}, for tickets above 0 (a stack's)
     ticketed: dict[int, dict[int, Any]] = field(default_factory=dict)
     # position -> [(ticket, waiter)]
@@ -57,6 +61,7 @@ class Table(Generic[Waiter, Element]):
         if len(self):
             raise ValueError("an entry store is attached to an empty table only")
         self.store = store
+        self.entries = IntMap()
 
     def has(self, position: int, ticket: int = 0) -> bool:
         if ticket == 0:
