@@ -2,7 +2,8 @@
 
     .venv/bin/python bench/durable_peers.py [--messages 30000] [--clients 4] [--window 100]
         [--systems skueue,redis,rabbitmq,nats] [--modes batch,one]
-        [--durability always,everysec] [--out bench/results/durable_peers.json]
+        [--durability always,everysec] [--nats-sync-always]
+        [--out bench/results/durable_peers.json]
 
 One workload for every system, on this machine, from one asyncio client process:
 ``--clients`` producers (default 4) put ``--messages`` messages of 100 bytes (unique
@@ -37,7 +38,8 @@ Every client keeps ``--window`` (100) messages in flight; what shape that takes:
   default (``sync_interval``, which only nats-server 2.10 and later let one set to
   ``always``; Debian's is 2.9), so a power loss may lose acknowledged messages, or bring
   back acked ones.  It is paired with Skueue's ``--fsync batch`` all the same (its
-  strongest setting here), labelled with what it really does.
+  strongest setting here), labelled with what it really does; ``--nats-sync-always``
+  asks a newer nats-server for ``sync_interval: always`` (2.9 refuses to start).
 - Redis (AOF ``appendfsync always`` and ``everysec``), redis-py asyncio, a list: mode
   ``batch`` sends pipelines of 100 RPUSH or 100 LPOP (no MULTI); mode ``one`` keeps 100
   single commands in flight per client (100 pooled connections each).
@@ -130,6 +132,7 @@ DURABILITY_LABEL = {
     ("rabbitmq", "always"): "quorum queue (fsync before confirm)",
     ("nats", "always"): "JetStream file store (fsync every 2 min)",
 }
+NATS_SYNC_ALWAYS_LABEL = "JetStream file store (sync_interval always)"
 SHAPE = {
     ("skueue", "batch"): "enqueue_many/dequeue_many of {w}, 1 call in flight",
     ("skueue", "one"): "1 op per call, {w} calls in flight",
@@ -150,6 +153,8 @@ class Workload:
     value_bytes: int = 100
     timeout_s: float = 300.0
     """The bound on each phase (produce, consume)."""
+    nats_sync_always: bool = False
+    """Start nats-server with ``jetstream { sync_interval: always }`` (2.10 and later)."""
 
 
 @dataclass
@@ -765,15 +770,20 @@ NATS_CONSUMER = "workers"
 
 
 class Nats:
-    def __init__(self) -> None:
+    def __init__(self, sync_always: bool = False) -> None:
         self.dir = Path(tempfile.mkdtemp(prefix="durable-peers-nats-"))
         self.port = free_port()
         self.proc: subprocess.Popen[bytes] | None = None
         self.log = self.dir / "server.log"
         self.binary = "nats-server"
+        self.sync_always = sync_always
 
     def start(self) -> None:
         self.binary = binary = ensure_package("nats-server", "nats-server")
+        config = []
+        if self.sync_always:  # nats-server 2.9 refuses the field: it then fails to start
+            (self.dir / "nats.conf").write_text("jetstream { sync_interval: always }\n")
+            config = ["-c", str(self.dir / "nats.conf")]
         with open(self.log, "wb") as log:
             self.proc = subprocess.Popen(
                 [
@@ -787,6 +797,7 @@ class Nats:
                     str(self.dir / "js"),
                     "-P",
                     str(self.dir / "nats.pid"),
+                    *config,
                 ],
                 stdin=subprocess.DEVNULL,
                 stdout=log,
@@ -918,11 +929,13 @@ async def nats_row(server: Nats, w: Workload) -> dict:
 
 
 def measure_nats(w: Workload) -> list[dict]:
-    server = Nats()
+    server = Nats(w.nats_sync_always)
     try:
         server.start()
         row = run_async(nats_row, server, w)
         row["server"] = first_line([server.binary, "--version"], "nats-server")
+        if w.nats_sync_always:
+            row["durability_label"] = NATS_SYNC_ALWAYS_LABEL
         progress(row)
         return [row]
     finally:
@@ -1054,9 +1067,10 @@ def report_text(report: dict[str, Any]) -> str:
         "(RabbitMQ pushes to its consumers: none). CPU: the server side's (Skueue: all "
         "daemons) over both phases, per message, in clock ticks of "
         f"{1000 / os.sysconf('SC_CLK_TCK'):g} ms per process.",
-        "NATS JetStream does not fsync before its PubAck: it syncs every 2 minutes by "
-        "default (sync_interval: always needs nats-server 2.10 or later); its consumers "
-        "ack with a plain msg.ack(). RabbitMQ's quorum queue fsyncs before it confirms. "
+        "NATS JetStream's file store sends its PubAck before any fsync and syncs every 2 "
+        "minutes, unless started with sync_interval: always (--nats-sync-always; "
+        "nats-server 2.10 or later); its consumers ack with a plain msg.ack(). "
+        "RabbitMQ's quorum queue fsyncs before it confirms. "
         "Servers: "
         + (", ".join(sorted({r["server"] for r in rows if r.get("server")})) or "–")
         + ".",
@@ -1093,6 +1107,11 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         help="always: Skueue --fsync batch, Redis appendfsync always; "
         "everysec: --fsync interval=1000, appendfsync everysec",
     )
+    parser.add_argument(
+        "--nats-sync-always",
+        action="store_true",
+        help="nats-server with sync_interval: always (fsync every write; needs 2.10+)",
+    )
     parser.add_argument("--timeout", type=float, default=300.0, help="bound on each phase, s")
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help="the JSON report")
     args = parser.parse_args(argv)
@@ -1120,7 +1139,8 @@ def measure(system: str, durability: str, modes: Sequence[str], w: Workload) -> 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     signal.signal(signal.SIGINT, on_interrupt)
-    w = Workload(args.messages, args.clients, args.window, args.value_bytes, args.timeout)
+    w = Workload(args.messages, args.clients, args.window, args.value_bytes, args.timeout,
+                 args.nats_sync_always)  # fmt: skip
     print(command_line(), file=sys.stderr, flush=True)
     rows: list[dict[str, Any]] = []
     failures: list[str] = []

@@ -29,6 +29,7 @@ def test_options_default_to_every_system_and_mode() -> None:
     assert args.durability == ["always", "everysec"]
     assert (args.messages, args.clients, args.window) == (bench.DEFAULT_MESSAGES, 4, 100)
     assert args.out == bench.DEFAULT_OUT
+    assert not args.nats_sync_always and bench.parse_args(["--nats-sync-always"]).nats_sync_always
 
 
 def test_options_are_split_and_checked(capsys: pytest.CaptureFixture[str]) -> None:
