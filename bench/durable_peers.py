@@ -168,6 +168,11 @@ class Phase:
         return percentiles(self.latencies) if self.latencies else None
 
 
+def head(value: bytes) -> str:
+    """A message's unique head (``p3.41-7``), by which messages are counted."""
+    return as_text(value) or ""
+
+
 def tally(produced: Sequence[str], consumed: Sequence[str], left: int) -> dict[str, int]:
     """Messages produced (acknowledged), consumed, lost, duplicated and left, by head."""
     sent, got = set(produced), set(consumed)
@@ -480,7 +485,7 @@ async def redis_row(port: int, pid: int, durability: str, mode: str, w: Workload
                     pipe.rpush(key, v)
                 await pipe.execute()
             phase.latencies.append((time.perf_counter() - t) * 1000)
-            sent.extend(as_text(v) for v in values)
+            sent.extend(head(v) for v in values)
 
     async def consume_lane(r: Any, name: str, count: int, phase: Phase) -> None:
         for first in range(0, count, size):
@@ -494,7 +499,7 @@ async def redis_row(port: int, pid: int, durability: str, mode: str, w: Workload
                     pipe.lpop(key)
                 values = await pipe.execute()
             phase.latencies.append((time.perf_counter() - t) * 1000)
-            got.extend(as_text(v) for v in values if v is not None)
+            got.extend(head(v) for v in values if v is not None)
 
     async def run(lane: Callable[..., Any], prefix: str) -> Phase:
         phase = Phase()
@@ -684,7 +689,7 @@ async def rabbitmq_row(node: RabbitMQ, w: Workload) -> dict:
                     t = time.perf_counter()
                     await exchange.publish(message, routing_key=RABBITMQ_QUEUE)  # confirmed
                     produce.latencies.append((time.perf_counter() - t) * 1000)
-                    sent.append(as_text(body) or "")
+                    sent.append(head(body))
 
             async with anyio.create_task_group() as tg:
                 for k, part in enumerate(shares(count, w.window)):
@@ -696,7 +701,7 @@ async def rabbitmq_row(node: RabbitMQ, w: Workload) -> dict:
 
         async def on_message(message: Any) -> None:
             await message.ack()
-            got.append(as_text(message.body) or "")
+            got.append(head(message.body))
             if len(got) >= len(sent):
                 last[0] = time.perf_counter()
                 all_in.set()
@@ -863,12 +868,12 @@ async def nats_row(server: Nats, w: Workload) -> dict:
                 future = await js.publish_async(NATS_SUBJECT, body)  # the phase bounds any stall
                 t = time.perf_counter()
 
-                def done(f: Any, t: float = t, head: str = as_text(body) or "") -> None:
+                def done(f: Any, t: float = t, name: str = head(body)) -> None:
                     if f.cancelled() or f.exception() is not None:
                         failed.append(f.exception() or RuntimeError("cancelled"))
                         return
                     produce.latencies.append((time.perf_counter() - t) * 1000)
-                    sent.append(head)
+                    sent.append(name)
 
                 future.add_done_callback(done)
             await js.publish_async_completed()
@@ -887,7 +892,7 @@ async def nats_row(server: Nats, w: Workload) -> dict:
                 consume.latencies.append((time.perf_counter() - t) * 1000)
                 for msg in msgs:
                     await msg.ack()  # plain ack: no reply awaited
-                    got.append(as_text(msg.data) or "")
+                    got.append(head(msg.data))
                 count -= len(msgs)
 
         meter = CpuMeter([pid])
