@@ -18,6 +18,14 @@ leaves) and ``leaves`` processes leave, at random moments among the client opera
 the scheduler never lets the last process leave.  Client operations go to random
 processes that are not leaving.
 
+Crashes (skueue/sim/crashes.py): ``crashes`` times, at random moments among the client
+operations, a random process crashes and restarts from its durable record, the way a
+durable daemon comes back after ``kill -9``.  A share ``crash_before_sync_ratio`` of them
+dies in the process's next step before the step's log write is synced: that input is lost
+(a message stays in flight, a tick is gone, a request is retried by its client with the
+same operation, before the client's next one).  Every restart checks the replay.  With
+``crashes=0`` nothing is logged and a seed replays exactly the schedule it did before.
+
 A run ends when every client operation has completed and every join and leave has gone
 through.  With ``drain=True`` a drain client then removes elements one at a time (each
 after the previous completed) until the structure reports empty, so a test can check
@@ -29,14 +37,16 @@ from __future__ import annotations
 
 import random
 from dataclasses import dataclass
+from functools import partial
 
 from skueue.check.history import Record
 from skueue.core.effects import Complete, Effect, Send
-from skueue.core.ops import OpKind, Structure, insert_kind, remove_kind
+from skueue.core.ops import Op, OpKind, Structure, insert_kind, remove_kind
 from skueue.core.parts.membership_state import HANDOVER_BYTES_MAX
 from skueue.core.process import Process
 from skueue.overlay.labels import Kind
 from skueue.sim.cluster import build_cluster, process_ids
+from skueue.sim.crashes import CrashSteps, Deliver, Join, Leave, Request, Tick
 from skueue.sim.recorder import Recorder
 from skueue.sim.rounds import SimStuck, diagnose
 
@@ -60,12 +70,19 @@ class AsyncConfig:
     # processes split handovers at this many bytes (None: the core's default).
     value_bytes: int = 0
     handover_bytes_max: int | None = None
+    crashes: int = 0  # crash/restart events during the run (skueue/sim/crashes.py)
+    crash_before_sync_ratio: float = 0.3  # ... that lose the input of their step
+    snapshot_every: int = 0  # a process's snapshot every this many inputs (0: never)
 
     def __post_init__(self) -> None:
         if self.processes < 1:
             raise ValueError("processes must be at least 1")
         if not 0.0 <= self.insert_ratio <= 1.0:
             raise ValueError("the enqueue/push ratio must be in [0, 1]")
+        if not 0.0 <= self.crash_before_sync_ratio <= 1.0:
+            raise ValueError("the crash-before-sync ratio must be in [0, 1]")
+        if self.crashes < 0 or self.snapshot_every < 0:
+            raise ValueError("crashes and snapshot_every must not be negative")
 
 
 @dataclass(slots=True)
@@ -77,7 +94,7 @@ class AsyncResult:
     drained: list[str]  # elements the drain client removed, in order
 
 
-class AsyncSim:
+class AsyncSim(CrashSteps):
     def __init__(self, config: AsyncConfig) -> None:
         self.config = config
         self.rng = random.Random(config.seed)
@@ -99,6 +116,7 @@ class AsyncSim:
             for _ in range(config.operations)
         ]
         self.script += ["join"] * config.joins + ["leave"] * config.leaves
+        self.script += ["crash"] * config.crashes
         self.rng.shuffle(self.script)
         self.script.reverse()  # pop() from the end takes them in order
         self.mood = self.rng.choice(("uniform", "newest", "starve"))
@@ -112,6 +130,21 @@ class AsyncSim:
         self.drain_op: int | None = None
         self.drained: list[str] = []
         self.drain_done = not config.drain
+        # Crashes (none: nothing below draws a random number or logs anything).
+        self.start_crashes(
+            config.seed, config.crashes, config.snapshot_every, config.crash_before_sync_ratio
+        )
+        self.create = partial(
+            Process.create, structure=config.structure, handover_bytes_max=self.handover_bytes_max
+        )
+        self.create_joining = partial(
+            Process.create_joining,
+            structure=config.structure,
+            handover_bytes_max=self.handover_bytes_max,
+        )
+        for p in self.order:
+            views = {kind: node.ring.view for kind, node in p.nodes.items()}
+            self.register(p, partial(self.create, p.process_id, views))
 
     # -- actions ----------------------------------------------------------------------
 
@@ -134,12 +167,13 @@ class AsyncSim:
                 self.drained.append(record.value)
 
     def _submit(self, process: Process, kind: OpKind) -> int:
+        process = self.retried(process)
         value = None
         if kind.inserts:
             value = f"{process.process_id}-{process.next_op_id}".ljust(self.config.value_bytes, ".")
-        op = process.new_op(kind, value)
+        op = Op(process.next_op_id, kind, value)  # what the request's new_op makes
         self.recorder.invoked(process.process_id, op, self.steps)
-        self._apply(process, process.submit(op))
+        self.input(process, Request(op))
         return op.op_id
 
     def _pick_message(self) -> Send:
@@ -159,28 +193,34 @@ class AsyncSim:
         return pool.pop()
 
     def _next_event(self) -> None:
-        event = self.script.pop()
         rng = self.rng
+        if self.retries and (not self.script or rng.random() < 0.5):
+            self.retried(self.processes[rng.choice(sorted(self.retries))])
+            return
+        event = self.script.pop()
         if event == "join":
             ids = self.config.join_ids
             pid = ids[self.joined] if self.joined < len(ids) else f"j{self.joined}"
             self.joined += 1
             contact = self.drain_process.nodes[Kind.LEFT].me
-            process = Process.create_joining(
-                pid, contact, self.config.structure, handover_bytes_max=self.handover_bytes_max
-            )
+            process = self.create_joining(pid, contact)
             self.processes[pid] = process
             self.order.append(process)
-            self._apply(process, process.join())
+            self.register(process, partial(self.create_joining, pid, contact))
+            self.input(process, Join())
+            return
+        if event == "crash":
+            self.crash()
             return
         staying = [p for p in self.order if p.joined and not p.leaving]
         if event == "leave":
             candidates = [p for p in staying if p is not self.drain_process]
             anchor = self.anchor_process()
             if self.config.leave_anchor and anchor in candidates:
-                anchor.leave()
+                assert anchor is not None
+                self.input(self.retried(anchor), Leave())
             elif candidates:
-                rng.choice(candidates).leave()
+                self.input(self.retried(rng.choice(candidates)), Leave())
             return
         assert isinstance(event, OpKind)
         clients = [p for p in self.order if not p.leaving and not p.departed]
@@ -190,15 +230,13 @@ class AsyncSim:
         self.steps += 1
         rng = self.rng
         roll = rng.random()
-        if self.script and roll < 0.15:
+        if (self.script or self.retries) and roll < 0.15:
             self._next_event()
         elif self.in_flight and roll < 0.75:
             send = self._pick_message()
-            process = self.processes[send.to.process]
-            self._apply(process, process.handle(send.to, send.message))
+            self.input(self.processes[send.to.process], Deliver(send))
         else:
-            process = self.order[rng.randrange(len(self.order))]
-            self._apply(process, process.tick())
+            self.input(self.order[rng.randrange(len(self.order))], Tick())
         if rng.random() < 0.001:
             self.mood = rng.choice(("uniform", "newest", "starve"))
             self.victim = rng.choice(self.ids)
