@@ -95,15 +95,12 @@ class SnapshotEntryStore:
         would take tens of MB at the moment a restart needs the most."""
         inner = self.inner
         marked = bytearray(inner.next_record)
-        missing = corrupt = count = 0
+        count = 0
         for record in named:
             count += 1
-            if record < len(marked):
+            if record < len(marked):  # past the store's end: missing (count - found)
                 marked[record] = 1
-            else:
-                missing += 1
-        for record in inner.recovery.corrupt:
-            corrupt += record < len(marked) and marked[record]
+        corrupt = sum(marked[r] for r in inner.recovery.corrupt if r < len(marked))
         stale = []
         found = 0
         for record, _, _ in inner.live():
@@ -111,7 +108,7 @@ class SnapshotEntryStore:
                 found += 1
             else:
                 stale.append(record)
-        missing += count - missing - found
+        missing = count - found
         if missing or corrupt:
             raise DaemonError(
                 f"the entry store in {inner.directory} lost {missing} and holds "
