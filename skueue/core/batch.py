@@ -176,19 +176,18 @@ def split_grants(grants: Sequence[RunGrant], subs: Sequence[Batch]) -> list[tupl
     as long as that sub-batch's run list.
     """
     out: list[list[RunGrant]] = [[] for _ in subs]
-    for i, grant in enumerate(grants):
-        g = grant
+    for i, g in enumerate(grants):
+        # The grant's fields, walked forward sub-batch by sub-batch (plain ints: this
+        # runs for every run of every node's batch in every cycle).
+        first, available, ord_first, ticket = g.first, g.available, g.ord_first, g.ticket
+        step, ticket_step = g.step, g.ticket_step
         for j, sub in enumerate(subs):
             if i >= len(sub.counts):
                 continue
-            count, slots = sub.counts[i], sub.slots[i]
-            taken = min(count, g.available)
-            out[j].append(replace(g, available=taken))
-            g = replace(
-                g,
-                first=g.first + taken * g.step,
-                available=g.available - taken,
-                ord_first=g.ord_first + slots,
-                ticket=g.ticket + taken * g.ticket_step,
-            )
+            taken = min(sub.counts[i], available)
+            out[j].append(RunGrant(first, taken, ord_first, ticket, step, ticket_step))
+            first += taken * step
+            available -= taken
+            ord_first += sub.slots[i]
+            ticket += taken * ticket_step
     return [tuple(x) for x in out]
