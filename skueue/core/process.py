@@ -32,7 +32,7 @@ from skueue.core.errors import PeerError, ProtocolError
 from skueue.core.membership import update_phase as membership
 from skueue.core.membership.state import HANDOVER_OVERHEAD_BYTES, LOSSY_WHEN_DEPARTED
 from skueue.core.messages.membership import MembershipMessage
-from skueue.core.messages.stages import Message
+from skueue.core.messages.stages import Hurry, Message
 from skueue.core.node.virtual_node import VirtualNode
 from skueue.core.ops import Element, Op, OpKind, Structure
 from skueue.core.parts.membership_state import HANDOVER_BYTES_MAX, JoinTicket, LeaveTicket
@@ -95,6 +95,9 @@ class Process:
     next_op_id: int = 0
     # Did the last tick start a batch anywhere?  Drivers use it to skip idle processes.
     last_tick_fired: bool = True
+    # Send Hurry hints (see tick_due): for drivers that pace their ticks.  The round
+    # simulators tick every node every round, so a hint would only add messages there.
+    hurry: bool = False
 
     @classmethod
     def create(
@@ -105,15 +108,17 @@ class Process:
         *,
         local_delivery: bool = True,
         handover_bytes_max: int = HANDOVER_BYTES_MAX,
+        hurry: bool = False,
     ) -> Process:
         """``handover_bytes_max``: the largest message a handover of entries (join or
-        leave) may use; a driver sets it below its frame limit."""
+        leave) may use; a driver sets it below its frame limit.  ``hurry``: send Hurry
+        hints (a driver that paces its ticks by :meth:`tick_due`)."""
         _check_handover_limit(handover_bytes_max)
         nodes = {
             kind: VirtualNode.in_ring(views[kind], structure, handover_bytes_max)
             for kind in Kind
         }
-        return cls(process_id, nodes, structure, local_delivery)
+        return cls(process_id, nodes, structure, local_delivery, hurry=hurry)
 
     @classmethod
     def create_joining(
@@ -124,6 +129,7 @@ class Process:
         *,
         local_delivery: bool = True,
         handover_bytes_max: int = HANDOVER_BYTES_MAX,
+        hurry: bool = False,
     ) -> Process:
         """A process outside the ring that will join it through ``contact`` (call
         :meth:`join`).  Its views are placeholders until each node is integrated."""
@@ -133,7 +139,7 @@ class Process:
             me.kind: VirtualNode.joining(me, contact, ticket, structure, handover_bytes_max)
             for me in process_nodes(process_id)
         }
-        return cls(process_id, nodes, structure, local_delivery)
+        return cls(process_id, nodes, structure, local_delivery, hurry=hurry)
 
     def join(self) -> list[Effect]:
         """Send the three join requests (SPEC §8: a join is one request per node)."""
@@ -177,7 +183,7 @@ class Process:
         return op
 
     def submit(self, op: Op) -> list[Effect]:
-        return self._settle(self.nodes[INTAKE_KIND].submit(op))
+        return self._hurry(self._settle(self.nodes[INTAKE_KIND].submit(op)))
 
     def tick(self) -> list[Effect]:
         effects: list[Effect] = []
@@ -185,7 +191,7 @@ class Process:
         for kind in TICK_ORDER:
             effects.extend(self._settle(self.nodes[kind].tick()))
         self.last_tick_fired = self.batches_sent() != before
-        return effects
+        return self._hurry(effects)
 
     def batches_sent(self) -> int:
         return sum(n.batching.batches_sent for n in self.nodes.values())
@@ -207,11 +213,11 @@ class Process:
         # The boundary: the receiving node checks the peer's message before anything
         # changes (a PeerError here leaves the process as it was); from here on every
         # error is ours, including one refused message between our own nodes.
-        return self._settle(node.handle(message))
+        return self._hurry(self._settle(node.handle(message)))
 
     def _settle(self, effects: list[Effect]) -> list[Effect]:
         """Deliver messages between own nodes at once; return the rest in order."""
-        if not self.local_delivery:
+        if not self.local_delivery or not effects:
             return effects
         out: list[Effect] = []
         pending: deque[Effect] = deque(effects)
@@ -231,17 +237,34 @@ class Process:
                 out.append(effect)
         return out
 
+    def _hurry(self, effects: list[Effect]) -> list[Effect]:
+        """Add Hurry hints to ``effects`` while this process is urgent: each node asks
+        the neighbours in other processes that it waits for (children whose batch is
+        missing; the parent while its batch has no grants), once per batch.  A hurried
+        node is urgent in turn, so the hint spreads over the tree until every batch the
+        operations need moves.  (Own nodes need no hint: a tick fires the whole process,
+        right to left.)"""
+        if not self.hurry or not any(n.wants_speed() for n in self.nodes.values()):
+            return effects
+        for node in self.nodes.values():
+            for neighbour in node.to_hurry():
+                if neighbour.process != self.process_id:
+                    effects.append(Send(neighbour, Hurry(node.me)))
+        return effects
+
     def tick_due(self) -> TickDue:
         """How soon a tick is worth running.
 
         A daemon ticks at once when a batch can go and operations wait anywhere in this
-        process (or the last grants said the cluster was busy), paces its ticks when only
-        empty batches can go and nothing waits (so an idle cluster does not spin empty
-        batches around the tree as fast as the network allows), and waits for input
-        otherwise.  Urgency is the process's, not one node's: the intake node with an
-        operation often waits for its own process's children, whose empty batches must
-        then go at once rather than at the idle pace.  (Never NOW without a node that
-        can fire, so a NOW tick always changes something: no spinning.)
+        process, or a parent in another process asked for our batch (Hurry); it paces its
+        ticks when only empty batches can go and nothing waits (so an idle cluster does
+        not spin empty batches around the tree as fast as the network allows), and waits
+        for input otherwise.  Urgency is the process's, not one node's: the intake node
+        with an operation often waits for its own process's children, whose empty batches
+        must then go at once rather than at the idle pace; children in other processes
+        learn of it from the Hurry hints this process sends them (:meth:`_hurry`).
+        (Never NOW without a node that can fire, so a NOW tick always changes something:
+        no spinning.)
         """
         if not any(node.can_fire() for node in self.nodes.values()):
             return TickDue.NOTHING

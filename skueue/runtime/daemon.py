@@ -185,6 +185,7 @@ class Daemon(Replay, IncomingConnections):
             views,
             self.config.structure,
             handover_bytes_max=self.limits.handover_bytes_max,
+            hurry=True,
         )
         return attach(process, self.entry_store)
 

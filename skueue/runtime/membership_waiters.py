@@ -30,6 +30,7 @@ class MembershipWaiters(DaemonState):
             contact,
             self.config.structure,
             handover_bytes_max=self.limits.handover_bytes_max,
+            hurry=True,
         )
         attach(process, self.entry_store)
         self.pending_join_effects = process.join()

@@ -100,8 +100,9 @@ class AsyncSim(CrashSteps):
         self.rng = random.Random(config.seed)
         self.ids = process_ids(config.processes)
         self.handover_bytes_max = config.handover_bytes_max or HANDOVER_BYTES_MAX
+        # Hurry hints on, as in the daemon: the adversary delays and reorders them too.
         self.processes = build_cluster(
-            self.ids, config.structure, handover_bytes_max=self.handover_bytes_max
+            self.ids, config.structure, handover_bytes_max=self.handover_bytes_max, hurry=True
         )
         self.order = [self.processes[pid] for pid in self.ids]
         self.recorder = Recorder()
@@ -135,12 +136,16 @@ class AsyncSim(CrashSteps):
             config.seed, config.crashes, config.snapshot_every, config.crash_before_sync_ratio
         )
         self.create = partial(
-            Process.create, structure=config.structure, handover_bytes_max=self.handover_bytes_max
+            Process.create,
+            structure=config.structure,
+            handover_bytes_max=self.handover_bytes_max,
+            hurry=True,
         )
         self.create_joining = partial(
             Process.create_joining,
             structure=config.structure,
             handover_bytes_max=self.handover_bytes_max,
+            hurry=True,
         )
         for p in self.order:
             views = {kind: node.ring.view for kind, node in p.nodes.items()}

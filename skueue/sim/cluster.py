@@ -27,6 +27,7 @@ def build_cluster(
     *,
     local_delivery: bool = True,
     handover_bytes_max: int = HANDOVER_BYTES_MAX,
+    hurry: bool = False,
 ) -> dict[str, Process]:
     if not ids:
         raise ValueError("a cluster needs at least one process")
@@ -41,6 +42,7 @@ def build_cluster(
             structure,
             local_delivery=local_delivery,
             handover_bytes_max=handover_bytes_max,
+            hurry=hurry,
         )
         for pid in ids
     }

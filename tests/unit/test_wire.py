@@ -32,6 +32,7 @@ from skueue.sim import rounds
 from skueue.sim.rounds import SyncConfig, SyncSim
 from skueue.wire.errors import RemoteProtocolError
 from skueue.wire.peer import decode_message, encode_message
+from tests.unit.test_hurry import hurry_messages
 
 
 def through_wire(message: Any) -> Any:
@@ -67,6 +68,7 @@ def sim_messages() -> tuple[Any, ...]:
     seen: list[Any] = []
     for structure in Structure:
         run_sim(structure, wire=True, seen=seen)
+    seen.extend(hurry_messages())  # only a paced driver sends them, not the simulator
     by_kind: dict[str, list[Any]] = {}
     for m in seen:
         by_kind.setdefault(m[0], []).append(m)

@@ -14,6 +14,7 @@ from skueue.core.messages.membership import (
     LeaveAnswer,
     MayILeave,
 )
+from skueue.core.messages.stages import Hurry
 from skueue.core.ops import Element
 from skueue.dht.keys import position_key
 from skueue.overlay.labels import LABEL_SPACE
@@ -28,8 +29,9 @@ HANDOVER_OVERHEAD_BYTES = 1024
 ENTRY_OVERHEAD_BYTES = 32
 NODE_BYTES_MAX = 300  # a node reference: a process id of up to 256 bytes and its kind
 # Messages that may find their receiver gone, harmlessly: a join request is repeated by
-# its joiner, and a leaver that asked a departed predecessor hears from the next one.
-LOSSY_WHEN_DEPARTED = (JoinRequest, MayILeave, LeaveAnswer)
+# its joiner, a leaver that asked a departed predecessor hears from the next one, and a
+# Hurry is only a hint (its sender may not know yet that this child left).
+LOSSY_WHEN_DEPARTED = (JoinRequest, MayILeave, LeaveAnswer, Hurry)
 
 
 def cyclic_distance(origin: int, label: int) -> int:

@@ -51,6 +51,20 @@ class Grants:
 
 
 @dataclass(frozen=True, slots=True)
+class Hurry:
+    """A pacing hint, not a stage: operations wait in the sender's process, and the
+    sender, a neighbour in the aggregation tree (a parent waiting for this node's batch,
+    or a child waiting for its grants), asks this node to send its next batch at once
+    rather than at a driver's idle pace.  It changes nothing but the receiver's urgency
+    (:meth:`skueue.core.process.Process.tick_due`)."""
+
+    sender: NodeRef
+
+    def describe(self) -> str:
+        return f"Hurry from {self.sender.describe()}"
+
+
+@dataclass(frozen=True, slots=True)
 class Put:
     """Stage 4: store ``element`` at ``position`` (routed hop by hop to pred(key))."""
 
@@ -109,7 +123,7 @@ class PutAck:
         return f"PutAck op=#{self.op_id}"
 
 
-Message = BatchUp | Grants | Put | Get | GetReply | PutAck
+Message = BatchUp | Grants | Hurry | Put | Get | GetReply | PutAck
 
 # The kinds, derived from the union above (written once).
 MESSAGE_KINDS: dict[str, type[Message]] = {cls.__name__: cls for cls in typing.get_args(Message)}

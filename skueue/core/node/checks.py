@@ -15,7 +15,16 @@ from skueue.core.membership import update_phase as membership
 from skueue.core.membership.state import in_interval
 from skueue.core.messages.field_types import KeyOwner
 from skueue.core.messages.membership import MembershipMessage
-from skueue.core.messages.stages import BatchUp, Get, GetReply, Grants, Message, Put, PutAck
+from skueue.core.messages.stages import (
+    BatchUp,
+    Get,
+    GetReply,
+    Grants,
+    Hurry,
+    Message,
+    Put,
+    PutAck,
+)
 from skueue.core.parts.node_state import NodeState
 from skueue.core.parts.ring import Mode
 from skueue.dht.keys import POSITION_MAX, position_key
@@ -35,6 +44,8 @@ def check(node: NodeState, message: Message | MembershipMessage) -> None:
             _check_batch_up(node, message)
         case Grants():
             _check_grants(node, message)
+        case Hurry():
+            pass  # a hint only; a former parent may still send one while the tree changes
         case Put() | Get():
             _check_dht(node, message)
         case GetReply(op_id=op_id, position=position, element=element, owner=owner):

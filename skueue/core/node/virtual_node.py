@@ -35,8 +35,6 @@ order give the same effects.
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 from skueue.core.batch import Batch, RunGrant, split_grants
 from skueue.core.effects import Complete, Effect, Send
 from skueue.core.errors import PeerError, ProtocolError
@@ -44,12 +42,22 @@ from skueue.core.intake import Assignment
 from skueue.core.membership import update_phase as membership
 from skueue.core.messages.field_types import KeyOwner
 from skueue.core.messages.membership import MembershipMessage
-from skueue.core.messages.stages import BatchUp, Get, GetReply, Grants, Message, Put, PutAck
+from skueue.core.messages.stages import (
+    BatchUp,
+    Get,
+    GetReply,
+    Grants,
+    Hurry,
+    Message,
+    Put,
+    PutAck,
+)
 from skueue.core.node.checks import check
 from skueue.core.ops import Element, Op
 from skueue.core.parts.node_state import NodeState
 from skueue.core.parts.ring import Mode
 from skueue.dht.keys import position_key
+from skueue.overlay.labels import NodeRef
 from skueue.overlay.routing import Route, next_hop, start_route
 
 __all__ = ["PeerError", "ProtocolError", "VirtualNode"]
@@ -101,11 +109,12 @@ class VirtualNode(NodeState):
     def own_batch(self) -> Batch:
         """The own buffer's batch plus this node's membership counters (SPEC §8)."""
         b = self.batching.own.batch()
-        return replace(
-            b,
-            joins=membership.join_report(self),
-            leaves=membership.leave_report(self),
-            nodes=1 if self.ring.mode is Mode.MEMBER else 0,
+        return Batch(
+            b.counts,
+            b.slots,
+            membership.join_report(self),
+            membership.leave_report(self),
+            1 if self.ring.mode is Mode.MEMBER else 0,
         )
 
     def handle(self, message: Message | MembershipMessage) -> list[Effect]:
@@ -125,6 +134,9 @@ class VirtualNode(NodeState):
                 return []
             case Grants(grants=grants, busy=busy, update=update):
                 return self._serve(grants, busy, update)
+            case Hurry():
+                self.batching.hurried = True
+                return []
             case Put() | Get():
                 return self._route(message)
             case GetReply(op_id=op_id, element=element, owner=owner):
@@ -240,8 +252,15 @@ class VirtualNode(NodeState):
         return self.batching.can_fire(self.ring.kids)
 
     def wants_speed(self) -> bool:
-        """Operations wait here, or the cluster was busy a moment ago: do not pace."""
-        return self.batching.cluster_busy or self.batching.has_operations()
+        """Operations wait here, or a parent asked for this node's batch: do not pace."""
+        return self.batching.hurried or self.batching.has_operations()
+
+    def to_hurry(self) -> list[NodeRef]:
+        """Neighbours to send a Hurry now (see :meth:`Process.tick_due`): none while
+        this node is outside the ring or in an update phase, when it does not batch."""
+        if self.ring.mode is not Mode.MEMBER or self.member.phase is not None:
+            return []
+        return self.batching.to_hurry(self.ring.kids, self.ring.up)
 
     def waiting_for(self) -> str | None:
         """Why this node is not idle, for a driver's diagnosis; None if it is idle."""

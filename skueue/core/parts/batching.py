@@ -61,6 +61,13 @@ class Batching:
     last_batch_operations: int = 0  # operations in the batch this node sent last (for logs)
     # Whether the last grants said the cluster's batch held operations (a pacing hint).
     cluster_busy: bool = False
+    # A neighbour in the tree asked for this node's next batch at once (Hurry); cleared
+    # when it fires.
+    hurried: bool = False
+    # Children asked to hurry since this node last fired: each is asked once per batch.
+    hurry_sent: set[NodeRef] = field(default_factory=set)
+    # The parent was asked to hurry for the batch in flight.
+    hurry_up_sent: bool = False
 
     def __post_init__(self) -> None:
         self.own = OwnBuffer(self.structure)
@@ -94,6 +101,9 @@ class Batching:
             reports_join=reports_join,
         )
         self.own = OwnBuffer(self.structure)
+        self.hurried = False
+        self.hurry_sent.clear()
+        self.hurry_up_sent = False
         combined = own_batch
         for _, b in layout[1:]:
             combined = combined.combine(b)
@@ -101,6 +111,18 @@ class Batching:
         self.largest_batch = max(self.largest_batch, len(combined.counts))
         self.last_batch_operations = combined.operations
         return combined
+
+    def to_hurry(self, kids: tuple[NodeRef, ...], up: NodeRef | None) -> list[NodeRef]:
+        """The neighbours this node waits for and has not asked to hurry yet (they are
+        counted as asked now): the children whose next batch is missing, and the parent
+        while the batch in flight has no grants.  Each is asked once per batch."""
+        missing = [k for k in kids if k not in self.child_batches and k not in self.hurry_sent]
+        self.hurry_sent.update(missing)
+        flight = self.inflight
+        if up is not None and flight is not None and not flight.served and not self.hurry_up_sent:
+            self.hurry_up_sent = True
+            missing.append(up)
+        return missing
 
     # -- stages 3 and 4 ---------------------------------------------------------------
 
