@@ -4,10 +4,11 @@ Each step it takes every input waiting in the inbox (up to ``inputs_per_step_max
 dispatches them, ticks when a tick is due, expires what passed its deadline, and hands
 the frames produced to the writers, one coalesced blob per connection per step.
 
-Pacing: a tick runs at once when a batch with operations in it can go up (or the
-cluster was busy a moment ago); when only an empty batch can, the tick waits a delay
-that doubles from ``idle_tick_min_ms`` to ``idle_tick_max_ms`` (an idle cluster keeps
-its tree turning slowly instead of spinning); otherwise ticks follow input.
+Pacing: a tick runs at once when a batch can go up and operations wait in this process
+(or another process hurried it, see ``Process.tick_due``); when only an empty batch can,
+the tick waits a delay that doubles from ``idle_tick_min_ms`` to ``idle_tick_max_ms`` (an
+idle cluster keeps its tree turning slowly instead of spinning); otherwise ticks follow
+input.
 
 Errors by blame: a peer message the core refuses (:class:`PeerError`, the core unchanged)
 costs that peer its link.  Anything else raised while handling an input is our own bug:

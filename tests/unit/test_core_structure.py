@@ -104,7 +104,7 @@ def test_a_refusal_after_the_check_passed_is_our_bug(monkeypatch: pytest.MonkeyP
         return None
 
     def refuses_late(self: Any, message: Any) -> Any:
-        self.batching.cluster_busy = True  # a change first
+        self.batching.hurried = True  # a change first
         raise PeerError("refused after a change")
 
     monkeypatch.setattr(virtual_node, "check", passes)

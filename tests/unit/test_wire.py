@@ -99,7 +99,7 @@ def test_hand_built_messages_round_trip_with_bytes_and_text_elements() -> None:
     route = Route(target=5, bits=4, taken=2, point=9, phase=Phase.FINAL, heading=-1, hops=3)
     for message in (
         BatchUp(a, Batch((3, 0, 2), (3, 1, 2), 1, 2)),
-        Grants((RunGrant(4, 3, 10, 7, -1, 1),), busy=False),
+        Grants((RunGrant(4, 3, 10, 7, -1, 1),), update=False),
         Put(route, 12, b"\x00bytes", 3, a, 99, True),
         Put(route, 12, "text", 0, a, 99, False),
         Get(route, 1, 0, a, 0),
@@ -230,8 +230,8 @@ def normalise(value: Any) -> Any:
     return msgpack.unpackb(blob, raw=False, strict_map_key=False)
 
 
-# The only boolean fields on the wire: Grants.busy and Put.ack.
-BOOL_FIELDS = {("Grants", 2), ("Grants", 3), ("Put", 7)}
+# The only boolean fields on the wire: Grants.update and Put.ack.
+BOOL_FIELDS = {("Grants", 2), ("Put", 7)}
 
 
 def leaves(x: Any) -> list[Any]:

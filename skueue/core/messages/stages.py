@@ -35,9 +35,6 @@ class Grants:
     """Stage 3: the position grants for the batch a child sent up, one per run."""
 
     grants: tuple[RunGrant, ...]
-    # The anchor's batch held operations.  Only a pacing hint for drivers: a daemon keeps
-    # its tree turning at full speed while the cluster is busy, and slows down when idle.
-    busy: bool = False
     # The anchor starts an update phase with these grants (SPEC §8): no new batches
     # until "update over".
     update: bool = False
@@ -46,7 +43,7 @@ class Grants:
     number: int = 0
 
     def describe(self) -> str:
-        flags = (" busy" if self.busy else "") + (" update" if self.update else "")
+        flags = " update" if self.update else ""
         return f"Grants #{self.number} " + " ".join(g.describe() for g in self.grants) + flags
 
 

@@ -101,7 +101,7 @@ class VirtualNode(NodeState):
             assert self.seat.trigger is not None
             update = self.seat.trigger.observe(combined)
             grants = self.seat.policy.assign(combined)
-            return effects + self._serve(grants, combined.operations > 0, update)
+            return effects + self._serve(grants, update)
         flight = self.batching.inflight
         assert flight is not None and self.ring.up is not None, "only the anchor has no parent"
         return [*effects, Send(self.ring.up, BatchUp(self.me, combined, flight.number))]
@@ -132,8 +132,8 @@ class VirtualNode(NodeState):
             case BatchUp(sender=sender, batch=batch, number=number):
                 self.batching.file(sender, batch, number)
                 return []
-            case Grants(grants=grants, busy=busy, update=update):
-                return self._serve(grants, busy, update)
+            case Grants(grants=grants, update=update):
+                return self._serve(grants, update)
             case Hurry():
                 self.batching.hurried = True
                 return []
@@ -147,8 +147,8 @@ class VirtualNode(NodeState):
 
     # -- stage 3 and 4 --------------------------------------------------------------
 
-    def _serve(self, grants: tuple[RunGrant, ...], busy: bool, update: bool) -> list[Effect]:
-        flight = self.batching.serve(busy)
+    def _serve(self, grants: tuple[RunGrant, ...], update: bool) -> list[Effect]:
+        flight = self.batching.serve()
         if flight.reports_leave:
             membership.leave_counted(self)
         effects: list[Effect] = membership.join_counted(self) if flight.reports_join else []
@@ -157,7 +157,7 @@ class VirtualNode(NodeState):
         for (child, _), part in zip(flight.layout, parts, strict=True):
             if child is not None:
                 number = flight.child_numbers[child]
-                effects.append(Send(child, Grants(part, busy, update, number)))
+                effects.append(Send(child, Grants(part, update, number)))
                 old_children.append(child)
         for a in flight.own.assign(parts[0]):
             effects.extend(self._start(a))

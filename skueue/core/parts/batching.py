@@ -59,8 +59,6 @@ class Batching:
     batches_sent: int = 0
     largest_batch: int = 0  # most runs in any batch this node sent or assigned (Theorem 18/20)
     last_batch_operations: int = 0  # operations in the batch this node sent last (for logs)
-    # Whether the last grants said the cluster's batch held operations (a pacing hint).
-    cluster_busy: bool = False
     # A neighbour in the tree asked for this node's next batch at once (Hurry); cleared
     # when it fires.
     hurried: bool = False
@@ -126,13 +124,12 @@ class Batching:
 
     # -- stages 3 and 4 ---------------------------------------------------------------
 
-    def serve(self, busy: bool) -> InFlight:
+    def serve(self) -> InFlight:
         """The grants for ``B`` arrived."""
         flight = self.inflight
         if flight is None or flight.served:
             raise ProtocolError("grants without a batch in flight")
         flight.served = True
-        self.cluster_busy = busy
         return flight
 
     def settle(self) -> None:
