@@ -27,6 +27,7 @@ from collections import deque
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from skueue.core.dht_bundles import bundle_dht
 from skueue.core.effects import Effect, Send
 from skueue.core.errors import PeerError, ProtocolError
 from skueue.core.membership import update_phase as membership
@@ -183,7 +184,16 @@ class Process:
         return op
 
     def submit(self, op: Op) -> list[Effect]:
-        return self._hurry(self._settle(self.nodes[INTAKE_KIND].submit(op)))
+        return self.submit_all([op])
+
+    def submit_all(self, ops: list[Op]) -> list[Effect]:
+        """Submit ``ops`` in order: the same as one :meth:`submit` each, with the
+        step's output (hints, bundles) worked out once."""
+        intake = self.nodes[INTAKE_KIND]
+        effects: list[Effect] = []
+        for op in ops:
+            effects.extend(intake.submit(op))
+        return self._out(self._settle(effects))
 
     def tick(self) -> list[Effect]:
         effects: list[Effect] = []
@@ -191,7 +201,7 @@ class Process:
         for kind in TICK_ORDER:
             effects.extend(self._settle(self.nodes[kind].tick()))
         self.last_tick_fired = self.batches_sent() != before
-        return self._hurry(effects)
+        return self._out(effects)
 
     def batches_sent(self) -> int:
         return sum(n.batching.batches_sent for n in self.nodes.values())
@@ -213,7 +223,7 @@ class Process:
         # The boundary: the receiving node checks the peer's message before anything
         # changes (a PeerError here leaves the process as it was); from here on every
         # error is ours, including one refused message between our own nodes.
-        return self._hurry(self._settle(node.handle(message)))
+        return self._out(self._settle(node.handle(message)))
 
     def _settle(self, effects: list[Effect]) -> list[Effect]:
         """Deliver messages between own nodes at once; return the rest in order."""
@@ -236,6 +246,12 @@ class Process:
             else:
                 out.append(effect)
         return out
+
+    def _out(self, effects: list[Effect]) -> list[Effect]:
+        """What leaves the process after a step: its messages for other processes, with
+        Hurry hints added and DHT messages bundled per destination."""
+        budget = self.nodes[INTAKE_KIND].member.handover_bytes_max
+        return bundle_dht(self._hurry(effects), budget)
 
     def _hurry(self, effects: list[Effect]) -> list[Effect]:
         """Add Hurry hints to ``effects`` while this process is urgent: each node asks

@@ -128,10 +128,12 @@ class Host:
             self.retry_running[key] = request
         self.pending_requests[client] += 1
         self._expires(request, deadline)
+        submitted = []
         for index, (kind, value) in enumerate(ops):
             op = self.process.new_op(kind, value)
             self.ops[op.op_id] = (request, index)
-            self._apply(self.process.submit(op))
+            submitted.append(op)
+        self._apply(self.process.submit_all(submitted))
 
     def _retried(self, client: int, rid: int, key: RetryKey, deadline: float) -> bool:
         """Serve a request sent again from what its first attempt did (True), if this

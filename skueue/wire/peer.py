@@ -81,6 +81,8 @@ def field_codec(annotation: Any, what: str) -> tuple[Encode, Decode]:
         return encode, lambda x: decode(x, what)
     if origin is types.UnionType and set(args) == {bytes, str}:  # an Element
         return None, lambda x: element(x, what)
+    if origin is types.UnionType and all(dataclasses.is_dataclass(a) for a in args):
+        return _nested_message(args, what)
     if origin is types.UnionType and type(None) in args:
         (inner,) = [a for a in args if a is not type(None)]
         enc, dec = field_codec(inner, what)
@@ -108,6 +110,20 @@ def _sequence(item: Any, what: str, count: Items) -> tuple[Encode, Decode]:
     if enc is None:
         return list, decode
     return (lambda v: [enc(i) for i in v]), decode
+
+
+def _nested_message(classes: tuple[type[Any], ...], what: str) -> tuple[Encode, Decode]:
+    """A message inside a message (a DHT bundle's): one of ``classes``, in its own wire
+    form.  (The codecs are looked up when used: they are built after this.)"""
+    allowed = frozenset(c.__name__ for c in classes)
+
+    def decode(x: Any) -> Any:
+        fields = _list(x, what)
+        if not fields or type(fields[0]) is not str or fields[0] not in allowed:
+            raise RemoteProtocolError(f"{what}: expected one of {sorted(allowed)}")
+        return CODECS[fields[0]].decode(fields[1:])
+
+    return (lambda m: encode_message(m)), decode
 
 
 def _fixed(items: tuple[Any, ...], what: str) -> tuple[Encode, Decode]:

@@ -23,7 +23,7 @@ pytestmark = pytest.mark.trio
 async def test_a_bug_in_the_core_stops_the_daemon_and_logs_the_input(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    def broken_submit(self: Process, op: object) -> list[object]:
+    def broken_submit(self: Process, ops: object) -> list[object]:
         raise ProtocolError("a deliberately broken core")
 
     with capture_logs() as logs, pytest.raises(BaseExceptionGroup) as stopped:
@@ -31,7 +31,7 @@ async def test_a_bug_in_the_core_stops_the_daemon_and_logs_the_input(
             async with inproc_daemon(Limits()) as daemon:
                 c = await RawClient.connect(daemon)
                 await c.hello()
-                monkeypatch.setattr(Process, "submit", broken_submit)
+                monkeypatch.setattr(Process, "submit_all", broken_submit)
                 await c.send(["insert", 7, [b"payload"]])
                 await trio.sleep_forever()  # the daemon's crash ends the block
     assert stopped.group_contains(ProtocolError, match="deliberately broken")

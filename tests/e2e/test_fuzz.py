@@ -109,7 +109,7 @@ def sample_messages() -> list[Message]:
     route = Route(target=12345, bits=3, taken=1, point=999, phase=Phase(0), heading=1, hops=2)
     return [
         BatchUp(a, Batch((2, 1), (2, 1), 0, 0)),
-        Grants((RunGrant(1, 2, 0, 0, 1, 0), RunGrant(3, 1, 2, 0, 1, 0)), True),
+        Grants((RunGrant(1, 2, 0, 0, 1, 0), RunGrant(3, 1, 2, 0, 1, 0)), update=False),
         Put(route, 7, b"elem", 0, b, 3, False),
         Get(route, 7, 0, a, 4),
         GetReply(5, 7, b"elem"),
@@ -210,8 +210,8 @@ def wrong_peer_messages(
         BatchUp(member, Batch((2, 1), (2, 2)), 0),  # a queue run with more ranks
         BatchUp(own, Batch((1,), (1,)), 0),  # from its own process: never a child here
         Grants((), number=stale),  # the frames of issue 8: no runs, for no batch in flight
-        Grants((RunGrant(1, 1, 0),) * rng.randrange(1, 4), True, False, stale + p),
-        Grants((RunGrant(1, 0, 0), RunGrant(1, 0, 0)), False, True, stale),
+        Grants((RunGrant(1, 1, 0),) * rng.randrange(1, 4), update=False, number=stale + p),
+        Grants((RunGrant(1, 0, 0), RunGrant(1, 0, 0)), update=True, number=stale),
         Put(route, p, b"forged", 0, fuzz, op, True),  # routed to another key
         Put(None, p, b"forged", 1 + rng.randrange(9), fuzz, op, False),  # a stack ticket
         Get(route, p, 0, fuzz, op),

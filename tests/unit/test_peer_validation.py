@@ -56,6 +56,7 @@ from skueue.core.messages.membership import (
 from skueue.core.messages.stages import (
     MESSAGE_KINDS,
     BatchUp,
+    DhtBundle,
     Get,
     GetReply,
     Grants,
@@ -174,6 +175,14 @@ def wrong_for(node: VirtualNode, rng: random.Random) -> Iterator[tuple[str, Any]
     for op_id, put_at in list(node.store.unacked_puts.items())[:1]:
         yield "PutAck naming an owner of another key", PutAck(op_id, stray_owner(put_at))
     yield "PutAck for an operation never sent", PutAck(UNKNOWN_OP)
+    put = Put(None, p, "x", ticket, me, 1, True)
+    yield "DhtBundle repeating a Put", DhtBundle((put, put))
+    for op_id in list(node.store.unacked_puts)[:1]:
+        # The first answer is right: refusing the second must not apply it either.
+        yield (
+            "DhtBundle: a right answer, then a wrong one",
+            DhtBundle((PutAck(op_id), PutAck(UNKNOWN_OP))),
+        )
     # -- membership -----------------------------------------------------------------
     yield (
         "JoinRequest routed to the wrong point",
@@ -305,7 +314,7 @@ def test_every_kind_of_wrong_message_is_refused_and_changes_nothing() -> None:
         "BatchUp", "Grants", "Put", "Get", "GetReply", "PutAck", "JoinRequest", "JoinAccepted",
         "JoinAcceptedAck", "JoinCounted", "JoinCountedAck", "Withdraw", "StageDone", "Rewire",
         "Integrate", "IntegrateAck", "SetPred", "SetPredAck", "MayILeave", "LeaveAnswer",
-        "Departing", "HandoverPart", "Absorbed", "AnchorHandover", "UpdateOver",
+        "Departing", "HandoverPart", "Absorbed", "AnchorHandover", "UpdateOver", "DhtBundle",
     }  # fmt: skip
     assert wanted <= kinds, sorted(wanted - kinds)
     # The state-dependent cases happened too, not only the easy ones.
@@ -318,6 +327,7 @@ def test_every_kind_of_wrong_message_is_refused_and_changes_nothing() -> None:
         "Departing from a node that was not granted",
         "GetReply naming an owner of another key",
         "PutAck naming an owner of another key",
+        "DhtBundle: a right answer, then a wrong one",
     ):
         assert seen[label] > 0, label
 
@@ -377,6 +387,9 @@ def random_field(hint: str, pids: list[str], rng: random.Random) -> Any:
     def node() -> NodeRef:
         return node_ref(rng.choice(pids), rng.choice(list(Kind)))
 
+    if "DhtMessage" in hint:  # a bundle: two or more random DHT messages
+        kinds = [Put, Get, GetReply, PutAck]
+        return tuple(random_of(rng.choice(kinds), pids, rng) for _ in range(rng.randrange(2, 5)))
     if "NodeRef" in hint:
         return tuple(node() for _ in range(rng.randrange(3))) if "tuple" in hint else node()
     if "Route" in hint:
@@ -397,7 +410,10 @@ def random_field(hint: str, pids: list[str], rng: random.Random) -> Any:
 
 
 def random_message(pids: list[str], rng: random.Random) -> Any:
-    cls = rng.choice([*MESSAGE_KINDS.values(), *MEMBERSHIP_KINDS.values()])
+    return random_of(rng.choice([*MESSAGE_KINDS.values(), *MEMBERSHIP_KINDS.values()]), pids, rng)
+
+
+def random_of(cls: Any, pids: list[str], rng: random.Random) -> Any:
     params = inspect.signature(cls).parameters.values()
     return cls(**{p.name: random_field(str(p.annotation), pids, rng) for p in params})
 

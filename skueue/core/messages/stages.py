@@ -8,9 +8,10 @@ from __future__ import annotations
 
 import typing
 from dataclasses import dataclass
+from typing import Annotated
 
 from skueue.core.batch import Batch, RunGrant
-from skueue.core.messages.field_types import KeyOwner, Position
+from skueue.core.messages.field_types import Items, KeyOwner, Position
 from skueue.core.ops import Element
 from skueue.overlay.labels import NodeRef
 from skueue.overlay.routing import Route
@@ -120,7 +121,30 @@ class PutAck:
         return f"PutAck op=#{self.op_id}"
 
 
-Message = BatchUp | Grants | Hurry | Put | Get | GetReply | PutAck
+DhtMessage = Put | Get | GetReply | PutAck
+
+# The most DHT messages one bundle carries; a sender starts another bundle past it.
+DHT_BUNDLE_ITEMS_MAX = 4096
+
+
+@dataclass(frozen=True, slots=True)
+class DhtBundle:
+    """Several DHT messages for one node from one step of its sender, in the order they
+    were made: the receiver handles them as if they had come one by one.  A batch's
+    operations each make a Put or a Get, and their answers come back one per operation;
+    bundled, a cycle costs one message per destination instead of one per operation.
+    (Built by :mod:`skueue.core.dht_bundles`; checked whole before any of it is
+    applied.)"""
+
+    messages: Annotated[tuple[DhtMessage, ...], Items(2, DHT_BUNDLE_ITEMS_MAX)]
+
+    def describe(self) -> str:
+        return f"DhtBundle of {len(self.messages)}: " + ", ".join(
+            m.describe() for m in self.messages[:3]
+        ) + (" ..." if len(self.messages) > 3 else "")
+
+
+Message = BatchUp | Grants | Hurry | Put | Get | GetReply | PutAck | DhtBundle
 
 # The kinds, derived from the union above (written once).
 MESSAGE_KINDS: dict[str, type[Message]] = {cls.__name__: cls for cls in typing.get_args(Message)}

@@ -17,6 +17,8 @@ from skueue.core.messages.field_types import KeyOwner
 from skueue.core.messages.membership import MembershipMessage
 from skueue.core.messages.stages import (
     BatchUp,
+    DhtBundle,
+    DhtMessage,
     Get,
     GetReply,
     Grants,
@@ -46,6 +48,8 @@ def check(node: NodeState, message: Message | MembershipMessage) -> None:
             _check_grants(node, message)
         case Hurry():
             pass  # a hint only; a former parent may still send one while the tree changes
+        case DhtBundle(messages=messages):
+            _check_bundle(node, messages)
         case Put() | Get():
             _check_dht(node, message)
         case GetReply(op_id=op_id, position=position, element=element, owner=owner):
@@ -62,6 +66,27 @@ def check(node: NodeState, message: Message | MembershipMessage) -> None:
             _check_owner(node, message, put_at, owner)
         case _:
             membership.check(node, message)
+
+
+def _check_bundle(node: NodeState, messages: tuple[DhtMessage, ...]) -> None:
+    """Every message of a bundle, each against the node as it is now, before any is
+    applied.  That is the same as checking each after the ones before it were applied
+    only because the checks depend on nothing those could change, except through a
+    message repeated in the bundle: a Put to the same position and ticket, a Get for
+    the same operation, an answer for the same operation.  No correct peer repeats
+    one, so a repeat is refused here."""
+    seen: set[tuple[object, ...]] = set()
+    for m in messages:
+        if isinstance(m, Put):
+            key: tuple[object, ...] = ("put", m.position, m.ticket)
+        elif isinstance(m, Get):
+            key = ("get", m.requester, m.op_id)
+        else:
+            key = ("answer", m.op_id)
+        if key in seen:
+            refuse(node, f"{m.describe()} twice in one bundle")
+        seen.add(key)
+        check(node, m)
 
 
 def _check_owner(

@@ -44,6 +44,7 @@ from skueue.core.messages.field_types import KeyOwner
 from skueue.core.messages.membership import MembershipMessage
 from skueue.core.messages.stages import (
     BatchUp,
+    DhtBundle,
     Get,
     GetReply,
     Grants,
@@ -137,6 +138,8 @@ class VirtualNode(NodeState):
             case Hurry():
                 self.batching.hurried = True
                 return []
+            case DhtBundle(messages=messages):
+                return [e for m in messages for e in self._handle(m)]
             case Put() | Get():
                 return self._route(message)
             case GetReply(op_id=op_id, element=element, owner=owner):
