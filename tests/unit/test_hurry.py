@@ -5,6 +5,7 @@ message at once, tick only the processes that are due NOW."""
 
 from __future__ import annotations
 
+import random
 from typing import Any
 
 import pytest
@@ -23,8 +24,10 @@ ADDRESSES = [f"127.0.0.1:{port}" for port in (41726, 42411, 49098, 45176)]
 STEPS_MAX = 200
 
 
-def paced_cluster(structure: Structure, *, hurry: bool) -> dict[str, Process]:
-    processes = build_cluster(ADDRESSES, structure, hurry=hurry)
+def paced_cluster(
+    structure: Structure, *, hurry: bool, addresses: list[str] = ADDRESSES
+) -> dict[str, Process]:
+    processes = build_cluster(addresses, structure, hurry=hurry)
     for _ in range(5):  # every tree edge has carried batches: the tree is idle, not new
         for p in processes.values():
             deliver(processes, p.tick(), [])
@@ -70,17 +73,23 @@ def hurry_messages() -> list[Any]:
 
 
 @pytest.mark.parametrize("structure", list(Structure))
-def test_a_lone_operation_completes_without_the_idle_pace(structure: Structure) -> None:
-    processes = paced_cluster(structure, hurry=True)
+@pytest.mark.parametrize("size", [2, 3, 4, 6, 8])
+def test_a_lone_operation_completes_without_the_idle_pace(structure: Structure, size: int) -> None:
+    """In clusters of random addresses (so of many tree shapes), an operation submitted
+    at each process in turn completes with NOW ticks only, and the ticks stop."""
     insert, remove = (
         (OpKind.ENQUEUE, OpKind.DEQUEUE)
         if structure is Structure.QUEUE
         else (OpKind.PUSH, OpKind.POP)
     )
-    for at in ADDRESSES:
-        for kind in (insert, remove):
-            seen = lone_operation(processes, at, kind)
-            assert completions(seen) == 1, (at, kind, seen)
+    rng = random.Random(size)
+    for _ in range(30):
+        addresses = [f"127.0.0.1:{port}" for port in rng.sample(range(30000, 60000), size)]
+        processes = paced_cluster(structure, hurry=True, addresses=addresses)
+        for at in addresses:
+            for kind in (insert, remove):
+                seen = lone_operation(processes, at, kind)
+                assert completions(seen) == 1, (addresses, at, kind, seen)
 
 
 def test_without_hints_some_lone_operation_waits_for_the_idle_pace() -> None:

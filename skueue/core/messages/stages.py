@@ -54,7 +54,8 @@ class Hurry:
     sender, a neighbour in the aggregation tree (a parent waiting for this node's batch,
     or a child waiting for its grants), asks this node to send its next batch at once
     rather than at a driver's idle pace.  It changes nothing but the receiver's urgency
-    (:meth:`skueue.core.process.Process.tick_due`)."""
+    (:meth:`skueue.core.process.Process.tick_due`): until it fires, when its parent
+    asked; until its own grants come back, when a child asked (so the hint climbs)."""
 
     sender: NodeRef
 

@@ -135,8 +135,11 @@ class VirtualNode(NodeState):
                 return []
             case Grants(grants=grants, update=update):
                 return self._serve(grants, update)
-            case Hurry():
-                self.batching.hurried = True
+            case Hurry(sender=sender):
+                if sender in self.ring.kids:
+                    self.batching.grants_wanted = True
+                else:  # the parent, or one that was: asking for a batch costs a batch
+                    self.batching.hurried = True
                 return []
             case DhtBundle(messages=messages):
                 return [e for m in messages for e in self._handle(m)]
@@ -256,7 +259,7 @@ class VirtualNode(NodeState):
 
     def wants_speed(self) -> bool:
         """Operations wait here, or a parent asked for this node's batch: do not pace."""
-        return self.batching.hurried or self.batching.has_operations()
+        return self.batching.urgent()
 
     def to_hurry(self) -> list[NodeRef]:
         """Neighbours to send a Hurry now (see :meth:`Process.tick_due`): none while

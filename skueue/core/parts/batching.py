@@ -59,9 +59,11 @@ class Batching:
     batches_sent: int = 0
     largest_batch: int = 0  # most runs in any batch this node sent or assigned (Theorem 18/20)
     last_batch_operations: int = 0  # operations in the batch this node sent last (for logs)
-    # A neighbour in the tree asked for this node's next batch at once (Hurry); cleared
-    # when it fires.
+    # Hurry hints received: the parent wants this node's next batch (cleared when it
+    # fires); a child wants the grants for the batch it sent (cleared when this node's
+    # own grants come, which is when the child's go down).
     hurried: bool = False
+    grants_wanted: bool = False
     # Children asked to hurry since this node last fired: each is asked once per batch.
     hurry_sent: set[NodeRef] = field(default_factory=set)
     # The parent was asked to hurry for the batch in flight.
@@ -110,17 +112,24 @@ class Batching:
         self.last_batch_operations = combined.operations
         return combined
 
+    def urgent(self) -> bool:
+        """Operations wait here, or a neighbour asked this node to hurry."""
+        return self.hurried or self.grants_wanted or self.has_operations()
+
     def to_hurry(self, kids: tuple[NodeRef, ...], up: NodeRef | None) -> list[NodeRef]:
         """The neighbours this node waits for and has not asked to hurry yet (they are
-        counted as asked now): the children whose next batch is missing, and the parent
-        while the batch in flight has no grants.  Each is asked once per batch."""
-        missing = [k for k in kids if k not in self.child_batches and k not in self.hurry_sent]
-        self.hurry_sent.update(missing)
+        counted as asked now), each once per batch: the children whose batch is missing
+        while this node still has to fire (or holds operations for its next batch), and
+        the parent while the batch in flight has no grants."""
         flight = self.inflight
+        wanted: list[NodeRef] = []
+        if flight is None or self.has_operations():
+            wanted = [k for k in kids if k not in self.child_batches and k not in self.hurry_sent]
+            self.hurry_sent.update(wanted)
         if up is not None and flight is not None and not flight.served and not self.hurry_up_sent:
             self.hurry_up_sent = True
-            missing.append(up)
-        return missing
+            wanted.append(up)
+        return wanted
 
     # -- stages 3 and 4 ---------------------------------------------------------------
 
@@ -130,6 +139,7 @@ class Batching:
         if flight is None or flight.served:
             raise ProtocolError("grants without a batch in flight")
         flight.served = True
+        self.grants_wanted = False
         return flight
 
     def settle(self) -> None:
