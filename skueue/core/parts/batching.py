@@ -46,6 +46,10 @@ class InFlight:
     def done(self) -> bool:
         return self.served and not self.outstanding and not self.holds
 
+    def empty(self) -> bool:
+        """No operation in this batch: its parent may not know anybody waits."""
+        return all(b.is_empty for _, b in self.layout)
+
 
 @dataclass(slots=True)
 class Batching:
@@ -120,13 +124,20 @@ class Batching:
         """The neighbours this node waits for and has not asked to hurry yet (they are
         counted as asked now), each once per batch: the children whose batch is missing
         while this node still has to fire (or holds operations for its next batch), and
-        the parent while the batch in flight has no grants."""
+        the parent while the batch in flight has no grants and no operations (one with
+        operations makes the parent urgent by itself)."""
         flight = self.inflight
         wanted: list[NodeRef] = []
         if flight is None or self.has_operations():
             wanted = [k for k in kids if k not in self.child_batches and k not in self.hurry_sent]
             self.hurry_sent.update(wanted)
-        if up is not None and flight is not None and not flight.served and not self.hurry_up_sent:
+        if (
+            up is not None
+            and flight is not None
+            and not flight.served
+            and not self.hurry_up_sent
+            and flight.empty()
+        ):
             self.hurry_up_sent = True
             wanted.append(up)
         return wanted
