@@ -256,9 +256,9 @@ class Process:
     def _hurry(self, effects: list[Effect]) -> list[Effect]:
         """Add Hurry hints to ``effects`` while this process is urgent: each node asks
         the neighbours in other processes that it waits for (children whose batch is
-        missing; the parent while its batch has no grants), once per batch.  A hurried
-        node is urgent in turn, so the hint spreads over the tree until every batch the
-        operations need moves.  (Own nodes need no hint: a tick fires the whole process,
+        missing; the parent while its empty batch has no grants), once per batch.  A
+        hurried node is urgent in turn, so the hint spreads over the tree until every
+        batch the operations need moves.  (Own nodes need no hint: a tick fires the whole process,
         right to left.)"""
         if not self.hurry or not any(n.wants_speed() for n in self.nodes.values()):
             return effects
@@ -272,7 +272,7 @@ class Process:
         """How soon a tick is worth running.
 
         A daemon ticks at once when a batch can go and operations wait anywhere in this
-        process, or a parent in another process asked for our batch (Hurry); it paces its
+        process, or a neighbour in another process hurried it (Hurry); it paces its
         ticks when only empty batches can go and nothing waits (so an idle cluster does
         not spin empty batches around the tree as fast as the network allows), and waits
         for input otherwise.  Urgency is the process's, not one node's: the intake node
