@@ -283,7 +283,8 @@ class Process:
         no spinning.)
         """
         if not any(node.can_fire() for node in self.nodes.values()):
-            return TickDue.NOTHING
+            # A joining process repeats its join requests on ticks: pace them.
+            return TickDue.IDLE if not self.joined and not self.departed else TickDue.NOTHING
         if any(node.wants_speed() for node in self.nodes.values()):
             return TickDue.NOW
         return TickDue.IDLE

@@ -4,9 +4,12 @@ fire (that would spin)."""
 
 from __future__ import annotations
 
+import pytest
+
 from skueue.core.effects import Send
 from skueue.core.ops import OpKind, Structure
 from skueue.core.process import Process, TickDue
+from skueue.sim.adversary import AsyncConfig, AsyncSim
 from skueue.sim.cluster import build_cluster, process_ids
 
 
@@ -47,3 +50,28 @@ def test_now_only_when_some_node_can_fire() -> None:
             # Nothing can fire, whatever waits: a tick would change nothing, so no NOW.
             assert p.tick_due() is TickDue.NOTHING
     assert waiting, "no process ended up waiting: the case was not exercised"
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_now_means_a_tick_fires_even_during_update_phases(seed: int) -> None:
+    """An adversarial run with joins and leaves, its processes' own ticks replaced by
+    the daemon's rule: whenever tick_due() says NOW, the tick must start a batch.  (A
+    node in an update phase does not batch; counted as able to fire, it made a process
+    with client operations waiting tick in a loop for the whole phase.)"""
+    config = AsyncConfig(6, Structure.QUEUE, 80, 0.6, seed=seed, joins=2, leaves=2)
+    sim = AsyncSim(config)
+    phases = 0
+    for _ in range(4000):
+        if sim.finished():
+            break
+        sim.step()
+        for p in sim.order:
+            in_phase = any(n.member.phase is not None for n in p.nodes.values())
+            if in_phase and phases < 20 and p.joined and not p.leaving:
+                phases += 1
+                sim._submit(p, OpKind.ENQUEUE)  # a client's operation waits there
+            if p.tick_due() is TickDue.NOW:
+                effects = p.tick()
+                assert p.last_tick_fired, f"seed {seed}: NOW, but {p.describe()}"
+                sim._apply(p, effects)
+    assert phases, "no update phase happened: the case was not exercised"

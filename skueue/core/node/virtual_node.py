@@ -254,8 +254,15 @@ class VirtualNode(NodeState):
     # -- introspection ----------------------------------------------------------------
 
     def can_fire(self) -> bool:
-        """Stage 1's condition: a tick now would send (or assign) a batch."""
-        return self.batching.can_fire(self.ring.kids)
+        """Stage 1's condition: a tick now would send (or assign) a batch.  Not in an
+        update phase, and not outside the ring (a joining node batches once it has a
+        parent to send to)."""
+        ring = self.ring
+        if self.member.phase is not None:
+            return False
+        if ring.mode is not Mode.MEMBER and not (ring.mode is Mode.JOINING and ring.up is not None):
+            return False
+        return self.batching.can_fire(ring.kids)
 
     def wants_speed(self) -> bool:
         """Operations wait here, or a parent asked for this node's batch: do not pace."""
