@@ -27,8 +27,8 @@ stack ticket.  Operations beyond ``available`` in a remove run get "empty".
 from __future__ import annotations
 
 import itertools
-from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 
 from skueue.dht.keys import POSITION_MAX
 
@@ -63,16 +63,22 @@ class Batch:
         """A batch whose every operation needs a position (the queue's case)."""
         return Batch(tuple(counts), tuple(counts))
 
-    def append(self, inserts: bool) -> Batch:
-        """Definition 5: append one operation at the end of the buffer."""
-        k = len(self.counts)
-        if k and is_insert_run(k - 1) == inserts:
-            bump = (*self.counts[:-1], self.counts[-1] + 1)
-            return replace(self, counts=bump, slots=(*self.slots[:-1], self.slots[-1] + 1))
-        if not inserts and k == 0:
-            # A buffer that starts with a Dequeue is (0, 1).
-            return replace(self, counts=(0, 1), slots=(0, 1))
-        return replace(self, counts=(*self.counts, 1), slots=(*self.slots, 1))
+    @staticmethod
+    def of_order(inserts: Iterable[bool]) -> Batch:
+        """Definition 5 over a buffer: each operation, in order (True for an insert),
+        extends the last run if it is of its kind and starts a run of 1 otherwise; a
+        buffer that starts with a remove is ``(0, 1, ...)``.  Every operation needs a
+        position (the queue's case)."""
+        counts: list[int] = []
+        for insert in inserts:
+            if counts and is_insert_run(len(counts) - 1) == insert:
+                counts[-1] += 1
+                continue
+            if not counts and not insert:
+                counts.append(0)
+            counts.append(1)
+        runs = tuple(counts)
+        return Batch(runs, runs)
 
     def combine(self, other: Batch) -> Batch:
         return Batch(

@@ -70,7 +70,7 @@ class OwnBuffer:
         if not self.ops:
             return Batch()
         if self.structure is Structure.QUEUE:
-            return _queue_batch(self.ops)
+            return Batch.of_order(op.kind.inserts for op in self.ops)
         split = self._split()
         pops = sum(1 for i in range(split) if i not in self.partner)
         pushes = len(self.open_pushes)
@@ -116,22 +116,3 @@ class OwnBuffer:
                 out.append(Assignment(op, rank, None))
         return out
 
-
-def _queue_batch(ops: list[Op]) -> Batch:
-    """Definition 5 over the whole buffer at once: run lengths of alternating inserts
-    and removes, starting with an insert run (empty when the first op removes).  The
-    same as appending one operation at a time (:meth:`Batch.append`), without building a
-    batch per operation."""
-    counts: list[int] = []
-    inserting = False  # the run being counted; a first remove opens (0, ...)
-    for op in ops:
-        inserts = op.kind.inserts
-        if counts and inserts == inserting:
-            counts[-1] += 1
-            continue
-        if not counts and not inserts:
-            counts.append(0)
-        counts.append(1)
-        inserting = inserts
-    runs = tuple(counts)
-    return Batch(runs, runs)

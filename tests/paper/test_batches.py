@@ -35,10 +35,7 @@ def _runs(ops: list[bool]) -> tuple[int, ...]:
 
 
 def _build(ops: list[bool]) -> Batch:
-    b = Batch()
-    for enq in ops:
-        b = b.append(enq)
-    return b
+    return Batch.of_order(ops)
 
 
 def test_definition5_append_keeps_local_order_as_runs() -> None:

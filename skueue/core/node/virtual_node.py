@@ -265,7 +265,7 @@ class VirtualNode(NodeState):
         return self.batching.can_fire(ring.kids)
 
     def wants_speed(self) -> bool:
-        """Operations wait here, or a parent asked for this node's batch: do not pace."""
+        """Operations wait here, or a neighbour hurried this node: do not pace."""
         return self.batching.urgent()
 
     def to_hurry(self) -> list[NodeRef]:
