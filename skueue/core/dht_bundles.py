@@ -25,14 +25,11 @@ from skueue.core.messages.stages import (
     DHT_BUNDLE_ITEMS_MAX,
     DhtBundle,
     DhtMessage,
-    Get,
     GetReply,
     Put,
-    PutAck,
 )
 from skueue.overlay.labels import NodeRef
 
-DHT_KINDS = (Put, Get, GetReply, PutAck)
 # A DHT message's bytes on the wire besides its element, generously: kind, ints, the
 # requester's process id, an owner, a route (a few labels).
 DHT_MESSAGE_OVERHEAD_BYTES = 256
@@ -55,7 +52,7 @@ def bundle_dht(effects: list[Effect], bytes_max: int) -> list[Effect]:
             out.append(effect)
             continue
         message = effect.message
-        if not isinstance(message, DHT_KINDS):
+        if not isinstance(message, DhtMessage):
             open_at.pop(effect.to, None)  # later DHT messages must not overtake this one
             out.append(effect)
             continue
