@@ -237,6 +237,7 @@ class PagedEntryStore:
         self._check_open()
         if self._write_offset > self._data_synced:
             self._data.touch(self._data_head, self._data_synced, self._write_offset)
+        self._skip_collected_data()
         self._data.flush()
         self._data_synced = self._write_offset
         # Up to the end of the head page when the last append filled it (the next append
@@ -328,6 +329,16 @@ class PagedEntryStore:
         self._index_synced = 0
         if not self._index_live.get(old):
             self._collectable.add((INDEX_KIND, old))
+
+    def _skip_collected_data(self) -> None:
+        """A data page this sync will delete is not flushed first: none of its bytes will
+        ever be read.  Its records written since the last sync were never synced, and the
+        index flush below makes their removal durable before the file goes; the others'
+        bytes were flushed by the sync that covered them.  (A consumer that keeps up would
+        otherwise write every element to disk only to delete it.)"""
+        for kind, number in self._collectable:
+            if kind == DATA_KIND and not self._data_live.get(number):
+                self._data.dirty.pop(number, None)
 
     def _collect(self) -> None:
         """Delete the pages whose records are all removed (their removals are durable)."""

@@ -339,3 +339,31 @@ def test_sync_flushes_every_byte_appended_since_the_last_sync(
     data_bytes = sum(hi - lo for _, lo, hi in flushed["data"])
     assert data_bytes == 100 * appended, flushed["data"]
     store.close()
+
+
+def test_sync_does_not_flush_a_data_page_it_is_about_to_delete(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A consumer that keeps up removes whole pages between two syncs; writing their bytes
+    to disk only to delete them was most of a sync's time.  The removals still reach the
+    disk (index flush) before the page file goes, and what is live is still flushed."""
+    store = open_store(tmp_path)
+    ids = fill(store, 10)  # 4 elements of 1000 bytes per 4 KiB page: pages 0, 1 and 2
+    flushed: dict[str, list[int]] = {"index": [], "data": []}
+    real = PageCache.flush
+
+    def spy(cache: PageCache) -> None:
+        flushed[cache.kind] += sorted(cache.dirty)
+        real(cache)
+
+    monkeypatch.setattr(PageCache, "flush", spy)
+    for record in ids[:4] + ids[5:6]:  # all of page 0, one record of page 1
+        store.remove(record)
+    store.sync()
+    assert flushed["data"] == [1, 2] and flushed["index"] == [0]
+    assert files(tmp_path, "data") == [page_name("data", 1), page_name("data", 2)]
+    store.close()
+    again = open_store(tmp_path)
+    assert [r for r, _, _ in again.live()] == ids[4:5] + ids[6:]
+    assert [again.read(r) for r in ids[6:]] == [element(i) for i in range(6, 10)]
+    again.close()
