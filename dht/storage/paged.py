@@ -9,8 +9,9 @@ Theory of operation.  A store is one directory:
 
 Record ``r`` lives in slot ``r % index_page_slots`` of index page ``r // index_page_slots``
 (so a read is two map lookups and no search).  A slot holds the state word (EMPTY, LIVE,
-REMOVED), a crc32 of the rest of the slot, and the record id, position, ticket, data page,
-offset, length and crc32 of the element (layout in :mod:`~.paged_format`).  An append
+REMOVED), a checksum of the rest of the slot, and the record id, position, ticket, data
+page, offset, length and checksum of the element (layout in :mod:`~.paged_format`; crc32c,
+or zlib's crc32 in a version 1 directory).  An append
 copies the element to the end of the head data page (a new page when it does not fit,
 so an element may be at most ``page_bytes``), then fills the next slot.  A remove
 rewrites only the state word, in any order.  Nothing is ever rewritten in a data page.
@@ -55,7 +56,6 @@ from skueue.dht.storage.paged_format import (
     BODY,
     BODY_OFFSET,
     DATA_KIND,
-    DATA_PAGE_OFFSET,
     HEAD,
     INDEX_KIND,
     INDEX_PAGE_SLOTS_DEFAULT,
@@ -68,8 +68,9 @@ from skueue.dht.storage.paged_format import (
     SLOT,
     SLOT_BYTES,
     STATE,
+    STATE_AND_ELEMENT,
+    STATE_AND_PAGE,
     Geometry,
-    crc32,
     decode_meta,
     element_too_big,
     encode_meta,
@@ -114,9 +115,10 @@ class PagedEntryStore:
         g = self.geometry
         self._page_bytes = g.page_bytes
         self._slots = g.index_page_slots
+        self._crc = g.checksum
         self._index = PageCache(self.directory, INDEX_KIND, g.index_page_bytes, mapped_pages_max)
         self._data = PageCache(self.directory, DATA_KIND, g.page_bytes, mapped_pages_max)
-        state = recover(self.directory, self._index, self._data)
+        state = recover(self.directory, self._index, self._data, g.checksum)
         self.recovery: RecoveryReport = state.report
         self._next = state.next_record
         self._live = state.live
@@ -149,15 +151,16 @@ class PagedEntryStore:
         if record // self._slots != self._index_head:
             self._roll_index()
         at = (record % self._slots) * SLOT_BYTES
+        crc = self._crc
         try:
-            element_crc = crc32(element)
+            element_crc = crc(element)
             body = BODY.pack(record, position, ticket, self._data_head, offset, size, element_crc)
         except Exception as e:  # struct.error for an int out of range, TypeError: not bytes
             raise ValueError(f"cannot store position={position} ticket={ticket}: {e}") from None
         self._data_map[offset : offset + size] = element
         m = self._index_map
         m[at + BODY_OFFSET : at + SLOT_BYTES] = body
-        HEAD.pack_into(m, at, LIVE, crc32(body))
+        HEAD.pack_into(m, at, LIVE, crc(body))
         self._write_offset = offset + size
         self._next = record + 1
         self._live += 1
@@ -173,7 +176,7 @@ class PagedEntryStore:
             m, at = self._index_map, slot * SLOT_BYTES
         else:
             m, at = self._slot(record)
-        state, _, _, _, _, page, offset, size, element_crc = SLOT.unpack_from(m, at)
+        state, page, offset, size, element_crc = STATE_AND_ELEMENT.unpack_from(m, at)
         if state != LIVE or (self._corrupt and record in self._corrupt):
             raise self._unreadable(record)
         data = self._data.maps.get(page)
@@ -181,29 +184,32 @@ class PagedEntryStore:
             if page not in self._data.existing:
                 raise self._found_corrupt(record, f"its data page {page} is missing")
             data = self._data.get(page)
-        # The element's crc32 covers its bytes; a damaged slot shows as a mismatch too
-        # (other offset, length or crc), and the slots' own crc32 was checked at open.
+        # The element's checksum covers its bytes; a damaged slot shows as a mismatch too
+        # (other offset, length or crc), and the slots' own checksum was checked at open.
         element = data[offset : offset + size]
-        if crc32(element) != element_crc:
-            raise self._found_corrupt(record, f"its element (data page {page}) fails its crc32")
+        if self._crc(element) != element_crc:
+            name = self.geometry.checksum_name
+            raise self._found_corrupt(record, f"its element (data page {page}) fails its {name}")
         return element
 
     def remove(self, record: int) -> None:
-        m, at = self._slot(record)
-        (state,) = STATE.unpack_from(m, at)
+        number, slot = divmod(record, self._slots)
+        if number == self._index_head and record < self._next:
+            m, at = self._index_map, slot * SLOT_BYTES
+        else:
+            m, at = self._slot(record)
+        state, page = STATE_AND_PAGE.unpack_from(m, at)
         if self._corrupt and record in self._corrupt:
             self._corrupt.discard(record)  # unreadable slot: never counted live
         elif state != LIVE:
             raise UnknownRecord(record)
         else:
             self._live -= 1
-            (page,) = STATE.unpack_from(m, at + DATA_PAGE_OFFSET)
             left = self._data_live[page] - 1
             self._data_live[page] = left
             if not left and page != self._data_head:
                 self._collectable.add((DATA_KIND, page))
         STATE.pack_into(m, at, REMOVED)
-        number = record // self._slots
         span = self._index.dirty.get(number)  # PageCache.touch, inlined: the hot path
         if span is None:
             self._index.dirty[number] = [at, at + 4]
@@ -380,7 +386,7 @@ def _open_geometry(directory: Path, wanted: Geometry, explicit: bool) -> Geometr
         found = decode_meta(raw, str(meta))
     except FormatMismatch as e:
         raise _refused(directory, str(e)) from None
-    if explicit and found != wanted:
+    if explicit and not found.same_sizes(wanted):
         logger().warning("storage.geometry_kept", directory=str(directory),
                          page_bytes=found.page_bytes, index_page_slots=found.index_page_slots,
                          asked_page_bytes=wanted.page_bytes)  # fmt: skip

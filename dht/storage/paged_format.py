@@ -9,14 +9,26 @@ from __future__ import annotations
 import json
 import struct
 import zlib
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
+
+import google_crc32c
 
 from skueue.dht.storage.interface import FormatMismatch
 
 MAGIC = "skueue-paged-entry-store"
-VERSION = 1
-"""Bumped whenever a byte of the layout below changes; other versions are refused."""
+VERSION = 2
+"""Bumped whenever a byte of the layout below changes; new directories get this one."""
+CHECKSUMS: dict[int, tuple[str, Callable[[bytes], int]]] = {
+    1: ("crc32", zlib.crc32),
+    # crc32c (Castagnoli, as in ext4, iSCSI and LevelDB's log records) through
+    # google-crc32c's SSE4.2 code: 0.12 us per KB here against zlib's 0.39, and an element
+    # is checksummed twice (append and read).
+    2: ("crc32c", google_crc32c.value),
+}
+"""The versions this engine reads, and the checksum each one's slots and elements use;
+others are refused.  A directory keeps the version it was created with."""
 
 META_NAME = "store.meta"
 LOCK_NAME = "store.lock"
@@ -38,30 +50,30 @@ MAPPED_PAGES_MAX_DEFAULT = 16
 # One index slot, little-endian, 48 bytes:
 #   state u32 | slot_crc u32 | record u64 | position i64 | ticket i64 |
 #   data_page u32 | offset u32 | length u32 | element_crc u32
-# slot_crc is crc32 of bytes [8, 48) (the body), which never change once written; only the
-# state word does (EMPTY -> LIVE -> REMOVED), one aligned 4-byte store.
+# slot_crc is the checksum (CHECKSUMS) of bytes [8, 48) (the body), which never change once
+# written; only the state word does (EMPTY -> LIVE -> REMOVED), one aligned 4-byte store.
 SLOT = struct.Struct("<IIQqqIIII")
 BODY = struct.Struct("<QqqIIII")
 STATE = struct.Struct("<I")
 HEAD = struct.Struct("<II")  # state, slot_crc
 SLOT_BYTES = SLOT.size
 BODY_OFFSET = 8
-DATA_PAGE_OFFSET = BODY_OFFSET + 24  # the data_page field, read by remove()
-assert SLOT_BYTES == 48 and BODY.size == SLOT_BYTES - BODY_OFFSET
+# What read() and remove() need of a slot, in one unpack each (the hot path):
+STATE_AND_ELEMENT = struct.Struct("<I28xIIII")  # state, data_page, offset, length, crc
+STATE_AND_PAGE = struct.Struct("<I28xI")  # state, data_page
+assert SLOT_BYTES == 48 and BODY.size == SLOT_BYTES - BODY_OFFSET == STATE_AND_ELEMENT.size - 8
 
 EMPTY = 0
 LIVE = 0x4556494C  # b"LIVE" read as little-endian u32
 REMOVED = 0x44414544  # b"DEAD"
 
-crc32 = zlib.crc32
-
-
 @dataclass(frozen=True, slots=True)
 class Geometry:
-    """The sizes a directory was created with; they stay with the directory."""
+    """The sizes and format version a directory was created with; they stay with it."""
 
     page_bytes: int = PAGE_BYTES_DEFAULT
     index_page_slots: int = INDEX_PAGE_SLOTS_DEFAULT
+    version: int = VERSION
 
     def __post_init__(self) -> None:
         if not PAGE_BYTES_MIN <= self.page_bytes <= PAGE_BYTES_MAX:
@@ -78,11 +90,26 @@ class Geometry:
     def index_page_bytes(self) -> int:
         return self.index_page_slots * SLOT_BYTES
 
+    @property
+    def checksum_name(self) -> str:
+        return CHECKSUMS[self.version][0]
+
+    @property
+    def checksum(self) -> Callable[[bytes], int]:
+        """The slot and element checksum of this directory's format version."""
+        return CHECKSUMS[self.version][1]
+
+    def same_sizes(self, other: Geometry) -> bool:
+        return (self.page_bytes, self.index_page_slots) == (
+            other.page_bytes,
+            other.index_page_slots,
+        )
+
 
 def encode_meta(geometry: Geometry) -> bytes:
     meta = {
         "magic": MAGIC,
-        "version": VERSION,
+        "version": geometry.version,
         "page_bytes": geometry.page_bytes,
         "index_page_slots": geometry.index_page_slots,
     }
@@ -97,13 +124,14 @@ def decode_meta(raw: bytes, where: str) -> Geometry:
         meta = None
     if not isinstance(meta, dict) or meta.get("magic") != MAGIC:
         raise FormatMismatch(f"{where} is not a skueue paged store's meta file (no {MAGIC!r})")
-    if meta.get("version") != VERSION:
+    version = meta.get("version")
+    if type(version) is not int or version not in CHECKSUMS:  # JSON true is no version
+        readable = ", ".join(str(v) for v in CHECKSUMS)
         raise FormatMismatch(
-            f"{where} has format version {meta.get('version')!r}; this engine reads only "
-            f"version {VERSION}"
+            f"{where} has format version {version!r}; this engine reads versions {readable}"
         )
     try:
-        return Geometry(int(meta["page_bytes"]), int(meta["index_page_slots"]))
+        return Geometry(int(meta["page_bytes"]), int(meta["index_page_slots"]), version)
     except (KeyError, TypeError, ValueError) as e:
         raise FormatMismatch(f"{where} has a bad geometry: {e}") from None
 

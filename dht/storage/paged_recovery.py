@@ -19,6 +19,7 @@ anchor the next record id and the next data offset.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -33,7 +34,6 @@ from skueue.dht.storage.paged_format import (
     REMOVED,
     SLOT,
     SLOT_BYTES,
-    crc32,
 )
 
 ZERO_SLOT = bytes(SLOT_BYTES)
@@ -57,6 +57,7 @@ class Recovered:
 class _Scan:
     out: Recovered
     slots: int
+    crc: Callable[[bytes], int]  # the directory's checksum (by its format version)
     removed_seen: int = 0
     last_good: int = -1
     head_end: tuple[int, int] | None = None  # (data page, end offset) of the last good body
@@ -64,12 +65,14 @@ class _Scan:
     corrupt: list[int] = field(default_factory=list)
 
 
-def recover(directory: Path, index: PageCache, data: PageCache) -> Recovered:
+def recover(
+    directory: Path, index: PageCache, data: PageCache, checksum: Callable[[bytes], int]
+) -> Recovered:
     pages = list_pages(directory)
     index.existing = set(pages.get(INDEX_KIND, []))
     data.existing = set(pages.get(DATA_KIND, []))
     slots = index.page_bytes // SLOT_BYTES
-    scan = _Scan(Recovered(), slots)
+    scan = _Scan(Recovered(), slots, checksum)
     for number in sorted(index.existing):
         _scan_page(scan, index, data, number, slots)
     out = scan.out
@@ -114,12 +117,12 @@ def _scan_page(scan: _Scan, index: PageCache, data: PageCache, number: int, slot
         at = slot * SLOT_BYTES
         record = first + slot
         state, crc, stored, _, _, page, offset, length, element_crc = SLOT.unpack_from(m, at)
-        body_ok = stored == record and crc32(m[at + BODY_OFFSET : at + SLOT_BYTES]) == crc
+        body_ok = stored == record and scan.crc(m[at + BODY_OFFSET : at + SLOT_BYTES]) == crc
         if state == REMOVED:
             scan.removed_seen += 1
             _good(scan, record, (page, offset + length) if body_ok else None)
         elif state == LIVE and body_ok:
-            if _element_ok(data, page, offset, length, element_crc):
+            if _element_ok(scan, data, page, offset, length, element_crc):
                 _good(scan, record, (page, offset + length))
                 _count_live(scan, record, page)
             else:
@@ -132,12 +135,14 @@ def _scan_page(scan: _Scan, index: PageCache, data: PageCache, number: int, slot
             scan.suspects.append(("slot", record, -1))
 
 
-def _element_ok(data: PageCache, page: int, offset: int, length: int, element_crc: int) -> bool:
+def _element_ok(
+    scan: _Scan, data: PageCache, page: int, offset: int, length: int, element_crc: int
+) -> bool:
     if offset + length > data.page_bytes:
         return False
     if page not in data.existing:
         return length == 0 and element_crc == 0
-    return crc32(data.get(page)[offset : offset + length]) == element_crc
+    return scan.crc(data.get(page)[offset : offset + length]) == element_crc
 
 
 def _good(scan: _Scan, record: int, end: tuple[int, int] | None) -> None:

@@ -231,6 +231,50 @@ def test_another_format_version_is_refused_with_one_error_line(tmp_path: Path) -
         open_store(tmp_path)
 
 
+def test_a_version_1_directory_is_still_read_with_its_own_checksum(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Version 2 changed only the checksum (zlib's crc32 to crc32c); a directory written
+    by version 1 keeps its version and its checksum, and a corrupt element still fails."""
+    import zlib
+
+    import skueue.dht.storage.paged as paged
+    from skueue.dht.storage.paged_format import Geometry
+
+    with monkeypatch.context() as patch:
+        patch.setattr(paged, "Geometry", lambda page, slots: Geometry(page, slots, 1))
+        store = open_store(tmp_path)
+        ids = fill(store, 6)
+        store.close()
+    slot = (tmp_path / page_name("index", 0)).read_bytes()[:SLOT_BYTES]
+    assert int.from_bytes(slot[44:48], "little") == zlib.crc32(element(0))
+    again = open_store(tmp_path)
+    assert again.geometry.version == 1 and again.recovery.clean
+    assert [again.read(r) for r in ids] == [element(i) for i in range(6)]
+    ids.append(again.append(7, 0, b"appended under version 1"))
+    again.close()
+    assert json.loads((tmp_path / "store.meta").read_text())["version"] == 1
+    with open(tmp_path / page_name("data", 0), "r+b") as f:
+        f.seek(10)
+        f.write(b"#")
+    third = open_store(tmp_path)
+    assert third.read(ids[-1]) == b"appended under version 1"
+    with pytest.raises(CorruptRecord, match="fails its crc32$"):
+        third.read(ids[0])
+    third.close()
+
+
+def test_new_directories_are_the_current_version_with_crc32c(tmp_path: Path) -> None:
+    import google_crc32c
+
+    store = open_store(tmp_path)
+    store.append(1, 0, element(0))
+    store.close()
+    assert json.loads((tmp_path / "store.meta").read_text())["version"] == VERSION == 2
+    slot = (tmp_path / page_name("index", 0)).read_bytes()[:SLOT_BYTES]
+    assert int.from_bytes(slot[44:48], "little") == google_crc32c.value(element(0))
+
+
 def test_page_files_without_a_meta_file_are_refused(tmp_path: Path) -> None:
     (tmp_path / page_name("data", 0)).write_bytes(b"x")
     with pytest.raises(FormatMismatch, match="no store.meta"):
