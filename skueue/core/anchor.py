@@ -3,14 +3,22 @@
 The anchor is the only place where the serialization order is decided.  It walks the
 combined batch run by run; ``ord_next`` counts the ranks handed out so far (the paper's
 virtual counter of §V), so every operation gets a unique rank.
+
+Every named queue has its own counters (:class:`QueueAnchors`), created when its first
+batch reaches the anchor: ranks are per queue, like positions, because linearizability
+is a property of each object on its own (it is local), and the checkers check each
+queue's history alone.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Protocol
 
-from skueue.core.batch import Batch, RunGrant, is_insert_run
+from skueue.core.batch import Batch, Batches, RunGrant, SectionGrants, is_insert_run
+
+# One queue's counters as they travel in an anchor hand-over: name, stack, counters.
+QueueCounters = tuple[str, bool, tuple[int, ...]]
 
 
 class AnchorPolicy(Protocol):
@@ -107,6 +115,43 @@ def import_anchor(state: tuple[int, ...], stack: bool) -> AnchorPolicy:
 
 
 @dataclass(slots=True)
+class QueueAnchors:
+    """The anchor's counters of every queue, by name, each a queue's or a stack's."""
+
+    queues: dict[str, AnchorPolicy] = field(default_factory=dict)
+
+    def assign(self, batches: Batches) -> tuple[SectionGrants, ...]:
+        """Stage 2 for every queue of the cycle, in the batches' (sorted) order."""
+        out = []
+        for (name, stack), batch in batches.sections:
+            policy = self.queues.get(name)
+            if policy is None:
+                policy = self.queues[name] = StackAnchor() if stack else QueueAnchor()
+            assert isinstance(policy, StackAnchor) == stack, f"{name!r} is of another kind"
+            out.append(((name, stack), policy.assign(batch)))
+        return tuple(out)
+
+    def sizes(self) -> dict[str, int]:
+        """Elements in each queue that was ever used."""
+        return {name: policy.size() for name, policy in self.queues.items()}
+
+    def export(self) -> tuple[QueueCounters, ...]:
+        """Every queue's counters, for the next anchor (SPEC §8, anchor change)."""
+        return tuple(
+            (name, isinstance(policy, StackAnchor), policy.export())
+            for name, policy in sorted(self.queues.items())
+        )
+
+    def describe(self) -> str:
+        return " ".join(f"{name}:{p.describe()}" for name, p in sorted(self.queues.items()))
+
+
+def import_anchors(state: tuple[QueueCounters, ...]) -> QueueAnchors:
+    """Rebuild a handed-over anchor's counters; ``state`` is what ``export`` gave."""
+    return QueueAnchors({name: import_anchor(counters, stack) for name, stack, counters in state})
+
+
+@dataclass(slots=True)
 class UpdateTrigger:
     """When the anchor starts an update phase (SPEC §8).
 
@@ -123,7 +168,7 @@ class UpdateTrigger:
     pending_leaves: int = 0
     age: int = 0
 
-    def observe(self, batch: Batch) -> bool:
+    def observe(self, batch: Batches) -> bool:
         """Account for one assigned batch; True when its grants start an update phase."""
         self.pending_joins += batch.joins
         self.pending_leaves += batch.leaves
@@ -145,14 +190,14 @@ class AnchorSeat:
     """The anchor's counters and update trigger, at the node that is the anchor now (both
     None elsewhere).  The seat moves when the minimum node changes (SPEC §8)."""
 
-    policy: AnchorPolicy | None = None
+    policy: QueueAnchors | None = None
     trigger: UpdateTrigger | None = None
 
-    def take(self, policy: AnchorPolicy) -> None:
+    def take(self, policy: QueueAnchors) -> None:
         self.policy = policy
         self.trigger = UpdateTrigger()
 
-    def hand_over(self) -> tuple[int, ...]:
+    def hand_over(self) -> tuple[QueueCounters, ...]:
         """Give the seat up; returns the counters the next anchor needs."""
         assert self.policy is not None
         state = self.policy.export()

@@ -14,9 +14,17 @@ the stack, locally combined Push/Pop pairs need ranks but no DHT positions, so a
 slots may exceed its count.  Carrying them keeps every operation's ``ord`` a unique
 integer that respects program order, which is what lets a checker certify any history.
 
-``joins`` and ``leaves`` are the update-phase counters of SPEC §8 (summed on combine);
-``nodes`` counts the integrated nodes whose batches went into this one, so that the anchor
-knows the size of the ring for the paper's update trigger without anyone holding a list.
+Named queues (issue 12): every queue of the cluster is its own Skueue instance on the
+shared tree, so a node reports up one :class:`Batches` per cycle: a batch per queue that
+has operations, keyed by :data:`QueueKey` (the queue's name, and whether it is a stack)
+and sorted by it, so that combining is a merge and the anchor walks the queues in one
+fixed order.  One cycle of the tree serves every active queue; a queue with no
+operations costs nothing in it.
+
+``joins`` and ``leaves`` (on :class:`Batches`) are the update-phase counters of SPEC §8
+(summed on combine); ``nodes`` counts the integrated nodes whose batches went into this
+one, so that the anchor knows the size of the ring for the paper's update trigger
+without anyone holding a list.
 
 A :class:`RunGrant` is what the anchor assigns to one run: ``available`` consecutive
 positions starting at ``first`` and walking in direction ``step`` (+1, or -1 for stack
@@ -52,11 +60,10 @@ def is_insert_run(index: int) -> bool:
 
 @dataclass(frozen=True, slots=True)
 class Batch:
+    """One queue's runs (Definition 5)."""
+
     counts: tuple[int, ...] = ()
     slots: tuple[int, ...] = ()
-    joins: int = 0
-    leaves: int = 0
-    nodes: int = 0
 
     @staticmethod
     def of(*counts: int) -> Batch:
@@ -84,9 +91,6 @@ class Batch:
         return Batch(
             _add_elementwise(self.counts, other.counts),
             _add_elementwise(self.slots, other.slots),
-            self.joins + other.joins,
-            self.leaves + other.leaves,
-            self.nodes + other.nodes,
         )
 
     @property
@@ -95,15 +99,72 @@ class Batch:
 
     @property
     def is_empty(self) -> bool:
-        return not any(self.slots) and not self.joins and not self.leaves
+        return not any(self.slots)
 
     def describe(self) -> str:
         # Not strict: a peer's malformed batch must still describe itself in a log line.
         pairs = itertools.zip_longest(self.counts, self.slots, fillvalue="?")
         runs = ",".join(str(c) if c == s else f"{c}/{s}" for c, s in pairs)
+        return f"({runs})"
+
+
+QueueKey = tuple[str, bool]
+"""A queue of the cluster: its name, and True for a stack.  Batches are keyed by both,
+so that operations of both kinds on one name can meet in a combined batch; the anchor
+decides which one the name is."""
+Section = tuple[QueueKey, Batch]
+
+
+def _merge(a: tuple[Section, ...], b: tuple[Section, ...]) -> tuple[Section, ...]:
+    """Two sorted section lists as one, the batches of a queue in both combined."""
+    if not b:
+        return a
+    if not a:
+        return b
+    merged = dict(a)
+    for key, batch in b:
+        mine = merged.get(key)
+        merged[key] = batch if mine is None else mine.combine(batch)
+    return tuple(sorted(merged.items()))
+
+
+@dataclass(frozen=True, slots=True)
+class Batches:
+    """What goes up the tree in one cycle: a batch per queue with operations, sorted by
+    queue, and the update-phase counters (SPEC §8)."""
+
+    sections: tuple[Section, ...] = ()
+    joins: int = 0
+    leaves: int = 0
+    nodes: int = 0
+
+    def combine(self, other: Batches) -> Batches:
+        return Batches(
+            _merge(self.sections, other.sections),
+            self.joins + other.joins,
+            self.leaves + other.leaves,
+            self.nodes + other.nodes,
+        )
+
+    @property
+    def operations(self) -> int:
+        return sum(b.operations for _, b in self.sections)
+
+    @property
+    def is_empty(self) -> bool:
+        return not self.operations and not self.joins and not self.leaves
+
+    @property
+    def runs(self) -> int:
+        """The most runs of any queue's batch (Theorem 18/20 bound each)."""
+        return max((len(b.counts) for _, b in self.sections), default=0)
+
+    def describe(self) -> str:
+        parts = [f"{name}{'(stack)' if stack else ''}{b.describe()}"
+                 for (name, stack), b in self.sections]  # fmt: skip
         extra = f" j{self.joins}" if self.joins else ""
         extra += f" l{self.leaves}" if self.leaves else ""
-        return f"({runs}){extra}"
+        return (" ".join(parts) or "()") + extra
 
 
 def batch_problem(b: Batch, stack: bool) -> str | None:
@@ -113,12 +174,24 @@ def batch_problem(b: Batch, stack: bool) -> str | None:
         return "counts and slots differ in length"
     if any(not 0 <= c <= s <= RUN_OPS_MAX for c, s in zip(b.counts, b.slots, strict=True)):
         return "a run is negative, too long, or has more operations than ranks"
-    if not all(0 <= x <= COUNTER_MAX for x in (b.joins, b.leaves, b.nodes)):
-        return "a membership counter is out of range"
     if not stack and b.counts != b.slots:
         return "a queue run needs a position for every operation"
     if stack and (len(b.counts) > 3 or (b.slots and b.slots[0] != 0)):
         return "a stack batch is (0, pops, pushes)"
+    return None
+
+
+def batches_problem(b: Batches) -> str | None:
+    """What is wrong with a cycle's batches a peer sent, or None."""
+    if not all(0 <= x <= COUNTER_MAX for x in (b.joins, b.leaves, b.nodes)):
+        return "a membership counter is out of range"
+    keys = [key for key, _ in b.sections]
+    if any(x >= y for x, y in itertools.pairwise(keys)):
+        return "the queues are not in order, or one comes twice"
+    for (name, stack), batch in b.sections:
+        problem = batch_problem(batch, stack) or (None if batch.operations else "no operation")
+        if problem:
+            return f"queue {name!r}: {problem}"
     return None
 
 
@@ -172,6 +245,26 @@ class RunGrant:
             return f"[empty ord {self.ord_first}]"
         last = self.position(self.available - 1)
         return f"[{self.first}..{last} ord {self.ord_first} t{self.ticket}]"
+
+
+SectionGrants = tuple[QueueKey, tuple[RunGrant, ...]]
+
+
+def split_section_grants(
+    grants: Sequence[SectionGrants], subs: Sequence[Batches]
+) -> list[tuple[SectionGrants, ...]]:
+    """Stage 3 for every queue: split each queue's grants over the sub-batches that hold
+    operations of it, in order; returns one tuple per sub-batch, its queues in order."""
+    if len(subs) == 1:
+        return [tuple(grants)]
+    out: list[list[SectionGrants]] = [[] for _ in subs]
+    tables = [dict(sub.sections) for sub in subs]
+    for key, runs in grants:
+        holders = [j for j, t in enumerate(tables) if key in t]
+        parts = split_grants(runs, [tables[j][key] for j in holders])
+        for j, part in zip(holders, parts, strict=True):
+            out[j].append((key, part))
+    return [tuple(x) for x in out]
 
 
 def split_grants(grants: Sequence[RunGrant], subs: Sequence[Batch]) -> list[tuple[RunGrant, ...]]:

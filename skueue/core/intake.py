@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from skueue.core.batch import Batch, RunGrant
+from skueue.core.batch import Batch, QueueKey, RunGrant, Section, SectionGrants
 from skueue.core.ops import Element, Op, Structure
 
 
@@ -116,3 +116,30 @@ class OwnBuffer:
                 out.append(Assignment(op, rank, None))
         return out
 
+
+
+@dataclass(slots=True)
+class OwnBuffers:
+    """A node's own new operations, one :class:`OwnBuffer` per queue they are on; each
+    queue's batch is built from its own buffer alone (queues are independent objects)."""
+
+    queues: dict[QueueKey, OwnBuffer] = field(default_factory=dict)
+    ops: list[Op] = field(default_factory=list)  # all of them, in issue order
+
+    def __len__(self) -> int:
+        return len(self.ops)
+
+    def add(self, op: Op) -> None:
+        key = op.key
+        buffer = self.queues.get(key)
+        if buffer is None:
+            buffer = self.queues[key] = OwnBuffer(Structure.STACK if key[1] else Structure.QUEUE)
+        buffer.add(op)
+        self.ops.append(op)
+
+    def sections(self) -> tuple[Section, ...]:
+        return tuple(sorted((key, buffer.batch()) for key, buffer in self.queues.items()))
+
+    def assign(self, grants: tuple[SectionGrants, ...]) -> list[Assignment]:
+        """Each queue's operations, with what the anchor gave that queue."""
+        return [a for key, runs in grants for a in self.queues[key].assign(runs)]

@@ -38,6 +38,32 @@ def remove_kind(structure: Structure) -> OpKind:
     return OpKind.DEQUEUE if structure is Structure.QUEUE else OpKind.POP
 
 
+DEFAULT_QUEUE = "default"
+"""The queue of every operation that names none (the CLI's and the API's default)."""
+QUEUE_NAME_CHARS_MAX = 128
+QUEUES_MAX = 10_000
+"""Queues one cluster holds at once (each costs the anchor a few counters, and a batch
+carries a section per queue with operations in the cycle)."""
+QUEUE_NAME_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-:")
+
+
+def queue_name_problem(name: object) -> str | None:
+    """What is wrong with a queue name, or None: 1 to ``QUEUE_NAME_CHARS_MAX`` characters
+    from ASCII letters, digits and ``. _ - :`` (safe in a shell, a file name, a metric
+    label and a URL without quoting)."""
+    if type(name) is not str:
+        return f"a queue name is text, not {type(name).__name__}"
+    if not 1 <= len(name) <= QUEUE_NAME_CHARS_MAX:
+        return f"a queue name has 1 to {QUEUE_NAME_CHARS_MAX} characters, not {len(name)}"
+    bad = sorted(set(name) - QUEUE_NAME_CHARS)
+    if bad:
+        return (
+            f"queue name {name[:40]!r} has {''.join(bad)[:10]!r}: only ASCII letters, digits "
+            "and . _ - : are allowed"
+        )
+    return None
+
+
 @dataclass(frozen=True, slots=True)
 class Op:
     """One client request.  ``op_id`` is unique within its process and increases in issue order."""
@@ -45,7 +71,14 @@ class Op:
     op_id: int
     kind: OpKind
     value: Element | None = None
+    queue: str = DEFAULT_QUEUE
+
+    @property
+    def key(self) -> tuple[str, bool]:
+        """The queue this operation is on: its name, and True for a stack."""
+        return (self.queue, self.kind.structure is Structure.STACK)
 
     def describe(self) -> str:
         arg = "" if self.value is None else f" {self.value!r}"
-        return f"#{self.op_id} {self.kind.value}{arg}"
+        where = "" if self.queue == DEFAULT_QUEUE else f" on {self.queue}"
+        return f"#{self.op_id} {self.kind.value}{arg}{where}"

@@ -33,9 +33,9 @@ from skueue.core.errors import PeerError, ProtocolError
 from skueue.core.membership import update_phase as membership
 from skueue.core.membership.state import HANDOVER_OVERHEAD_BYTES, LOSSY_WHEN_DEPARTED
 from skueue.core.messages.membership import MembershipMessage
-from skueue.core.messages.stages import Hurry, Message
+from skueue.core.messages.stages import Grants, Hurry, Message
 from skueue.core.node.virtual_node import VirtualNode
-from skueue.core.ops import Element, Op, OpKind, Structure
+from skueue.core.ops import DEFAULT_QUEUE, Element, Op, OpKind, Structure
 from skueue.core.parts.membership_state import HANDOVER_BYTES_MAX, JoinTicket, LeaveTicket
 from skueue.core.parts.ring import Mode
 from skueue.overlay.labels import Kind, NodeRef, process_nodes
@@ -220,6 +220,17 @@ class Process:
         node = self.nodes[to.kind]
         if node.ring.mode is Mode.DEPARTED and isinstance(message, LOSSY_WHEN_DEPARTED):
             return []
+        flight = node.batching.inflight
+        if (
+            self.local_delivery
+            and isinstance(message, Grants)
+            and flight is not None
+            and flight.parent is not None
+            and flight.parent.process == self.process_id
+        ):
+            # Grants carry no sender; they come from where the batch went, and that is
+            # one of our own nodes here, whose messages never cross the network.
+            raise PeerError(f"{to.describe()}: {message.describe()}, but its parent is here")
         # The boundary: the receiving node checks the peer's message before anything
         # changes (a PeerError here leaves the process as it was); from here on every
         # error is ours, including one refused message between our own nodes.
@@ -312,7 +323,7 @@ class Process:
                 for kind, node in self.nodes.items()
             },
             anchor=anchor is not None,
-            size=anchor.size() if anchor is not None else None,
+            size=anchor.sizes().get(DEFAULT_QUEUE, 0) if anchor is not None else None,
             joined=self.joined,
             leaving=self.leaving,
             departed=self.departed,

@@ -9,8 +9,8 @@ from __future__ import annotations
 from functools import lru_cache
 from typing import Any
 
-from skueue.core.batch import Batch, RunGrant
-from skueue.core.ops import Element
+from skueue.core.batch import Batch, Batches, RunGrant
+from skueue.core.ops import Element, queue_name_problem
 from skueue.overlay.labels import LABEL_SPACE, Kind, NodeRef, node_ref
 from skueue.overlay.routing import Phase, Route
 from skueue.wire.errors import RemoteProtocolError
@@ -65,25 +65,37 @@ def decode_node(x: Any, what: str = "node") -> NodeRef:
     return _node(process_id(p, what), _int(k, f"{what} kind", 0, 3))
 
 
-def encode_batch(b: Batch) -> list[Any]:
-    return [list(b.counts), list(b.slots), b.joins, b.leaves, b.nodes]
+def queue_name(x: Any, what: str = "queue name") -> str:
+    problem = queue_name_problem(x)
+    if problem is not None:
+        raise RemoteProtocolError(f"{what}: {problem}")
+    return x  # checked above: a str
 
 
-def decode_batch(x: Any) -> Batch:
-    counts, slots, joins, leaves, nodes = _list(x, "batch", 5)
+def _runs(counts: Any, slots: Any) -> Batch:
     counts = [_int(c, "batch run") for c in _list(counts, "batch counts")]
     slots = [_int(s, "batch slots") for s in _list(slots, "batch slots")]
     if len(counts) != len(slots) or len(counts) > RUNS_MAX:
         raise RemoteProtocolError("batch: counts and slots differ in length or are too long")
     if any(c > s for c, s in zip(counts, slots, strict=True)):
         raise RemoteProtocolError("batch: a run has more operations than ranks")
-    return Batch(
-        tuple(counts),
-        tuple(slots),
-        _int(joins, "joins"),
-        _int(leaves, "leaves"),
-        _int(nodes, "nodes"),
-    )
+    return Batch(tuple(counts), tuple(slots))
+
+
+def encode_batch(b: Batches) -> list[Any]:
+    sections = [[name, stack, list(r.counts), list(r.slots)] for (name, stack), r in b.sections]
+    return [sections, b.joins, b.leaves, b.nodes]
+
+
+def decode_batch(x: Any) -> Batches:
+    sections, joins, leaves, nodes = _list(x, "batches", 4)
+    decoded = []
+    for section in _list(sections, "batches"):
+        name, stack, counts, slots = _list(section, "batch", 4)
+        key = (queue_name(name, "batch queue"), _bool(stack, "batch stack"))
+        decoded.append((key, _runs(counts, slots)))
+    return Batches(tuple(decoded), _int(joins, "joins"), _int(leaves, "leaves"),
+                   _int(nodes, "nodes"))  # fmt: skip
 
 
 def encode_grant(g: RunGrant) -> list[int]:

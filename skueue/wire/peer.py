@@ -23,8 +23,8 @@ import typing
 from collections.abc import Callable
 from typing import Any
 
-from skueue.core.batch import Batch, RunGrant
-from skueue.core.messages.field_types import Items, Range
+from skueue.core.batch import Batches, RunGrant
+from skueue.core.messages.field_types import Items, QueueNameRule, Range
 from skueue.core.messages.membership import MEMBERSHIP_KINDS, MembershipMessage
 from skueue.core.messages.stages import MESSAGE_KINDS, Message
 from skueue.overlay.labels import NodeRef
@@ -43,6 +43,7 @@ from skueue.wire.fields import (
     encode_grant,
     encode_node,
     encode_route,
+    queue_name,
 )
 
 Encode = Callable[[Any], Any] | None  # None: the value travels as it is
@@ -51,7 +52,7 @@ Decode = Callable[[Any], Any]
 # The protocol's own types, each with one codec.
 NESTED: dict[type, tuple[Callable[[Any], Any], Callable[[Any, str], Any]]] = {
     NodeRef: (encode_node, decode_node),
-    Batch: (encode_batch, lambda x, what: decode_batch(x)),
+    Batches: (encode_batch, lambda x, what: decode_batch(x)),
     RunGrant: (encode_grant, lambda x, what: decode_grant(x)),
     Route: (encode_route, lambda x, what: decode_route(x)),
 }
@@ -66,6 +67,8 @@ def field_codec(annotation: Any, what: str) -> tuple[Encode, Decode]:
     origin, args = typing.get_origin(annotation), typing.get_args(annotation)
     if annotation is bool:
         return None, lambda x: _bool(x, what)
+    if annotation is str and any(isinstance(m, QueueNameRule) for m in markers):
+        return None, lambda x: queue_name(x, what)
     if annotation is int:
         bounds = next((m for m in markers if isinstance(m, Range)), Range())
         low, high = bounds.low, bounds.high

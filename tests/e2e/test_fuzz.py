@@ -39,7 +39,7 @@ import pytest
 import trio
 
 from skueue.cluster.loadgen import LoadConfig, run_load
-from skueue.core.batch import Batch, RunGrant
+from skueue.core.batch import Batch, Batches, RunGrant
 from skueue.core.messages.membership import (
     Absorbed,
     AnchorHandover,
@@ -92,6 +92,13 @@ pytestmark = pytest.mark.trio
 Case = Callable[[random.Random], Awaitable[int | tuple[int, int]]]
 
 
+
+Q = ("default", False)  # the queue of the daemons under test
+
+
+def queue(batch: Batch) -> Batches:
+    return Batches(((Q, batch),))
+
 def header(length: int) -> bytes:
     return struct.pack(">I", length)
 
@@ -108,8 +115,8 @@ def sample_messages() -> list[Message]:
     b: NodeRef = node_ref("127.0.0.1:2", Kind.RIGHT)
     route = Route(target=12345, bits=3, taken=1, point=999, phase=Phase(0), heading=1, hops=2)
     return [
-        BatchUp(a, Batch((2, 1), (2, 1), 0, 0)),
-        Grants((RunGrant(1, 2, 0, 0, 1, 0), RunGrant(3, 1, 2, 0, 1, 0)), update=False),
+        BatchUp(a, queue(Batch((2, 1), (2, 1)))),
+        Grants(((Q, (RunGrant(1, 2, 0, 0, 1, 0), RunGrant(3, 1, 2, 0, 1, 0))),), update=False),
         Put(route, 7, b"elem", 0, b, 3, False),
         Get(route, 7, 0, a, 4),
         GetReply(5, 7, b"elem"),
@@ -206,12 +213,13 @@ def wrong_peer_messages(
     entries = ((p, 0, b"forged"),)
     stale = 1 << 40  # far beyond any batch number of a test run
     candidates: list[Message | MembershipMessage] = [
-        BatchUp(fuzz, Batch.of(1), 0),  # from a node that is nobody's child
-        BatchUp(member, Batch((2, 1), (2, 2)), 0),  # a queue run with more ranks
-        BatchUp(own, Batch((1,), (1,)), 0),  # from its own process: never a child here
+        BatchUp(fuzz, queue(Batch.of(1)), 0),  # from a node that is nobody's child
+        BatchUp(member, queue(Batch((2, 1), (2, 2))), 0),  # a queue run with more ranks
+        BatchUp(own, queue(Batch((1,), (1,))), 0),  # from its own process: never a child here
         Grants((), number=stale),  # the frames of issue 8: no runs, for no batch in flight
-        Grants((RunGrant(1, 1, 0),) * rng.randrange(1, 4), update=False, number=stale + p),
-        Grants((RunGrant(1, 0, 0), RunGrant(1, 0, 0)), update=True, number=stale),
+        Grants(((Q, (RunGrant(1, 1, 0),) * rng.randrange(1, 4)),), update=False,
+               number=stale + p),  # fmt: skip
+        Grants(((Q, (RunGrant(1, 0, 0), RunGrant(1, 0, 0))),), update=True, number=stale),
         Put(route, p, b"forged", 0, fuzz, op, True),  # routed to another key
         Put(None, p, b"forged", 1 + rng.randrange(9), fuzz, op, False),  # a stack ticket
         Get(route, p, 0, fuzz, op),
@@ -235,7 +243,7 @@ def wrong_peer_messages(
         Departing(fuzz, other, entries, (), rng.randrange(3)),
         HandoverPart(fuzz, rng.randrange(3), entries),
         Absorbed(),
-        AnchorHandover((1, rng.randrange(5), rng.randrange(5))),
+        AnchorHandover((("default", False, (1, rng.randrange(5), rng.randrange(5))),)),
         UpdateOver(),
     ]
     return candidates

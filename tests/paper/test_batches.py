@@ -14,7 +14,7 @@ import random
 import pytest
 
 from skueue.core.anchor import QueueAnchor
-from skueue.core.batch import Batch, RunGrant, combine_all, split_grants
+from skueue.core.batch import Batch, Batches, RunGrant, combine_all, split_grants
 from skueue.sim.rounds import SyncConfig, SyncSim
 
 # -- Definition 5 -------------------------------------------------------------------
@@ -61,21 +61,32 @@ def test_definition5_append_keeps_local_order_as_runs() -> None:
 
 def test_definition5_combine_is_elementwise_with_missing_entries_zero() -> None:
     """Combining B and B' gives b''_i = b_i + b'_i, missing entries counting as 0; the
-    join/leave counters add up as well.
+    join/leave counters add up as well, and each named queue's batch combines with the
+    same queue's only.
 
     Reference: §III-A, Definition 5
     """
     assert Batch.of(1, 2).combine(Batch.of(3, 0, 4)).counts == (4, 2, 4)
     assert Batch.of(3, 0, 4).combine(Batch.of(1, 2)).counts == (4, 2, 4)
     assert Batch().combine(Batch.of(0, 5)).counts == (0, 5)
-    assert Batch(joins=1, leaves=2).combine(Batch(joins=3)).joins == 4
-    assert Batch(joins=1, leaves=2).combine(Batch(leaves=3)).leaves == 5
+    assert Batches(joins=1, leaves=2).combine(Batches(joins=3)).joins == 4
+    assert Batches(joins=1, leaves=2).combine(Batches(leaves=3)).leaves == 5
     rng = random.Random(6)
     for _ in range(200):
         parts = [Batch.of(*(rng.randrange(4) for _ in range(rng.randrange(6)))) for _ in range(4)]
         width = max(len(p.counts) for p in parts)
         expected = tuple(sum(p.counts[i] for p in parts if i < len(p.counts)) for i in range(width))
         assert combine_all(parts).counts == expected
+    a = Batches(((("a", False), Batch.of(1, 2)), (("b", False), Batch.of(0, 1))), nodes=1)
+    b = Batches(((("a", False), Batch.of(3)), (("a", True), Batch((0, 1, 0), (0, 1, 0)))))
+    assert a.combine(b) == Batches(
+        (
+            (("a", False), Batch.of(4, 2)),
+            (("a", True), Batch((0, 1, 0), (0, 1, 0))),
+            (("b", False), Batch.of(0, 1)),
+        ),
+        nodes=1,
+    )
 
 
 # -- Stage 2: the anchor's intervals -------------------------------------------------

@@ -75,7 +75,11 @@ def test_declared_limits_of_real_kinds_hold() -> None:
         ["Rewire", 1],
         ["Rewire", 4],
         ["AnchorHandover", [1, 2]],
-        ["AnchorHandover", [1, 2, 3, 4]],
+        ["AnchorHandover", [["default", False, [1, 2, 3, 4]]]],
+        ["AnchorHandover", [["default", 0, [1, 2, 3]]]],
+        ["AnchorHandover", [["no spaces", False, [1, 2, 3]]]],
+        ["AnchorHandover", [["", False, [1, 2, 3]]]],
+        ["AnchorHandover", [["q" * 129, False, [1, 2, 3]]]],
         ["Withdraw", a, -2],
         ["IntegrateAck", a, -2],
         ["HandoverPart", a, -1, []],
@@ -83,6 +87,8 @@ def test_declared_limits_of_real_kinds_hold() -> None:
         with pytest.raises(RemoteProtocolError):
             decode_message(bad)
     assert encode_message(decode_message(["Withdraw", a, -1])) == ["Withdraw", a, -1]
+    good = ["AnchorHandover", [["default", False, [1, 2, 3]], ["jobs:eu-1", True, [0, 0, 0]]]]
+    assert encode_message(decode_message(good)) == good
 
 
 def test_an_annotation_the_wire_cannot_carry_fails_at_derivation() -> None:

@@ -28,7 +28,7 @@ from hypothesis import strategies as st
 from hypothesis.control import currently_in_test_context
 
 from skueue.check.checker import check
-from skueue.core.batch import Batch, RunGrant
+from skueue.core.batch import Batch, Batches, RunGrant
 from skueue.core.errors import PeerError
 from skueue.core.membership.state import LOSSY_WHEN_DEPARTED
 from skueue.core.messages.membership import (
@@ -64,7 +64,7 @@ from skueue.core.messages.stages import (
     PutAck,
 )
 from skueue.core.node.virtual_node import VirtualNode
-from skueue.core.ops import Structure
+from skueue.core.ops import DEFAULT_QUEUE, Structure
 from skueue.core.parts.membership_state import JOINS, OVER
 from skueue.core.parts.ring import Mode
 from skueue.core.process import Process
@@ -109,46 +109,65 @@ def wrong_for(node: VirtualNode, rng: random.Random) -> Iterator[tuple[str, Any]
     member = node.ring.mode is Mode.MEMBER
     ph = node.member.phase
     flight = node.batching.inflight
+
     # -- stage 1 --------------------------------------------------------------------
-    yield "BatchUp from an unknown node", BatchUp(intruder(), Batch.of(1), 0)
-    yield "BatchUp from itself", BatchUp(me, Batch.of(1), 0)
+    def up(batch: Batch, name: str = DEFAULT_QUEUE) -> Batches:
+        return Batches((((name, stack), batch),))
+
+    yield "BatchUp from an unknown node", BatchUp(intruder(), up(Batch.of(1)), 0)
+    yield "BatchUp from itself", BatchUp(me, up(Batch.of(1)), 0)
     for kind in Kind:
         # Messages between a process's own nodes never cross the network: forged.
-        yield "BatchUp from its own process", BatchUp(me.sibling(kind), Batch(), 0)
+        yield "BatchUp from its own process", BatchUp(me.sibling(kind), Batches(), 0)
         yield "StageDone from its own process", StageDone(me.sibling(kind), 1)
     for kid in node.ring.kids:
         if kid in node.batching.child_batches:
-            yield "BatchUp: second batch from a child", BatchUp(kid, Batch.of(1), 10**6)
+            yield "BatchUp: second batch from a child", BatchUp(kid, up(Batch.of(1)), 10**6)
         else:
-            yield "BatchUp: more operations than ranks", BatchUp(kid, Batch((2,), (1,)), 0)
-            yield "BatchUp: counts and slots differ", BatchUp(kid, Batch((1, 1), (1,)), 0)
-            yield "BatchUp: negative run", BatchUp(kid, Batch((-1,), (-1,)), 0)
+            yield "BatchUp: more operations than ranks", BatchUp(kid, up(Batch((2,), (1,))), 0)
+            yield "BatchUp: counts and slots differ", BatchUp(kid, up(Batch((1, 1), (1,))), 0)
+            yield "BatchUp: negative run", BatchUp(kid, up(Batch((-1,), (-1,))), 0)
+            yield "BatchUp: a queue without operations", BatchUp(kid, up(Batch.of(0, 0)), 0)
+            two = Batches(((("b", stack), Batch.of(1)), (("a", stack), Batch.of(1))))
+            yield "BatchUp: queues out of order", BatchUp(kid, two, 0)
+            other = Batches((((DEFAULT_QUEUE, not stack), Batch((0, 1, 0), (0, 1, 0))),))
+            yield "BatchUp: a queue of the other structure", BatchUp(kid, other, 0)
             if not stack:
-                yield "BatchUp: queue run with more ranks", BatchUp(kid, Batch((1,), (2,)), 0)
+                yield "BatchUp: queue run with more ranks", BatchUp(kid, up(Batch((1,), (2,))), 0)
             else:
-                yield "BatchUp: stack batch of 5 runs", BatchUp(kid, Batch.of(0, 1, 1, 1, 1), 0)
-            yield "BatchUp: a withdrawn batch's number", BatchUp(kid, Batch.of(1), -1)
+                yield "BatchUp: stack batch of 5 runs", BatchUp(kid, up(Batch.of(0, 1, 1, 1, 1)), 0)
+            yield "BatchUp: a withdrawn batch's number", BatchUp(kid, up(Batch.of(1)), -1)
     # -- stage 3 --------------------------------------------------------------------
     if flight is None or flight.served:
         yield "Grants without a batch in flight", Grants((), number=0)
-        yield "Grants without a batch in flight (runs)", Grants((some_grant(),), number=0)
+        some = (((DEFAULT_QUEUE, stack), (some_grant(),)),)
+        yield "Grants without a batch in flight (runs)", Grants(some, number=0)
     else:
-        runs = max((len(b.counts) for _, b in flight.layout), default=0)
-        good = tuple(RunGrant(1, 0, 0) for _ in range(runs))
+        batches = [dict(b.sections) for _, b in flight.layout]
+        keys = sorted({key for sections in batches for key in sections})
+        runs = {key: max(len(s[key].counts) for s in batches if key in s) for key in keys}
+        good = tuple((key, tuple(RunGrant(1, 0, 0) for _ in range(runs[key]))) for key in keys)
         yield "Grants for another batch number", Grants(good, number=flight.number + 7)
         yield "Grants for the batch before", Grants(good, number=flight.number - 1)
         n = flight.number
-        if runs:
-            yield "Grants: fewer runs than the batch", Grants(good[:-1], number=n)
-        yield "Grants: more runs than the batch", Grants((*good, some_grant()), number=n)
-        if runs:
-            yield "Grants: negative position", Grants((RunGrant(-3, 0, 0), *good[1:]), number=n)
-            yield "Grants: negative ord", Grants((RunGrant(1, 0, -5), *good[1:]), number=n)
-            yield "Grants: step 2", Grants((RunGrant(1, 0, 0, step=2), *good[1:]), number=n)
-            total = sum(b.counts[0] for _, b in flight.layout if b.counts)
+        stray = (("elsewhere", stack), (some_grant(),))
+        yield "Grants for a queue not in the batch", Grants((*good, stray), number=n)
+        if good:
+            key, first = good[0]
+
+            def first_is(grants: tuple[RunGrant, ...]) -> Grants:
+                return Grants(((key, grants), *good[1:]), number=n)
+
+            yield "Grants: a queue missing", Grants(good[1:], number=n)
+            yield "Grants: fewer runs than the batch", first_is(first[:-1])
+            yield "Grants: more runs than the batch", first_is((*first, some_grant()))
+            yield "Grants: negative position", first_is((RunGrant(-3, 0, 0), *first[1:]))
+            yield "Grants: negative ord", first_is((RunGrant(1, 0, -5), *first[1:]))
+            yield "Grants: step 2", first_is((RunGrant(1, 0, 0, step=2), *first[1:]))
+            total = sum(s[key].counts[0] for s in batches if key in s)
             yield (
                 "Grants: inserts left without positions",
-                Grants((RunGrant(1, total + 1, 0), *good[1:]), number=n),
+                first_is((RunGrant(1, total + 1, 0), *first[1:])),
             )
     # -- stage 4 --------------------------------------------------------------------
     p = 1 + rng.randrange(1000)
@@ -212,7 +231,10 @@ def wrong_for(node: VirtualNode, rng: random.Random) -> Iterator[tuple[str, Any]
         if member:
             yield "UpdateOver outside a phase", UpdateOver()
             yield "SetPred outside a phase", SetPred(intruder(), intruder())
-            yield "AnchorHandover outside a phase", AnchorHandover((1, 0, 0))
+            yield (
+                "AnchorHandover outside a phase",
+                AnchorHandover(((DEFAULT_QUEUE, stack, (1, 0, 0)),)),
+            )
     else:
         for child in ph.old_children[:1]:
             yield "StageDone for another stage", StageDone(child, ph.stage % 4 + 1)
@@ -231,7 +253,10 @@ def wrong_for(node: VirtualNode, rng: random.Random) -> Iterator[tuple[str, Any]
         if member and ph.stage != OVER:
             yield "UpdateOver before the phase ended", UpdateOver()
         if node.seat.policy is not None:
-            yield "AnchorHandover to the anchor", AnchorHandover((1, 0, 0))
+            yield (
+                "AnchorHandover to the anchor",
+                AnchorHandover(((DEFAULT_QUEUE, stack, (1, 0, 0)),)),
+            )
     yield "HandoverPart outside a handover", HandoverPart(intruder(), 1, ())
     yield "MayILeave from a node that is not the successor", MayILeave(intruder())
     if member:
@@ -241,7 +266,9 @@ def wrong_for(node: VirtualNode, rng: random.Random) -> Iterator[tuple[str, Any]
             "Integrate from a node that is not responsible",
             Integrate(intruder(), intruder(), intruder(Kind.RIGHT), ()),
         )
-    yield "AnchorHandover with a bad state", AnchorHandover((0, -5, 1))
+    yield "AnchorHandover with a bad state", AnchorHandover(((DEFAULT_QUEUE, stack, (0, -5, 1)),))
+    twice = ((DEFAULT_QUEUE, False, (1, 0, 0)), (DEFAULT_QUEUE, True, (0, 0, 0)))
+    yield "AnchorHandover with a queue twice", AnchorHandover(twice)
 
 
 def assert_refused(process: Process, label: str, to: NodeRef, message: Any) -> None:
@@ -366,7 +393,7 @@ def test_the_forged_empty_grants_of_issue_8_are_refused() -> None:
         for process in sim.order:
             for node in process.nodes.values():
                 flight = node.batching.inflight
-                if flight is None or flight.served or not any(b.counts for _, b in flight.layout):
+                if flight is None or flight.served or not any(b.sections for _, b in flight.layout):
                     continue
                 assert_refused(process, "empty Grants", node.me, Grants((), number=flight.number))
                 refused += 1
@@ -394,10 +421,24 @@ def random_field(hint: str, pids: list[str], rng: random.Random) -> Any:
         return tuple(node() for _ in range(rng.randrange(3))) if "tuple" in hint else node()
     if "Route" in hint:
         return None if rng.random() < 0.6 else route_to(rng.randrange(1 << 64))
+
+    def name() -> str:
+        return rng.choice([DEFAULT_QUEUE, "jobs", "", "no spaces"])
+
     if "RunGrant" in hint:
-        return tuple(RunGrant(num(), num(), num()) for _ in range(rng.randrange(4)))
+        return tuple(
+            ((name(), rng.random() < 0.5), tuple(RunGrant(num(), num(), num())
+                                                 for _ in range(rng.randrange(4))))
+            for _ in range(rng.randrange(3))
+        )  # fmt: skip
     if "Batch" in hint:
-        return Batch.of(*(num() for _ in range(rng.randrange(4))))
+        batch = Batch.of(*(num() for _ in range(rng.randrange(4))))
+        return Batches((((name(), rng.random() < 0.5), batch),), num(), num(), num())
+    if "QueueCounters" in hint:
+        return tuple(
+            (name(), rng.random() < 0.5, tuple(num() for _ in range(3)))
+            for _ in range(rng.randrange(3))
+        )
     if "Entr" in hint:  # Entry, Entries
         return tuple((num(), num(), "e") for _ in range(rng.randrange(3)))
     if "bool" in hint:

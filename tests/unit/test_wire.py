@@ -22,7 +22,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from skueue.core.batch import Batch, RunGrant
+from skueue.core.batch import Batch, Batches, RunGrant
 from skueue.core.messages.stages import MESSAGE_KINDS, BatchUp, Get, GetReply, Grants, Put, PutAck
 from skueue.core.ops import Structure
 from skueue.overlay.labels import Kind, node_ref
@@ -98,8 +98,10 @@ def test_hand_built_messages_round_trip_with_bytes_and_text_elements() -> None:
     a = node_ref("10.0.0.1:7400", Kind.LEFT)
     route = Route(target=5, bits=4, taken=2, point=9, phase=Phase.FINAL, heading=-1, hops=3)
     for message in (
-        BatchUp(a, Batch((3, 0, 2), (3, 1, 2), 1, 2)),
-        Grants((RunGrant(4, 3, 10, 7, -1, 1),), update=False),
+        BatchUp(a, Batches(((("q", True), Batch((0, 0, 2), (0, 1, 2))),), 1, 2)),
+        BatchUp(a, Batches(((("a", False), Batch.of(1)), (("b:2", True), Batch.of(0, 1))))),
+        Grants(((("q", True), (RunGrant(4, 3, 10, 7, -1, 1),)),), update=False),
+        Grants((), update=True),
         Put(route, 12, b"\x00bytes", 3, a, 99, True),
         Put(route, 12, "text", 0, a, 99, False),
         Get(route, 1, 0, a, 0),
@@ -230,8 +232,22 @@ def normalise(value: Any) -> Any:
     return msgpack.unpackb(blob, raw=False, strict_map_key=False)
 
 
-# The only boolean fields on the wire: Grants.update and Put.ack.
+# The only boolean fields on the wire: Grants.update and Put.ack, and inside fields, the
+# stack flag of a queue (a batch's sections, the grants' queues, an anchor's counters).
 BOOL_FIELDS = {("Grants", 2), ("Put", 7)}
+
+
+def bools_allowed(kind: str, i: int, field: Any) -> list[Any]:
+    """The values of a decoded field that are booleans by the message's declaration."""
+    if (kind, i) in BOOL_FIELDS:
+        return [field]
+    if (kind, i) == ("BatchUp", 2):
+        return [section[1] for section in field[0]]
+    if (kind, i) == ("Grants", 1):
+        return [queue[1] for queue, _ in field]
+    if (kind, i) == ("AnchorHandover", 1):
+        return [queue[1] for queue in field]
+    return []
 
 
 def leaves(x: Any) -> list[Any]:
@@ -248,12 +264,14 @@ def assert_well_typed(encoded: list[Any]) -> None:
             assert_well_typed(inner)
         return
     for i, field in enumerate(encoded[1:], 1):
+        bools = 0
         for leaf in leaves(field):
             assert type(leaf) is not float, f"a float inside {kind} field {i}: {encoded!r}"
-            if type(leaf) is bool:
-                assert (kind, i) in BOOL_FIELDS and leaf is field, (
-                    f"a bool where an integer belongs, {kind} field {i}: {encoded!r}"
-                )
+            bools += type(leaf) is bool
+        allowed = bools_allowed(kind, i, field)
+        assert all(type(b) is bool for b in allowed) and bools == len(allowed), (
+            f"a bool where an integer belongs, {kind} field {i}: {encoded!r}"
+        )
 
 
 def decode_or_reject(value: Any) -> None:
@@ -310,18 +328,26 @@ def test_peer_frames_raise_only_remote_protocol_error(kind: Any, message: Any) -
         ["GetReply", 1, 1, None, None],
         ["GetReply", 1, 1, b"x", ["p", 5]],  # an owner is a node and the end of its interval
         ["Grants", [], "yes"],
-        ["Grants", [[1, 1, 0, 0, 2, 0]], True],  # step must be +1 or -1
-        ["Grants", [[1, 1, 0, 0, 1, 2]], True],  # ticket step 0 or 1
-        ["Grants", [[1, 1, 0, 0, True, 0]], True],
-        ["Grants", [[1, 1, 0, 0, 1.0, 0]], True],
-        ["Grants", [[1, 1, 0, 0, 1, False]], True],
-        ["Grants", [[1, 1, 0, 0, 1]], True],
-        ["BatchUp", ["p", 0], [[1], [1, 2], 0, 0]],  # counts and slots differ
-        ["BatchUp", ["p", 0], [[3], [2], 0, 0]],  # more operations than ranks
-        ["BatchUp", ["p", 3], [[1], [1], 0, 0]],  # no such node kind
-        ["BatchUp", ["", 0], [[1], [1], 0, 0]],
-        ["BatchUp", ["p" * 257, 0], [[1], [1], 0, 0]],
-        ["BatchUp", ["p", 0, 1], [[1], [1], 0, 0]],
+        ["Grants", [[["q", False], [[1, 1, 0, 0, 2, 0]]]], True],  # step must be +1 or -1
+        ["Grants", [[["q", False], [[1, 1, 0, 0, 1, 2]]]], True],  # ticket step 0 or 1
+        ["Grants", [[["q", False], [[1, 1, 0, 0, True, 0]]]], True],
+        ["Grants", [[["q", False], [[1, 1, 0, 0, 1.0, 0]]]], True],
+        ["Grants", [[["q", False], [[1, 1, 0, 0, 1, False]]]], True],
+        ["Grants", [[["q", False], [[1, 1, 0, 0, 1]]]], True],
+        ["Grants", [[[1, 1, 0, 0, 1, 0]]], True],  # grants without their queue
+        ["Grants", [[["q q", False], [[1, 1, 0, 0, 1, 0]]]], True],  # not a queue name
+        ["Grants", [[["q", 0], [[1, 1, 0, 0, 1, 0]]]], True],  # the stack flag is a bool
+        ["BatchUp", ["p", 0], [[["q", False, [1], [1, 2]]], 0, 0, 0], 0],  # counts, slots differ
+        ["BatchUp", ["p", 0], [[["q", False, [3], [2]]], 0, 0, 0], 0],  # more ops than ranks
+        ["BatchUp", ["p", 0], [[["q", 1, [1], [1]]], 0, 0, 0], 0],  # the stack flag is a bool
+        ["BatchUp", ["p", 0], [[["", False, [1], [1]]], 0, 0, 0], 0],  # no queue name
+        ["BatchUp", ["p", 0], [[["q/1", False, [1], [1]]], 0, 0, 0], 0],  # not a queue name
+        ["BatchUp", ["p", 0], [[[1], [1]], 0, 0, 0], 0],  # a batch without its queue
+        ["BatchUp", ["p", 0], [[1], [1], 0, 0, 0], 0],  # the format before named queues
+        ["BatchUp", ["p", 3], [[["q", False, [1], [1]]], 0, 0, 0], 0],  # no such node kind
+        ["BatchUp", ["", 0], [[["q", False, [1], [1]]], 0, 0, 0], 0],
+        ["BatchUp", ["p" * 257, 0], [[["q", False, [1], [1]]], 0, 0, 0], 0],
+        ["BatchUp", ["p", 0, 1], [[["q", False, [1], [1]]], 0, 0, 0], 0],
         ["Get", [0, 3, 4, 0, 0, 0, 0], 1, 0, ["p", 0], 1],  # more bits taken than it has
         ["Get", [0, 65, 0, 0, 0, 0, 0], 1, 0, ["p", 0], 1],  # more bits than a label
         ["Get", [1 << 64, 3, 0, 0, 0, 0, 0], 1, 0, ["p", 0], 1],  # not a label

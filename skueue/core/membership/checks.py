@@ -9,12 +9,13 @@ handover's pieces and entries) is held against the node's state here, once.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Iterable
 from typing import NoReturn
 
 from skueue.core.errors import PeerError
 from skueue.core.membership.state import in_interval
-from skueue.core.messages.field_types import PARTS_MAX
+from skueue.core.messages.field_types import PARTS_MAX, QueueCounters
 from skueue.core.messages.membership import (
     Absorbed,
     AnchorHandover,
@@ -103,7 +104,7 @@ def check(node: NodeState, msg: MembershipMessage) -> None:
         case AnchorHandover(state=state):
             if ph is None or node.seat.policy is not None or not member:
                 _refuse(node, f"{msg.describe()} outside a phase or at an anchor")
-            if not _anchor_state_ok(state, node.stack):
+            if not _anchor_state_ok(state):
                 _refuse(node, f"{msg.describe()}: not an anchor's counters")
             return
     if ph is None:
@@ -146,13 +147,21 @@ def _check_withdrawn(node: NodeState, sender: NodeRef, number: int) -> None:
         _refuse(node, f"withdraws batch #{number} of {sender.describe()}, which sent another")
 
 
-def _anchor_state_ok(state: tuple[int, ...], stack: bool) -> bool:
-    if len(state) != 3 or not all(0 <= x <= POSITION_MAX for x in state):
+def _anchor_state_ok(state: tuple[QueueCounters, ...]) -> bool:
+    """Every queue once, in name order, each with counters an anchor can hold."""
+    names = [name for name, _, _ in state]
+    if any(a >= b for a, b in itertools.pairwise(names)):
+        return False
+    return all(_counters_ok(counters, stack) for _, stack, counters in state)
+
+
+def _counters_ok(counters: tuple[int, ...], stack: bool) -> bool:
+    if len(counters) != 3 or not all(0 <= x <= POSITION_MAX for x in counters):
         return False
     if stack:
-        last, ticket, _ = state
+        last, ticket, _ = counters
         return last <= ticket
-    first, last, _ = state
+    first, last, _ = counters
     return first >= 1 and last >= first - 1
 
 

@@ -54,7 +54,7 @@ rounds (Theorem 17).
 
 from __future__ import annotations
 
-from skueue.core.anchor import import_anchor
+from skueue.core.anchor import import_anchors
 from skueue.core.effects import Effect, Send
 from skueue.core.errors import ProtocolError
 from skueue.core.membership.checks import check
@@ -184,7 +184,7 @@ def _root_next(node: NodeState) -> list[Effect]:
 
 def _on_anchor_handover(node: NodeState, msg: AnchorHandover) -> list[Effect]:
     if node.ring.view.is_anchor:
-        node.seat.take(import_anchor(msg.state, node.stack))
+        node.seat.take(import_anchors(msg.state))
         return _update_over(node)
     # Walk to the minimum: leftwards, or across the cycle edge from the maximum.
     nxt = node.ring.view.succ if node.ring.view.succ_across_cycle else node.ring.view.pred

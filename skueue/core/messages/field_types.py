@@ -37,7 +37,17 @@ class Items:
     most: int = INT_MAX
 
 
+@dataclass(frozen=True, slots=True)
+class QueueNameRule:
+    """A text field that holds a queue name (:func:`skueue.core.ops.queue_name_problem`)."""
+
+
 Position = Annotated[int, Range(1)]  # queue and stack positions start at 1
+QueueName = Annotated[str, QueueNameRule()]
+QueueRef = tuple[QueueName, bool]  # a queue: its name, and True for a stack
+# One queue's anchor counters in a hand-over: name, stack, (first, last, ord) for a
+# queue or (last, ticket, ord) for a stack.
+QueueCounters = tuple[QueueName, bool, Annotated[tuple[int, ...], Items(3, 3)]]
 Generation = Annotated[int, Range(-1)]  # a batch number, or -1 for "none yet"
 PartCount = Annotated[int, Range(0, PARTS_MAX + 1)]
 PartIndex = Annotated[int, Range(0, PARTS_MAX)]

@@ -17,8 +17,10 @@ from skueue.core.messages.field_types import (
     Items,
     PartCount,
     PartIndex,
+    QueueCounters,
     Range,
 )
+from skueue.core.ops import QUEUES_MAX
 from skueue.overlay.labels import NodeRef
 from skueue.overlay.routing import Route
 
@@ -238,10 +240,10 @@ class Absorbed:
 class AnchorHandover:
     """The anchor's counters travel to the new minimum node (SPEC §8, anchor change)."""
 
-    state: Annotated[tuple[int, ...], Items(3, 3)]
+    state: Annotated[tuple[QueueCounters, ...], Items(0, QUEUES_MAX)]  # every queue's
 
     def describe(self) -> str:
-        return f"AnchorHandover {self.state}"
+        return f"AnchorHandover of {len(self.state)} queues {self.state[:3]}"
 
 
 @dataclass(frozen=True, slots=True)

@@ -10,8 +10,8 @@ import typing
 from dataclasses import dataclass
 from typing import Annotated
 
-from skueue.core.batch import Batch, RunGrant
-from skueue.core.messages.field_types import Items, KeyOwner, Position
+from skueue.core.batch import Batches, RunGrant
+from skueue.core.messages.field_types import Items, KeyOwner, Position, QueueRef
 from skueue.core.ops import Element
 from skueue.overlay.labels import NodeRef
 from skueue.overlay.routing import Route
@@ -22,7 +22,7 @@ class BatchUp:
     """Stage 1: a child's batch, sent to its parent in the aggregation tree."""
 
     sender: NodeRef  # the child; the parent files the batch under it
-    batch: Batch
+    batch: Batches
     # The sender's batch counter: lets a parent drop a batch that a joining child took
     # back when it was integrated (the batch may still be on its way then).
     number: int = 0
@@ -33,9 +33,10 @@ class BatchUp:
 
 @dataclass(frozen=True, slots=True)
 class Grants:
-    """Stage 3: the position grants for the batch a child sent up, one per run."""
+    """Stage 3: the position grants for the batches a child sent up: per queue, in the
+    batches' order, one per run."""
 
-    grants: tuple[RunGrant, ...]
+    grants: tuple[tuple[QueueRef, tuple[RunGrant, ...]], ...]
     # The anchor starts an update phase with these grants (SPEC §8): no new batches
     # until "update over".
     update: bool = False
@@ -45,7 +46,10 @@ class Grants:
 
     def describe(self) -> str:
         flags = " update" if self.update else ""
-        return f"Grants #{self.number} " + " ".join(g.describe() for g in self.grants) + flags
+        runs = " ".join(
+            f"{name}:" + "".join(g.describe() for g in grants) for (name, _), grants in self.grants
+        )
+        return f"Grants #{self.number} {runs}{flags}"
 
 
 @dataclass(frozen=True, slots=True)

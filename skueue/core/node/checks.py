@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import NoReturn
 
-from skueue.core.batch import batch_problem, grant_problem
+from skueue.core.batch import batches_problem, grant_problem
 from skueue.core.errors import PeerError
 from skueue.core.membership import update_phase as membership
 from skueue.core.membership.state import in_interval
@@ -110,7 +110,9 @@ def _check_batch_up(node: NodeState, m: BatchUp) -> None:
         refuse(node, f"second batch from {m.sender.describe()}")
     if m.number < 0:
         refuse(node, f"batch number {m.number}")
-    problem = batch_problem(m.batch, node.stack)
+    problem = batches_problem(m.batch)
+    if problem is None and any(stack != node.stack for (_, stack), _ in m.batch.sections):
+        problem = f"this cluster's queues are {node.structure.value}s"
     if problem:
         refuse(node, f"batch {m.batch.describe()} from {m.sender.describe()}: {problem}")
 
@@ -123,15 +125,20 @@ def _check_grants(node: NodeState, m: Grants) -> None:
         refuse(node, f"grants for batch #{m.number}; #{flight.number} is in flight")
     if m.update and node.member.phase is not None:
         refuse(node, "update grants during an update phase")
-    subs = [b for _, b in flight.layout]
-    runs = max((len(b.counts) for b in subs), default=0)
-    if len(m.grants) != runs:
-        refuse(node, f"{len(m.grants)} grants for a batch of {runs} runs")
-    for i, g in enumerate(m.grants):
-        count = sum(b.counts[i] for b in subs if i < len(b.counts))
-        problem = grant_problem(g, i, count, node.stack)
-        if problem:
-            refuse(node, f"grants {m.describe()}: {problem}")
+    subs = [dict(b.sections) for _, b in flight.layout]
+    keys = sorted({key for sections in subs for key in sections})
+    if [key for key, _ in m.grants] != keys:
+        refuse(node, f"grants {m.describe()} for other queues than the batch's")
+    for (name, stack), grants in m.grants:
+        batches = [sections[(name, stack)] for sections in subs if (name, stack) in sections]
+        runs = max(len(b.counts) for b in batches)
+        if len(grants) != runs:
+            refuse(node, f"{len(grants)} grants for a batch of {runs} runs in queue {name!r}")
+        for i, g in enumerate(grants):
+            count = sum(b.counts[i] for b in batches if i < len(b.counts))
+            problem = grant_problem(g, i, count, stack)
+            if problem:
+                refuse(node, f"grants {m.describe()}: queue {name!r}: {problem}")
 
 
 def _check_dht(node: NodeState, m: Put | Get) -> None:

@@ -35,7 +35,7 @@ order give the same effects.
 
 from __future__ import annotations
 
-from skueue.core.batch import Batch, RunGrant, split_grants
+from skueue.core.batch import Batches, SectionGrants, split_section_grants
 from skueue.core.effects import Complete, Effect, Send
 from skueue.core.errors import PeerError, ProtocolError
 from skueue.core.intake import Assignment
@@ -97,22 +97,24 @@ class VirtualNode(NodeState):
             return effects
         own_batch = self.own_batch()
         reports_join = own_batch.joins > 0 and mode is Mode.JOINING
-        combined = self.batching.fire(self.ring.kids, own_batch, reports_join=reports_join)
-        if self.seat.policy is not None:
+        anchor = self.seat.policy
+        parent = None if anchor is not None else self.ring.up
+        combined = self.batching.fire(
+            self.ring.kids, own_batch, reports_join=reports_join, parent=parent
+        )
+        if anchor is not None:
             assert self.seat.trigger is not None
             update = self.seat.trigger.observe(combined)
-            grants = self.seat.policy.assign(combined)
+            grants = anchor.assign(combined)
             return effects + self._serve(grants, update)
         flight = self.batching.inflight
         assert flight is not None and self.ring.up is not None, "only the anchor has no parent"
         return [*effects, Send(self.ring.up, BatchUp(self.me, combined, flight.number))]
 
-    def own_batch(self) -> Batch:
-        """The own buffer's batch plus this node's membership counters (SPEC §8)."""
-        b = self.batching.own.batch()
-        return Batch(
-            b.counts,
-            b.slots,
+    def own_batch(self) -> Batches:
+        """The own buffer's batches plus this node's membership counters (SPEC §8)."""
+        return Batches(
+            self.batching.own.sections(),
             membership.join_report(self),
             membership.leave_report(self),
             1 if self.ring.mode is Mode.MEMBER else 0,
@@ -153,12 +155,12 @@ class VirtualNode(NodeState):
 
     # -- stage 3 and 4 --------------------------------------------------------------
 
-    def _serve(self, grants: tuple[RunGrant, ...], update: bool) -> list[Effect]:
+    def _serve(self, grants: tuple[SectionGrants, ...], update: bool) -> list[Effect]:
         flight = self.batching.serve()
         if flight.reports_leave:
             membership.leave_counted(self)
         effects: list[Effect] = membership.join_counted(self) if flight.reports_join else []
-        parts = split_grants(grants, [b for _, b in flight.layout])
+        parts = split_section_grants(grants, [b for _, b in flight.layout])
         old_children = []
         for (child, _), part in zip(flight.layout, parts, strict=True):
             if child is not None:

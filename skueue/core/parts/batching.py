@@ -19,10 +19,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from skueue.core.batch import Batch
+from skueue.core.batch import Batches
 from skueue.core.errors import ProtocolError
-from skueue.core.intake import OwnBuffer
-from skueue.core.ops import Structure
+from skueue.core.intake import OwnBuffers
 from skueue.overlay.labels import NodeRef
 
 
@@ -30,8 +29,8 @@ from skueue.overlay.labels import NodeRef
 class InFlight:
     """``B``: the batch this node sent (or assigned) and how it was put together."""
 
-    own: OwnBuffer
-    layout: tuple[tuple[NodeRef | None, Batch], ...]  # None is the own buffer
+    own: OwnBuffers
+    layout: tuple[tuple[NodeRef | None, Batches], ...]  # None is the own buffer
     served: bool = False
     # Stack: own DHT operations not yet acknowledged; B is cleared when this empties.
     outstanding: set[int] = field(default_factory=set)
@@ -42,6 +41,7 @@ class InFlight:
     reports_join: bool = False  # the batch carries this (joining) process's Join
     # Joining left node: JoinCounted acknowledgements awaited before the next batch.
     holds: set[NodeRef] = field(default_factory=set)
+    parent: NodeRef | None = None  # where the batch went (None: assigned at the anchor)
 
     def done(self) -> bool:
         return self.served and not self.outstanding and not self.holds
@@ -53,9 +53,8 @@ class InFlight:
 
 @dataclass(slots=True)
 class Batching:
-    structure: Structure
-    own: OwnBuffer = field(init=False)
-    child_batches: dict[NodeRef, Batch] = field(default_factory=dict)
+    own: OwnBuffers = field(default_factory=OwnBuffers)
+    child_batches: dict[NodeRef, Batches] = field(default_factory=dict)
     child_numbers: dict[NodeRef, int] = field(default_factory=dict)  # BatchUp.number of each
     inflight: InFlight | None = None
     # Batches of relayed joiners taken back before they came: dropped when they come.
@@ -73,12 +72,9 @@ class Batching:
     # The parent was asked to hurry for the batch in flight.
     hurry_up_sent: bool = False
 
-    def __post_init__(self) -> None:
-        self.own = OwnBuffer(self.structure)
-
     # -- stage 1 --------------------------------------------------------------------
 
-    def file(self, sender: NodeRef, batch: Batch, number: int) -> None:
+    def file(self, sender: NodeRef, batch: Batches, number: int) -> None:
         """A child's batch arrived (one taken back already is dropped)."""
         if (sender, number) in self.withdrawn:
             self.withdrawn.discard((sender, number))
@@ -92,7 +88,14 @@ class Batching:
             return False
         return all(k in self.child_batches for k in kids)
 
-    def fire(self, kids: tuple[NodeRef, ...], own_batch: Batch, *, reports_join: bool) -> Batch:
+    def fire(
+        self,
+        kids: tuple[NodeRef, ...],
+        own_batch: Batches,
+        *,
+        reports_join: bool,
+        parent: NodeRef | None,
+    ) -> Batches:
         """``B := own + children``; returns the combined batch (its own part is
         ``own_batch``: the own buffer's batch with the membership counters)."""
         layout = ((None, own_batch), *((k, self.child_batches.pop(k)) for k in kids))
@@ -103,8 +106,9 @@ class Batching:
             child_numbers={k: self.child_numbers.pop(k) for k in kids},
             reports_leave=own_batch.leaves > 0,
             reports_join=reports_join,
+            parent=parent,
         )
-        self.own = OwnBuffer(self.structure)
+        self.own = OwnBuffers()
         self.hurried = False
         self.hurry_sent.clear()
         self.hurry_up_sent = False
@@ -112,7 +116,7 @@ class Batching:
         for _, b in layout[1:]:
             combined = combined.combine(b)
         self.batches_sent += 1
-        self.largest_batch = max(self.largest_batch, len(combined.counts))
+        self.largest_batch = max(self.largest_batch, combined.runs)
         self.last_batch_operations = combined.operations
         return combined
 
@@ -190,7 +194,7 @@ class Batching:
         flight = self.inflight
         assert flight is not None
         ops = [*flight.own.ops, *self.own.ops]
-        self.own = OwnBuffer(self.structure)
+        self.own = OwnBuffers()
         for op in ops:
             self.own.add(op)
         self.inflight = None

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Self
 
-from skueue.core.anchor import AnchorSeat, QueueAnchor, StackAnchor
+from skueue.core.anchor import AnchorSeat, QueueAnchors
 from skueue.core.ops import Structure
 from skueue.core.parts.batching import Batching
 from skueue.core.parts.membership_state import HANDOVER_BYTES_MAX, JoinTicket, MembershipState
@@ -37,11 +37,11 @@ class NodeState:
         node = cls(
             structure,
             Ring(view),
-            Batching(structure),
+            Batching(),
             member=MembershipState(handover_bytes_max=handover_bytes_max),
         )
         if view.is_anchor:
-            node.seat.take(QueueAnchor() if structure is Structure.QUEUE else StackAnchor())
+            node.seat.take(QueueAnchors())
         return node
 
     @classmethod
@@ -58,7 +58,7 @@ class NodeState:
         member = MembershipState(contact=contact, ticket=ticket,
                                  handover_bytes_max=handover_bytes_max)
         ring = Ring(View(me, me, me), mode=Mode.JOINING)
-        return cls(structure, ring, Batching(structure), member=member)
+        return cls(structure, ring, Batching(), member=member)
 
     @property
     def me(self) -> NodeRef:
