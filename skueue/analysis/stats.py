@@ -30,6 +30,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from skueue.check.history import INSERT_OPS
+from skueue.core.ops import DEFAULT_QUEUE
 from skueue.dht.keys import POSITION_MAX, position_key
 from skueue.overlay.ring import ring_nodes
 
@@ -216,7 +217,7 @@ def owners_of_chunk(
     for p, keep in zip(positions, kept, strict=True):
         if not 1 <= p <= POSITION_MAX:
             continue
-        owner = owners[bisect.bisect_right(labels, position_key(p)) - 1]
+        owner = owners[bisect.bisect_right(labels, position_key(DEFAULT_QUEUE, p)) - 1]
         c = counts.setdefault(owner, [0, 0])
         c[0] += 1
         c[1] += int(keep)

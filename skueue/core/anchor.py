@@ -15,7 +15,14 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from skueue.core.batch import Batch, Batches, RunGrant, SectionGrants, is_insert_run
+from skueue.core.batch import Batch, Batches, Refusal, RunGrant, SectionGrants, is_insert_run
+from skueue.core.ops import (
+    DEFAULT_QUEUE,
+    QUEUES_MAX,
+    REFUSED_OTHER_STRUCTURE,
+    REFUSED_TOO_MANY_QUEUES,
+    Structure,
+)
 
 # One queue's counters as they travel in an anchor hand-over: name, stack, counters.
 QueueCounters = tuple[str, bool, tuple[int, ...]]
@@ -116,20 +123,39 @@ def import_anchor(state: tuple[int, ...], stack: bool) -> AnchorPolicy:
 
 @dataclass(slots=True)
 class QueueAnchors:
-    """The anchor's counters of every queue, by name, each a queue's or a stack's."""
+    """The anchor's counters of every queue, by name, each a queue's or a stack's.
+
+    A name's structure is fixed by the first batch that reaches the anchor for it (the
+    default queue's by the cluster's, when the cluster starts).  A later batch of the
+    other structure for the name, or of a new name when ``QUEUES_MAX`` names exist, is
+    refused whole: its operations complete with an error, and nothing else changes."""
 
     queues: dict[str, AnchorPolicy] = field(default_factory=dict)
 
-    def assign(self, batches: Batches) -> tuple[SectionGrants, ...]:
-        """Stage 2 for every queue of the cycle, in the batches' (sorted) order."""
-        out = []
-        for (name, stack), batch in batches.sections:
+    @classmethod
+    def starting(cls, structure: Structure) -> QueueAnchors:
+        """A new cluster's anchor: the default queue has the cluster's structure."""
+        policy = StackAnchor() if structure is Structure.STACK else QueueAnchor()
+        return cls({DEFAULT_QUEUE: policy})
+
+    def assign(self, batches: Batches) -> tuple[tuple[SectionGrants, ...], tuple[Refusal, ...]]:
+        """Stage 2 for every queue of the cycle, in the batches' (sorted) order: the
+        grants of the queues served, and the queues refused with why."""
+        grants: list[SectionGrants] = []
+        refused: list[Refusal] = []
+        for key, batch in batches.sections:
+            name, stack = key
             policy = self.queues.get(name)
             if policy is None:
+                if len(self.queues) >= QUEUES_MAX:
+                    refused.append((key, REFUSED_TOO_MANY_QUEUES))
+                    continue
                 policy = self.queues[name] = StackAnchor() if stack else QueueAnchor()
-            assert isinstance(policy, StackAnchor) == stack, f"{name!r} is of another kind"
-            out.append(((name, stack), policy.assign(batch)))
-        return tuple(out)
+            elif isinstance(policy, StackAnchor) != stack:
+                refused.append((key, REFUSED_OTHER_STRUCTURE))
+                continue
+            grants.append((key, policy.assign(batch)))
+        return tuple(grants), tuple(refused)
 
     def sizes(self) -> dict[str, int]:
         """Elements in each queue that was ever used."""

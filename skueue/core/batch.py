@@ -248,6 +248,17 @@ class RunGrant:
 
 
 SectionGrants = tuple[QueueKey, tuple[RunGrant, ...]]
+Refusal = tuple[QueueKey, int]  # a queue whose operations the anchor refused, and why
+
+
+def split_refusals(
+    refused: Sequence[Refusal], subs: Sequence[Batches]
+) -> list[tuple[Refusal, ...]]:
+    """Each sub-batch's share of the refused queues: those it holds operations of."""
+    if len(subs) == 1:
+        return [tuple(refused)]
+    tables = [dict(sub.sections) for sub in subs]
+    return [tuple(r for r in refused if r[0] in t) for t in tables]
 
 
 def split_section_grants(

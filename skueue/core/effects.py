@@ -36,8 +36,13 @@ class Complete:
     value: Element | None
     ord: int
     position: int | None = None
+    # The anchor refused the operation (its queue is of the other structure, or a new
+    # queue found the cluster full): nothing was done, ``ord`` is -1, this says why.
+    error: str | None = None
 
     def describe(self) -> str:
+        if self.error is not None:
+            return f"complete #{self.op_id} refused: {self.error}"
         return f"complete #{self.op_id} value={self.value!r} ord={self.ord} pos={self.position}"
 
 

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from skueue.core.batch import Batch, QueueKey, RunGrant, Section, SectionGrants
+from skueue.core.batch import Batch, QueueKey, Refusal, RunGrant, Section, SectionGrants
 from skueue.core.ops import Element, Op, Structure
 
 
@@ -37,6 +37,7 @@ class Assignment:
     # For a locally combined Pop: the element of the Push it was matched with.
     combined_value: Element | None = None
     combined: bool = False
+    refused: int = 0  # why the anchor refused the operation's queue (ops.REFUSALS), or 0
 
 
 @dataclass(slots=True)
@@ -140,6 +141,12 @@ class OwnBuffers:
     def sections(self) -> tuple[Section, ...]:
         return tuple(sorted((key, buffer.batch()) for key, buffer in self.queues.items()))
 
-    def assign(self, grants: tuple[SectionGrants, ...]) -> list[Assignment]:
-        """Each queue's operations, with what the anchor gave that queue."""
-        return [a for key, runs in grants for a in self.queues[key].assign(runs)]
+    def assign(
+        self, grants: tuple[SectionGrants, ...], refused: tuple[Refusal, ...] = ()
+    ) -> list[Assignment]:
+        """Each queue's operations, with what the anchor gave that queue, or why it
+        refused it."""
+        out = [a for key, runs in grants for a in self.queues[key].assign(runs)]
+        for key, why in refused:
+            out.extend(Assignment(op, -1, None, refused=why) for op in self.queues[key].ops)
+        return out

@@ -64,6 +64,20 @@ def queue_name_problem(name: object) -> str | None:
     return None
 
 
+# Why the anchor refused a queue's operations of one cycle (Grants.refused); 0 is none.
+REFUSED_OTHER_STRUCTURE = 1
+REFUSED_TOO_MANY_QUEUES = 2
+REFUSALS = (REFUSED_OTHER_STRUCTURE, REFUSED_TOO_MANY_QUEUES)
+
+
+def refusal_text(code: int, queue: str, kind: OpKind) -> str:
+    """What a client is told about an operation the anchor refused."""
+    if code == REFUSED_OTHER_STRUCTURE:
+        other = "queue" if kind.structure is Structure.STACK else "stack"
+        return f"{queue!r} is a {other}: {kind.value} is not an operation of a {other}"
+    return f"the cluster holds {QUEUES_MAX} queues already: {queue!r} is not made"
+
+
 @dataclass(frozen=True, slots=True)
 class Op:
     """One client request.  ``op_id`` is unique within its process and increases in issue order."""

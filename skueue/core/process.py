@@ -177,9 +177,11 @@ class Process:
     def leaving(self) -> bool:
         return any(n.member.leave is not None for n in self.nodes.values())
 
-    def new_op(self, kind: OpKind, value: Element | None = None) -> Op:
+    def new_op(
+        self, kind: OpKind, value: Element | None = None, queue: str = DEFAULT_QUEUE
+    ) -> Op:
         """Build the next operation of this process (op ids follow issue order)."""
-        op = Op(self.next_op_id, kind, value)
+        op = Op(self.next_op_id, kind, value, queue)
         self.next_op_id += 1
         return op
 
@@ -302,7 +304,7 @@ class Process:
 
     def entries(self) -> int:
         """DHT entries stored by this process's three nodes."""
-        return sum(len(n.store.table) for n in self.nodes.values())
+        return sum(n.store.entries() for n in self.nodes.values())
 
     def node_ref(self, kind: Kind) -> NodeRef:
         return self.nodes[kind].me
@@ -316,7 +318,7 @@ class Process:
             structure=self.structure,
             nodes={
                 kind.name.lower(): NodeStats(
-                    len(node.store.table),
+                    node.store.entries(),
                     node.batching.batches_sent,
                     node.batching.last_batch_operations,
                 )

@@ -125,13 +125,13 @@ def attach(process: Process, store: SnapshotEntryStore | None) -> Process:
     """Give ``process``'s tables the store (before any input; None: keep them in memory)."""
     if store is not None:
         for node in process.nodes.values():
-            node.store.table.attach(store)
+            node.store.attach(store)
     return process
 
 
 def named_records(process: Process) -> Iterator[int]:
     for node in process.nodes.values():
-        yield from node.store.table.records()
+        yield from node.store.records()
 
 
 def dump(state: Any, file: BinaryIO, store: SnapshotEntryStore | None) -> None:

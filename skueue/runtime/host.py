@@ -24,7 +24,7 @@ from skueue.core.ops import Element, OpKind, Structure, insert_kind, remove_kind
 from skueue.core.process import Process
 from skueue.overlay.labels import Kind
 from skueue.runtime.retries import RetryKey, RetryWindow
-from skueue.wire.client_replies import TIMEOUT, Done, ErrorReply, Reply
+from skueue.wire.client_replies import REFUSED, TIMEOUT, Done, ErrorReply, Reply
 from skueue.wire.peer import encode_message
 
 Frame = list[Any]
@@ -43,6 +43,7 @@ class Request:
     # client was told the outcome is unknown, and nothing more is sent (unless it retries).
     timed_out: bool = False
     key: RetryKey | None = None  # a request its client may send again (runtime/retries.py)
+    refused: str | None = None  # why the anchor refused its queue (then nothing was done)
 
 
 @attrs.define
@@ -218,7 +219,9 @@ class Host:
 
     def _complete(self, done: Complete) -> None:
         request, index = self.ops.pop(done.op_id)
-        if request.inserts:
+        if done.error is not None:
+            request.refused = done.error
+        elif request.inserts:
             self.counters.inserted += 1
             request.results[index] = [done.ord, done.position]
         else:
@@ -232,6 +235,13 @@ class Host:
             return
         delivered = request.client not in self.gone_clients and not request.timed_out
         self._settle_client(request.client)
+        if request.refused is not None:  # a request's operations are all on one queue
+            if request.key is not None:
+                del self.retry_running[request.key]  # sent again, it is refused again
+            if delivered:
+                reply = ErrorReply(request.rid, request.refused, REFUSED)
+                self.client_frames.append((request.client, reply))
+            return
         removed = sum(1 for r in request.results if not request.inserts and r[0] is not None)
         if request.key is not None:
             del self.retry_running[request.key]

@@ -28,7 +28,9 @@ reply whose frame would exceed ``frame_bytes_max`` goes as zero or more ``more``
 and one ``done``, each within the limit; the client joins their results in order.
 
 Error codes: ``timeout`` (the outcome is unknown), ``unavailable`` (nothing was done;
-retry later or elsewhere), ``too-large`` (over a limit), ``invalid`` (a bad field).  An
+retry later or elsewhere), ``too-large`` (over a limit), ``invalid`` (a bad field),
+``refused`` (the anchor refused the request's queue: it is of the other structure, or a
+new queue found the cluster full; nothing was done).  An
 error whose rid is None ends the connection.
 
 What ends a connection and what does not:

@@ -24,6 +24,7 @@ TIMEOUT = "timeout"  # the outcome is unknown
 UNAVAILABLE = "unavailable"  # nothing was done; retry later or elsewhere
 TOO_LARGE = "too-large"  # over a limit
 INVALID = "invalid"  # a bad field
+REFUSED = "refused"  # the cluster refused it (a queue of the other structure); nothing done
 
 
 @dataclass(frozen=True, slots=True)

@@ -208,9 +208,9 @@ def wrong_peer_messages(
     own = node_ref(target, Kind.MIDDLE)
     p = 1 + rng.randrange(1 << 20)
     op = UNKNOWN_OP_ID + rng.randrange(1 << 20)
-    wrong_key = (position_key(p) + 1 + rng.randrange(1 << 32)) % LABEL_SPACE
+    wrong_key = (position_key("default", p) + 1 + rng.randrange(1 << 32)) % LABEL_SPACE
     route = Route(target=wrong_key, bits=3, taken=0, point=0, phase=Phase.BITS)
-    entries = ((p, 0, b"forged"),)
+    entries = (("default", p, 0, b"forged"),)
     stale = 1 << 40  # far beyond any batch number of a test run
     candidates: list[Message | MembershipMessage] = [
         BatchUp(fuzz, queue(Batch.of(1)), 0),  # from a node that is nobody's child

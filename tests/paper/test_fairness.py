@@ -40,7 +40,7 @@ def _enqueue_only_run() -> tuple[dict[str, int], dict[str, int]]:
     positions = sorted(position_of(r) for r in result.records)
     assert positions == list(range(1, ENTRIES + 1))
     for p in positions:
-        key = position_key(p)
+        key = position_key("default", p)
         i = _bisect_right(labels, key) - 1  # -1: below the minimum, so the maximum's
         expected[nodes[i].process] += 1
     return stored, expected

@@ -314,7 +314,7 @@ class _Driver:
 
 def _owner_process(position: int, pids: list[str]) -> str:
     """The process whose node u satisfies u <= k(p) < succ(u) (global view: test only)."""
-    key = position_key(position)
+    key = position_key("default", position)
     assert 0 <= key < LABEL_SPACE
     nodes = ring_nodes(pids)
     below = [n for n in nodes if n.label <= key]

@@ -82,7 +82,7 @@ def test_misuse_by_the_driver_is_a_protocol_error_not_a_peer_error() -> None:
     p = next(iter(processes.values()))
     other = next(q for q in processes.values() if q is not p)
     with pytest.raises(ProtocolError) as stack_op:
-        p.submit(Op(0, OpKind.PUSH, "x"))
+        p.submit(Op(0, OpKind.PUSH, "x", "no spaces"))  # the driver checks queue names
     with pytest.raises(ProtocolError) as elsewhere:
         p.handle(other.node_ref(Kind.LEFT), BatchUp(other.node_ref(Kind.MIDDLE), Batch(), 0))
     for e in (stack_op.value, elsewhere.value):

@@ -63,13 +63,15 @@ def test_a_snapshot_names_records_and_comes_back_with_the_store(tmp_path: Path) 
     process = attach(build_cluster(["p0"], Structure.QUEUE)["p0"], store)
     element = b"x" * 10_000
     for position in range(1, 51):
-        next(iter(process.nodes.values())).store.table.put(position, element)
+        next(iter(process.nodes.values())).store.table("default").put(position, element)
     file = io.BytesIO()
     dump(process, file, store)
     assert len(file.getvalue()) < 50 * len(element) // 10  # the elements are not in it
     restored = load(io.BytesIO(file.getvalue()), store)
     assert sorted(named_records(restored)) == sorted(named_records(process))
-    table = next(iter(restored.nodes.values())).store.table
+    tables = next(iter(restored.nodes.values())).store
+    assert tables.entry_store is store and tables.table("jobs").store is store
+    table = tables.table("default")
     assert table.store is store and table.get(1, "w") == (True, element)
     with pytest.raises(Exception, match="entry store"):
         load(io.BytesIO(file.getvalue()), None)

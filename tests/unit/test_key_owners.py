@@ -131,7 +131,8 @@ def test_once_learned_requests_go_to_the_owner_in_one_hop() -> None:
     for s in direct:
         # The shortcut's target is the node routing would have found.
         target = processes[s.to.process].nodes[s.to.kind]
-        assert is_responsible(target.ring.view, position_key(s.message.position))
+        key = position_key(s.message.queue[0], s.message.position)
+        assert is_responsible(target.ring.view, key)
     # Without the shortcut, a Put crosses ~log n processes on an 8-process ring.
     assert len(puts) < 1.5 * len(steady)
 
@@ -144,4 +145,4 @@ def test_every_element_comes_back_with_the_shortcut_in_use() -> None:
     removes = [(pid, OpKind.DEQUEUE) for pid in reversed(ids) for _ in range(30)]
     sent, _ = _run(processes, removes)
     assert any(isinstance(s.message, Get) and s.message.route is None for s in sent)
-    assert sum(len(n.store.table) for p in processes.values() for n in p.nodes.values()) == 0
+    assert sum(n.store.entries() for p in processes.values() for n in p.nodes.values()) == 0

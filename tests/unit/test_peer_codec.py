@@ -45,10 +45,10 @@ class Probe:
 def test_a_new_kind_is_one_class() -> None:
     codec = KindCodec.of(Probe)
     a = node_ref("10.0.0.1:7400", Kind.MIDDLE)
-    probe = Probe(a, None, 3, ((1, 0, b"x"), (2, 5, "y")), True)
+    probe = Probe(a, None, 3, (("q", 1, 0, b"x"), ("jobs", 2, 5, "y")), True)
     encoded = codec.encode(probe)
     assert encoded == ["Probe", ["10.0.0.1:7400", int(Kind.MIDDLE)], None, 3,
-                       [[1, 0, b"x"], [2, 5, "y"]], True]  # fmt: skip
+                       [["q", 1, 0, b"x"], ["jobs", 2, 5, "y"]], True]  # fmt: skip
     assert codec.decode(encoded[1:]) == probe
     node = encoded[1]
     for rest in (
@@ -56,9 +56,11 @@ def test_a_new_kind_is_one_class() -> None:
         [node, None, 5, [], True],  # at its end
         [node, None, True, [], True],  # a bool where an integer belongs
         [node, None, 3.0, [], True],
-        [node, None, 3, [[1, 0, b"x"]] * 3, True],  # more items than declared
-        [node, None, 3, [[0, 0, b"x"]], True],  # positions start at 1
-        [node, None, 3, [[1, 0, 7]], True],  # an element is bytes or text
+        [node, None, 3, [["q", 1, 0, b"x"]] * 3, True],  # more items than declared
+        [node, None, 3, [["q", 0, 0, b"x"]], True],  # positions start at 1
+        [node, None, 3, [["q", 1, 0, 7]], True],  # an element is bytes or text
+        [node, None, 3, [["", 1, 0, b"x"]], True],  # a queue has a name
+        [node, None, 3, [[1, 0, b"x"]], True],  # an entry names its queue
         [node, None, 3, [], 1],  # an integer where a bool belongs
         [node, None, 3, []],  # a field missing
     ):

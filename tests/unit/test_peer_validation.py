@@ -78,10 +78,10 @@ INTRUDER = "intruder:1"
 UNKNOWN_OP = 1 << 50
 
 
-def stray_owner(position: int) -> tuple[NodeRef, int]:
+def stray_owner(position: int, queue: str = "default") -> tuple[NodeRef, int]:
     """An owner whose interval (one label wide) leaves out ``position``'s key: an answer
     naming it would send the receiver's next requests astray."""
-    start = (position_key(position) + 1) % (1 << 64)
+    start = (position_key(queue, position) + 1) % (1 << 64)
     return NodeRef(intruder().process, Kind.MIDDLE, start), (start + 1) % (1 << 64)
 
 
@@ -95,7 +95,7 @@ def route_to(target: int) -> Route:
 
 def wrong_route(position: int) -> Route:
     """A route whose target is not the key of the position it carries."""
-    return route_to((position_key(position) + 1) % (1 << 64))
+    return route_to((position_key("default", position) + 1) % (1 << 64))
 
 
 def some_grant(count: int = 1) -> RunGrant:
@@ -130,8 +130,6 @@ def wrong_for(node: VirtualNode, rng: random.Random) -> Iterator[tuple[str, Any]
             yield "BatchUp: a queue without operations", BatchUp(kid, up(Batch.of(0, 0)), 0)
             two = Batches(((("b", stack), Batch.of(1)), (("a", stack), Batch.of(1))))
             yield "BatchUp: queues out of order", BatchUp(kid, two, 0)
-            other = Batches((((DEFAULT_QUEUE, not stack), Batch((0, 1, 0), (0, 1, 0))),))
-            yield "BatchUp: a queue of the other structure", BatchUp(kid, other, 0)
             if not stack:
                 yield "BatchUp: queue run with more ranks", BatchUp(kid, up(Batch((1,), (2,))), 0)
             else:
@@ -159,6 +157,8 @@ def wrong_for(node: VirtualNode, rng: random.Random) -> Iterator[tuple[str, Any]
                 return Grants(((key, grants), *good[1:]), number=n)
 
             yield "Grants: a queue missing", Grants(good[1:], number=n)
+            yield "Grants: a queue granted and refused", Grants(good, number=n, refused=((key, 1),))
+            yield "Grants: a refusal of no kind", Grants(good[1:], number=n, refused=((key, 7),))
             yield "Grants: fewer runs than the batch", first_is(first[:-1])
             yield "Grants: more runs than the batch", first_is((*first, some_grant()))
             yield "Grants: negative position", first_is((RunGrant(-3, 0, 0), *first[1:]))
@@ -180,10 +180,10 @@ def wrong_for(node: VirtualNode, rng: random.Random) -> Iterator[tuple[str, Any]
     yield "Get with a route to another key", Get(wrong_route(p), p, ticket, me, 1)
     yield "Get at a negative position", Get(None, -4, ticket, me, 1)
     if member:
-        for position, t, _ in list(node.store.table.items())[:1]:
+        for queue, position, t, _ in list(node.store.items())[:1]:
             yield (
                 "Put: a second element at a stored position",
-                Put(None, position, "dup", t, me, 1, False),
+                Put(None, position, "dup", t, me, 1, False, (queue, stack)),
             )
     yield "GetReply for an operation nobody waits for", GetReply(UNKNOWN_OP, p, "x")
     for op_id, a in list(node.store.awaiting.items())[:1]:
@@ -192,7 +192,10 @@ def wrong_for(node: VirtualNode, rng: random.Random) -> Iterator[tuple[str, Any]
         at = a.position or 1
         yield "GetReply naming an owner of another key", GetReply(op_id, at, "x", stray_owner(at))
     for op_id, put_at in list(node.store.unacked_puts.items())[:1]:
-        yield "PutAck naming an owner of another key", PutAck(op_id, stray_owner(put_at))
+        yield (
+            "PutAck naming an owner of another key",
+            PutAck(op_id, stray_owner(put_at[1], put_at[0])),
+        )
     yield "PutAck for an operation never sent", PutAck(UNKNOWN_OP)
     put = Put(None, p, "x", ticket, me, 1, True)
     yield "DhtBundle repeating a Put", DhtBundle((put, put))
@@ -440,7 +443,11 @@ def random_field(hint: str, pids: list[str], rng: random.Random) -> Any:
             for _ in range(rng.randrange(3))
         )
     if "Entr" in hint:  # Entry, Entries
-        return tuple((num(), num(), "e") for _ in range(rng.randrange(3)))
+        return tuple((name(), num(), num(), "e") for _ in range(rng.randrange(3)))
+    if "QueueRef, Annotated" in hint:  # Grants.refused
+        return tuple(((name(), rng.random() < 0.5), rng.choice([0, 1, 2, 3])) for _ in range(2))
+    if "QueueRef" in hint:
+        return (name(), rng.random() < 0.5)
     if "bool" in hint:
         return rng.random() < 0.5
     if "Element" in hint:

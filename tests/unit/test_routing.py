@@ -165,7 +165,7 @@ def test_dht_keys_route_to_their_pred(n: int) -> None:
     views = random_ring(n, 99)
     nodes = list(views)
     for position in [1, 2, 3, 1000, POSITION_MAX]:
-        key = position_key(position)
+        key = position_key("default", position)
         assert 0 <= key < LABEL_SPACE
         for start in nodes[:: max(1, len(nodes) // 20)]:
             check_route(views, start, key, f"n={n} position={position} start={start}")

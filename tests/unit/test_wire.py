@@ -247,6 +247,8 @@ def bools_allowed(kind: str, i: int, field: Any) -> list[Any]:
         return [queue[1] for queue, _ in field]
     if (kind, i) == ("AnchorHandover", 1):
         return [queue[1] for queue in field]
+    if (kind, i) in (("Put", 8), ("Get", 6)):
+        return [field[1]]
     return []
 
 

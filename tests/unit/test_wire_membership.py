@@ -119,7 +119,7 @@ def test_a_daemon_holding_41_mib_leaves_in_frames_under_the_limit() -> None:
     """The case of issue 8: 41 entries of 1 MiB each leave in pieces of at most the
     core's default ``handover_bytes_max`` (4 MiB), far under the 16 MiB frame limit."""
     me, pred, succ = (node_ref(f"10.0.0.{i}:7400", Kind.LEFT) for i in (1, 2, 3))
-    entries = [(p, 0, bytes([p]) * (1 << 20)) for p in range(1, 42)]
+    entries = [("default", p, 0, bytes([p]) * (1 << 20)) for p in range(1, 42)]
     pieces = split_entries(entries, HANDOVER_BYTES_MAX, NODE_BYTES_MAX * 2)
     messages: list[object] = [HandoverPart(me, i, piece) for i, piece in enumerate(pieces[:-1])]
     messages.append(Departing(me, succ, pieces[-1], (), len(pieces) - 1))
@@ -132,8 +132,8 @@ def test_a_daemon_holding_41_mib_leaves_in_frames_under_the_limit() -> None:
 
 
 def test_an_element_larger_than_a_piece_goes_alone() -> None:
-    big = (1, 0, b"x" * 5000)
-    small = [(p, 0, b"y") for p in range(2, 5)]
+    big = ("default", 1, 0, b"x" * 5000)
+    small = [("default", p, 0, b"y") for p in range(2, 5)]
     pieces = split_entries([*small[:1], big, *small[1:]], 2048)
     assert (big,) in pieces
     assert sorted(e for piece in pieces for e in piece) == sorted([big, *small])

@@ -185,20 +185,20 @@ def _sent_by_responsible(node: NodeState, sender: NodeRef) -> bool:
 def _check_entries(node: NodeState, entries: Iterable[Entry], lo: int, hi: int) -> None:
     """Entries handed over: positions and tickets in range, keys in ``[lo, hi)``, none
     twice, none that this node holds or that a Get waits for here already."""
-    stack = node.stack
-    seen: set[tuple[int, int]] = set()
-    for position, ticket, element in entries:
-        if not 1 <= position <= POSITION_MAX or ticket < 0 or (not stack and ticket):
-            _refuse(node, f"handed-over entry at {position} ticket {ticket}")
+    seen: set[tuple[str, int, int]] = set()
+    for queue, position, ticket, element in entries:
+        at = f"{queue} {position} ticket {ticket}"
+        if not 1 <= position <= POSITION_MAX or ticket < 0:
+            _refuse(node, f"handed-over entry at {at}")
         if not isinstance(element, bytes | str):
             _refuse(node, "an element is bytes or text")
-        if (position, ticket) in seen or node.store.table.has(position, ticket):
-            _refuse(node, f"handed-over entry at {position} ticket {ticket} twice")
-        if position in node.store.table.waiting:
-            _refuse(node, f"handed-over entry at {position}, for which a Get waits here")
-        if not in_interval(position_key(position), lo, hi):
-            _refuse(node, f"handed-over entry at {position} is not in the sender's part")
-        seen.add((position, ticket))
+        if (queue, position, ticket) in seen or node.store.has(queue, position, ticket):
+            _refuse(node, f"handed-over entry at {at} twice")
+        if node.store.waits(queue, position):
+            _refuse(node, f"handed-over entry at {at}, for which a Get waits here")
+        if not in_interval(position_key(queue, position), lo, hi):
+            _refuse(node, f"handed-over entry at {at} is not in the sender's part")
+        seen.add((queue, position, ticket))
 
 
 def _check_handover(

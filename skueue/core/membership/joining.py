@@ -170,7 +170,7 @@ def integrate_joiners(node: NodeState) -> list[Effect]:
     effects: list[Effect] = []
     for i, joiner in enumerate(joiners):
         lo, hi = joiner.label, chain[i + 2].label
-        entries = node.store.table.take_where(keys_in(lo, hi))
+        entries = node.store.take_where(keys_in(lo, hi))
         moved = tuple(j for j in waiting if in_interval(j.label, lo, hi))
         node_bytes = NODE_BYTES_MAX * (3 + len(moved))
         pieces = split_entries(entries, node.member.handover_bytes_max, node_bytes)
@@ -196,7 +196,7 @@ def on_integrate(node: NodeState, msg: Integrate, entries: list[Entry]) -> list[
         withdrawn = flight.number
         reclaim(node)
     node.member.ticket = None
-    node.store.table.add_entries(entries)
+    node.store.add_entries(entries)
     node.ring.enter(View(node.me, msg.pred, msg.succ))
     node.ring.adopt(list(msg.joiners))
     if node.member.phase is None:

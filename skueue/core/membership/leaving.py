@@ -74,7 +74,7 @@ def on_leave_answer(node: NodeState, msg: LeaveAnswer) -> list[Effect]:
         return []  # our predecessor changed since we asked: we asked the new one already
     if not msg.granted:
         return []  # it leaves first; its SetPred will name the node to ask next
-    entries = node.store.table.take_where(lambda p: True)
+    entries = node.store.take_where(lambda queue, position: True)
     deferred, node.member.deferred_joins = tuple(node.member.deferred_joins), []
     pred = node.ring.view.pred
     ph.hand_to(pred)
@@ -91,7 +91,7 @@ def on_departing(node: NodeState, msg: Departing, entries: list[Entry]) -> list[
     """Take the leaver's part over: ``entries`` are all of it, pieces and final message."""
     ph = node.member.phase
     assert ph is not None
-    node.store.table.add_entries(entries)
+    node.store.add_entries(entries)
     deferred = node.member.deferred_joins
     deferred.extend(j for j in msg.deferred if j not in deferred)
     node.ring.set_view(replace(node.ring.view, succ=msg.succ))

@@ -38,9 +38,9 @@ def cyclic_distance(origin: int, label: int) -> int:
     return (label - origin) % LABEL_SPACE
 
 
-def keys_in(lo: int, hi: int) -> Callable[[int], bool]:
-    """Whether a position's DHT key lies in ``[lo, hi)`` on the cycle."""
-    return lambda position: in_interval(position_key(position), lo, hi)
+def keys_in(lo: int, hi: int) -> Callable[[str, int], bool]:
+    """Whether a queue position's DHT key lies in ``[lo, hi)`` on the cycle."""
+    return lambda queue, position: in_interval(position_key(queue, position), lo, hi)
 
 
 def in_interval(key: int, lo: int, hi: int) -> bool:
@@ -63,7 +63,7 @@ def split_entries(
     piece: list[Entry] = []
     used = 0
     for entry in entries:
-        size = element_bytes(entry[2]) + ENTRY_OVERHEAD_BYTES
+        size = element_bytes(entry[3]) + len(entry[0]) + ENTRY_OVERHEAD_BYTES
         if piece and used + size > budget:
             pieces.append(tuple(piece))
             piece, used = [], 0

@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Annotated
 
-from skueue.core.ops import Element
+from skueue.core.ops import DEFAULT_QUEUE, Element
 from skueue.overlay.labels import LABEL_SPACE, NodeRef
 
 INT_MAX = 1 << 63  # msgpack's integers stop at 2**64; ours at 2**63, like the DHT keys
@@ -45,6 +45,7 @@ class QueueNameRule:
 Position = Annotated[int, Range(1)]  # queue and stack positions start at 1
 QueueName = Annotated[str, QueueNameRule()]
 QueueRef = tuple[QueueName, bool]  # a queue: its name, and True for a stack
+DEFAULT_QUEUE_REF: QueueRef = (DEFAULT_QUEUE, False)
 # One queue's anchor counters in a hand-over: name, stack, (first, last, ord) for a
 # queue or (last, ticket, ord) for a stack.
 QueueCounters = tuple[QueueName, bool, Annotated[tuple[int, ...], Items(3, 3)]]
@@ -54,5 +55,6 @@ PartIndex = Annotated[int, Range(0, PARTS_MAX)]
 Label = Annotated[int, Range(0, LABEL_SPACE)]  # a point on the cycle
 # The node that stores a key and where its interval ends: ``[node.label, end)``.
 KeyOwner = tuple[NodeRef, Label]
-Entry = tuple[Position, int, Element]  # one DHT entry on the move: (position, ticket, element)
+# One DHT entry on the move: (queue name, position, ticket, element).
+Entry = tuple[QueueName, Position, int, Element]
 Entries = Annotated[tuple[Entry, ...], Items(most=ENTRIES_MAX)]

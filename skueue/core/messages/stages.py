@@ -11,7 +11,14 @@ from dataclasses import dataclass
 from typing import Annotated
 
 from skueue.core.batch import Batches, RunGrant
-from skueue.core.messages.field_types import Items, KeyOwner, Position, QueueRef
+from skueue.core.messages.field_types import (
+    DEFAULT_QUEUE_REF,
+    Items,
+    KeyOwner,
+    Position,
+    QueueRef,
+    Range,
+)
 from skueue.core.ops import Element
 from skueue.overlay.labels import NodeRef
 from skueue.overlay.routing import Route
@@ -43,13 +50,17 @@ class Grants:
     # The number of the batch these grants answer (``BatchUp.number``): grants for any
     # other batch of the receiver are stale or forged, and refused.
     number: int = 0
+    # The queues of the batch whose operations the anchor refused, with why
+    # (``skueue.core.ops.REFUSALS``); their operations complete with an error.
+    refused: tuple[tuple[QueueRef, Annotated[int, Range(1, 3)]], ...] = ()
 
     def describe(self) -> str:
         flags = " update" if self.update else ""
         runs = " ".join(
             f"{name}:" + "".join(g.describe() for g in grants) for (name, _), grants in self.grants
         )
-        return f"Grants #{self.number} {runs}{flags}"
+        refused = "".join(f" {name}:refused{why}" for (name, _), why in self.refused)
+        return f"Grants #{self.number} {runs}{refused}{flags}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,9 +91,10 @@ class Put:
     # Whether a PutAck is wanted: the stack's stage 4 waits for its Puts to land, and an
     # update phase waits until no Put is on its way anywhere.
     ack: bool
+    queue: QueueRef = DEFAULT_QUEUE_REF  # whose position it is (keys hash name and position)
 
     def describe(self) -> str:
-        return f"Put pos={self.position} t={self.ticket} op=#{self.op_id}"
+        return f"Put {self.queue[0]} pos={self.position} t={self.ticket} op=#{self.op_id}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,9 +106,10 @@ class Get:
     ticket: int  # stack: take the largest ticket <= this; queue: 0
     requester: NodeRef
     op_id: int
+    queue: QueueRef = DEFAULT_QUEUE_REF  # whose position it is
 
     def describe(self) -> str:
-        return f"Get pos={self.position} t={self.ticket} op=#{self.op_id}"
+        return f"Get {self.queue[0]} pos={self.position} t={self.ticket} op=#{self.op_id}"
 
 
 @dataclass(frozen=True, slots=True)

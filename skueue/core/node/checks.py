@@ -27,6 +27,7 @@ from skueue.core.messages.stages import (
     Put,
     PutAck,
 )
+from skueue.core.ops import REFUSALS
 from skueue.core.parts.node_state import NodeState
 from skueue.core.parts.ring import Mode
 from skueue.dht.keys import POSITION_MAX, position_key
@@ -58,7 +59,7 @@ def check(node: NodeState, message: Message | MembershipMessage) -> None:
                 refuse(node, f"reply for op #{op_id} at {position}, which nobody awaits")
             if not isinstance(element, bytes | str):
                 refuse(node, "an element is bytes or text")
-            _check_owner(node, message, position, owner)
+            _check_owner(node, message, (a.op.queue, position), owner)
         case PutAck(op_id=op_id, owner=owner):
             put_at = node.store.unacked_puts.get(op_id)
             if put_at is None:
@@ -78,7 +79,7 @@ def _check_bundle(node: NodeState, messages: tuple[DhtMessage, ...]) -> None:
     seen: set[tuple[object, ...]] = set()
     for m in messages:
         if isinstance(m, Put):
-            key: tuple[object, ...] = ("put", m.position, m.ticket)
+            key: tuple[object, ...] = ("put", m.queue[0], m.position, m.ticket)
         elif isinstance(m, Get):
             key = ("get", m.requester, m.op_id)
         else:
@@ -90,14 +91,14 @@ def _check_bundle(node: NodeState, messages: tuple[DhtMessage, ...]) -> None:
 
 
 def _check_owner(
-    node: NodeState, m: GetReply | PutAck, position: int, owner: KeyOwner | None
+    node: NodeState, m: GetReply | PutAck, at: tuple[str, int], owner: KeyOwner | None
 ) -> None:
-    """The owner an answer names must own the key it answers for: else it would send
-    this node's next requests astray."""
+    """The owner an answer names must own the key it answers for (queue and position
+    ``at``): else it would send this node's next requests astray."""
     if owner is None:
         return
     named, until = owner
-    if not in_interval(position_key(position), named.label, until):
+    if not in_interval(position_key(*at), named.label, until):
         refuse(node, f"{m.describe()}: names {named.describe()} owner of another key")
 
 
@@ -111,8 +112,6 @@ def _check_batch_up(node: NodeState, m: BatchUp) -> None:
     if m.number < 0:
         refuse(node, f"batch number {m.number}")
     problem = batches_problem(m.batch)
-    if problem is None and any(stack != node.stack for (_, stack), _ in m.batch.sections):
-        problem = f"this cluster's queues are {node.structure.value}s"
     if problem:
         refuse(node, f"batch {m.batch.describe()} from {m.sender.describe()}: {problem}")
 
@@ -126,9 +125,13 @@ def _check_grants(node: NodeState, m: Grants) -> None:
     if m.update and node.member.phase is not None:
         refuse(node, "update grants during an update phase")
     subs = [dict(b.sections) for _, b in flight.layout]
-    keys = sorted({key for sections in subs for key in sections})
-    if [key for key, _ in m.grants] != keys:
+    keys = {key for sections in subs for key in sections}
+    granted = [key for key, _ in m.grants]
+    refused = [key for key, _ in m.refused]
+    if sorted(granted + refused) != sorted(keys):  # each of the batch's queues once
         refuse(node, f"grants {m.describe()} for other queues than the batch's")
+    if any(why not in REFUSALS for _, why in m.refused):
+        refuse(node, f"grants {m.describe()}: no such refusal")
     for (name, stack), grants in m.grants:
         batches = [sections[(name, stack)] for sections in subs if (name, stack) in sections]
         runs = max(len(b.counts) for b in batches)
@@ -146,18 +149,21 @@ def _check_dht(node: NodeState, m: Put | Get) -> None:
         refuse(node, f"is not in the ring: {m.describe()}")
     if not 1 <= m.position <= POSITION_MAX or m.op_id < 0:
         refuse(node, f"{m.describe()}: position or op id out of range")
-    if m.ticket < 0 or (not node.stack and m.ticket != 0):
-        refuse(node, f"{m.describe()}: ticket {m.ticket} for a {node.structure.value}")
-    key = position_key(m.position)
+    name, stack = m.queue
+    if m.ticket < 0 or (not stack and m.ticket != 0):
+        refuse(node, f"{m.describe()}: ticket {m.ticket} for a queue")
+    key = position_key(name, m.position)
     if m.route is not None and m.route.target != key:
         refuse(node, f"{m.describe()}: routed to another key")
     if not is_responsible(node.ring.view, key):
         return  # passed on; the node that stores it checks the rest
-    table = node.store.table
     if isinstance(m, Put):
         if not isinstance(m.element, bytes | str):
             refuse(node, "an element is bytes or text")
-        if table.has(m.position, m.ticket):
+        if node.store.has(name, m.position, m.ticket):
             refuse(node, f"{m.describe()}: position {m.position} is taken")
-    elif any(w == (m.requester, m.op_id) for _, w in table.waiting.get(m.position, [])):
+        return
+    table = node.store.tables.get(name)
+    waiting = [] if table is None else table.waiting.get(m.position, [])
+    if any(w == (m.requester, m.op_id) for _, w in waiting):
         refuse(node, f"{m.describe()}: waits here already")

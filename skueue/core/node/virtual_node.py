@@ -35,7 +35,7 @@ order give the same effects.
 
 from __future__ import annotations
 
-from skueue.core.batch import Batches, SectionGrants, split_section_grants
+from skueue.core.batch import Batches, Refusal, SectionGrants, split_refusals, split_section_grants
 from skueue.core.effects import Complete, Effect, Send
 from skueue.core.errors import PeerError, ProtocolError
 from skueue.core.intake import Assignment
@@ -54,7 +54,7 @@ from skueue.core.messages.stages import (
     PutAck,
 )
 from skueue.core.node.checks import check
-from skueue.core.ops import Element, Op
+from skueue.core.ops import Element, Op, queue_name_problem, refusal_text
 from skueue.core.parts.node_state import NodeState
 from skueue.core.parts.ring import Mode
 from skueue.dht.keys import position_key
@@ -73,10 +73,9 @@ class VirtualNode(NodeState):
     # -- inputs ---------------------------------------------------------------------
 
     def submit(self, op: Op) -> list[Effect]:
-        if op.kind.structure is not self.structure:
-            raise ProtocolError(
-                f"{op.kind.value} is not an operation of a {self.structure.value}"
-            )
+        problem = queue_name_problem(op.queue)
+        if problem is not None:
+            raise ProtocolError(problem)  # the driver checks what its clients name
         if self.member.leave is not None:
             raise ProtocolError("this process is leaving and takes no new operations")
         self.batching.own.add(op)
@@ -105,8 +104,8 @@ class VirtualNode(NodeState):
         if anchor is not None:
             assert self.seat.trigger is not None
             update = self.seat.trigger.observe(combined)
-            grants = anchor.assign(combined)
-            return effects + self._serve(grants, update)
+            grants, refused = anchor.assign(combined)
+            return effects + self._serve(grants, update, refused)
         flight = self.batching.inflight
         assert flight is not None and self.ring.up is not None, "only the anchor has no parent"
         return [*effects, Send(self.ring.up, BatchUp(self.me, combined, flight.number))]
@@ -135,8 +134,8 @@ class VirtualNode(NodeState):
             case BatchUp(sender=sender, batch=batch, number=number):
                 self.batching.file(sender, batch, number)
                 return []
-            case Grants(grants=grants, update=update):
-                return self._serve(grants, update)
+            case Grants(grants=grants, update=update, refused=refused):
+                return self._serve(grants, update, refused)
             case Hurry(sender=sender):
                 if sender in self.ring.kids:
                     self.batching.grants_wanted = True
@@ -155,19 +154,23 @@ class VirtualNode(NodeState):
 
     # -- stage 3 and 4 --------------------------------------------------------------
 
-    def _serve(self, grants: tuple[SectionGrants, ...], update: bool) -> list[Effect]:
+    def _serve(
+        self, grants: tuple[SectionGrants, ...], update: bool, refused: tuple[Refusal, ...] = ()
+    ) -> list[Effect]:
         flight = self.batching.serve()
         if flight.reports_leave:
             membership.leave_counted(self)
         effects: list[Effect] = membership.join_counted(self) if flight.reports_join else []
-        parts = split_section_grants(grants, [b for _, b in flight.layout])
+        subs = [b for _, b in flight.layout]
+        parts = split_section_grants(grants, subs)
+        refusals = split_refusals(refused, subs) if refused else [()] * len(subs)
         old_children = []
-        for (child, _), part in zip(flight.layout, parts, strict=True):
+        for (child, _), part, no in zip(flight.layout, parts, refusals, strict=True):
             if child is not None:
                 number = flight.child_numbers[child]
-                effects.append(Send(child, Grants(part, update, number)))
+                effects.append(Send(child, Grants(part, update, number, no)))
                 old_children.append(child)
-        for a in flight.own.assign(parts[0]):
+        for a in flight.own.assign(parts[0], refusals[0]):
             effects.extend(self._start(a))
         self.batching.settle()
         if update:
@@ -176,20 +179,23 @@ class VirtualNode(NodeState):
 
     def _start(self, a: Assignment) -> list[Effect]:
         op = a.op
+        if a.refused:
+            return [Complete(op.op_id, None, -1, error=refusal_text(a.refused, op.queue, op.kind))]
         if a.combined:
             value = op.value if op.kind.inserts else a.combined_value
             return [Complete(op.op_id, value, a.ord)]
         if a.position is None:
             return [Complete(op.op_id, None, a.ord)]
-        if self.stack:
+        queue = op.key
+        if queue[1]:  # a stack's
             self.batching.wait_for_own(op.op_id)
         if op.kind.inserts:
             assert op.value is not None
-            self.store.unacked_puts[op.op_id] = a.position
-            put = Put(None, a.position, op.value, a.ticket, self.me, op.op_id, ack=True)
+            self.store.unacked_puts[op.op_id] = (op.queue, a.position)
+            put = Put(None, a.position, op.value, a.ticket, self.me, op.op_id, True, queue)
             return [Complete(op.op_id, op.value, a.ord, a.position), *self._issue(put)]
         self.store.awaiting[op.op_id] = a
-        return self._issue(Get(None, a.position, a.ticket, self.me, op.op_id))
+        return self._issue(Get(None, a.position, a.ticket, self.me, op.op_id, queue))
 
     def _issue(self, message: Put | Get) -> list[Effect]:
         """Start a DHT operation: straight to the key's owner when an answer told us who
@@ -200,7 +206,7 @@ class VirtualNode(NodeState):
             return [Send(self.ring.responsible, message)]
         owners = self.store.owners
         owners.issued.add(message.op_id)
-        owner = owners.owner_of(position_key(message.position))
+        owner = owners.owner_of(position_key(message.queue[0], message.position))
         if owner is not None and owner != self.me:
             return [Send(owner, message)]  # unrouted: a node no longer responsible routes it
         return self._route(message)
@@ -227,13 +233,13 @@ class VirtualNode(NodeState):
         if self.ring.mode is not Mode.MEMBER:
             raise ProtocolError(f"{self.me.describe()} is not in the ring: {message!r}")
         view = self.ring.view
-        start = message.route or start_route(view, position_key(message.position))
+        start = message.route or start_route(view, position_key(message.queue[0], message.position))
         hop, route = next_hop(view, start)
         if hop is not None:
             return [Send(hop, with_route(message, route))]
         if isinstance(message, Put):
             return self._store(message)
-        found, element = self.store.table.get(
+        found, element = self.store.table(message.queue[0]).get(
             message.position, (message.requester, message.op_id), message.ticket
         )
         if not found:
@@ -243,7 +249,7 @@ class VirtualNode(NodeState):
         return [Send(message.requester, reply)]
 
     def _store(self, put: Put) -> list[Effect]:
-        served = self.store.table.put(put.position, put.element, put.ticket)
+        served = self.store.table(put.queue[0]).put(put.position, put.element, put.ticket)
         owner = self._owner()
         effects: list[Effect] = [
             Send(requester, GetReply(op_id, put.position, element, owner))
@@ -292,8 +298,9 @@ class VirtualNode(NodeState):
             reasons.append(f"the update phase ({self.member.phase.describe()})")
         if self.ring.mode is Mode.JOINING:
             reasons.append("integration (joining)")
-        if self.store.table.waiting:
-            reasons.append(f"{self.store.table.waiting_count()} Puts that Gets wait for here")
+        waiting = self.store.waiting_count()
+        if waiting:
+            reasons.append(f"{waiting} Puts that Gets wait for here")
         return ", ".join(reasons) or None
 
     def describe(self) -> str:
@@ -304,7 +311,7 @@ class VirtualNode(NodeState):
         return (
             f"{self.me.describe()} {state} own={len(self.batching.own)}"
             f" kids={len(self.batching.child_batches)}"
-            f" entries={len(self.store.table)}{anchor}"
+            f" entries={self.store.entries()}{anchor}"
         )
 
 
@@ -313,5 +320,6 @@ def with_route(message: Put | Get, route: Route) -> Put | Get:
     are another module's, and this needs nothing of how they are made)."""
     if isinstance(message, Put):
         return Put(route, message.position, message.element, message.ticket,
-                   message.requester, message.op_id, message.ack)
-    return Get(route, message.position, message.ticket, message.requester, message.op_id)
+                   message.requester, message.op_id, message.ack, message.queue)
+    return Get(route, message.position, message.ticket, message.requester, message.op_id,
+               message.queue)  # fmt: skip

@@ -41,7 +41,7 @@ class NodeState:
             member=MembershipState(handover_bytes_max=handover_bytes_max),
         )
         if view.is_anchor:
-            node.seat.take(QueueAnchors())
+            node.seat.take(QueueAnchors.starting(structure))
         return node
 
     @classmethod
