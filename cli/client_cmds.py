@@ -1,5 +1,9 @@
 """``skueue enqueue``, ``dequeue``, ``stats``, ``join`` and ``leave``: requests to a daemon.
 
+``enqueue`` and ``dequeue`` take ``-q``/``--queue NAME`` (default: the default queue) and
+``--structure queue|stack`` (default: the daemon's); a name is made by its first
+operation, with that structure.
+
 ``--node`` defaults to ``$SKUEUE_NODE``, else 127.0.0.1:7400; ``--timeout`` bounds every
 request.  Errors (unreachable node, bad address, bad value, no reply in time) are one
 line on stderr and a non-zero exit: 2 for usage errors, 1 for the rest, 130 on Ctrl-C.
@@ -31,6 +35,7 @@ from typing import Any, TypeVar
 from skueue.cli.args import address, fail, positive_float, positive_int
 from skueue.cli.running import run_async
 from skueue.client.api import DEFAULT_NODE, DEFAULT_REQUEST_TIMEOUT_S, Client, connect
+from skueue.core.ops import DEFAULT_QUEUE, queue_name_problem
 from skueue.runtime.address import AddressError, parse_address
 
 EXIT_EMPTY = 3
@@ -73,6 +78,31 @@ def add_timeout_option(p: argparse.ArgumentParser, default: float) -> None:
     )
 
 
+def add_queue_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "-q",
+        "--queue",
+        type=queue_name,
+        default=None,
+        metavar="NAME",
+        help=f"the named queue (made by its first operation; default: {DEFAULT_QUEUE})",
+    )
+    p.add_argument(
+        "--structure",
+        choices=["queue", "stack"],
+        default=None,
+        help="what a new NAME is, and what is asked of an existing one (default: the "
+        "daemon's --structure)",
+    )
+
+
+def queue_name(text: str) -> str:
+    problem = queue_name_problem(text)
+    if problem is not None:
+        raise argparse.ArgumentTypeError(problem)
+    return text
+
+
 def add_parsers(sub: Any) -> None:
     p = sub.add_parser(
         "enqueue",
@@ -83,6 +113,7 @@ def add_parsers(sub: Any) -> None:
     )
     add_node_option(p)
     add_timeout_option(p, DEFAULT_REQUEST_TIMEOUT_S)
+    add_queue_options(p)
     p.add_argument(
         "values", nargs="*", metavar="VALUE", help="an element; '-' for stdin, one per line"
     )
@@ -111,6 +142,7 @@ def add_parsers(sub: Any) -> None:
     )
     add_node_option(p)
     add_timeout_option(p, DEFAULT_REQUEST_TIMEOUT_S)
+    add_queue_options(p)
     p.add_argument(
         "-n", "--count", type=positive_int, default=1, metavar="N", help="elements to remove"
     )
@@ -219,7 +251,7 @@ def run_enqueue(args: argparse.Namespace) -> int:
     async def body(q: Client) -> None:
         # The client checks every value against the daemon's limit before sending any,
         # and splits the call into requests that fit; they go in order.
-        await q.enqueue_many(values)
+        await q.enqueue_many(values, queue=args.queue, structure=args.structure)
 
     with_client("skueue enqueue", args, body)
     return 0
@@ -227,7 +259,7 @@ def run_enqueue(args: argparse.Namespace) -> int:
 
 def run_dequeue(args: argparse.Namespace) -> int:
     async def body(q: Client) -> list[bytes]:
-        return await q.dequeue_many(args.count)
+        return await q.dequeue_many(args.count, queue=args.queue, structure=args.structure)
 
     got = with_client("skueue dequeue", args, body)
     out = sys.stdout.buffer
@@ -297,12 +329,24 @@ def _durability(member: dict[str, Any]) -> str:
     )
 
 
+def _named_queues(queues: Any) -> list[str]:
+    """One line per queue when the cluster holds more than its default queue."""
+    if not isinstance(queues, dict) or set(queues) <= {DEFAULT_QUEUE}:
+        return []
+    lines = [f"queues: {len(queues)}"]
+    for name, q in sorted(queues.items()):
+        if isinstance(q, dict):
+            lines.append(f"  {name} ({q.get('structure')}): {q.get('size')}")
+    return lines
+
+
 def format_stats(stats: dict[str, Any]) -> str:
     t = stats.get("totals", {})
     size = stats.get("size")
     lines = [
         f"processes: {stats.get('processes')}",
         f"queue size: {'unknown (anchor unreachable)' if size is None else size}",
+        *_named_queues(stats.get("queues")),
         f"totals: inserted {t.get('inserted', 0)}, removed {t.get('removed', 0)}, "
         f"empty results {t.get('empty', 0)}, stored entries {t.get('entries', 0)}, "
         f"pending operations {t.get('pending_ops', 0)}",

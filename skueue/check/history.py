@@ -12,10 +12,12 @@ DHT slot) and ``ord`` (the rank of the operation in the anchor's order); a
 history that carries ``ord`` on every record can be certified in
 ``O(n log n)`` instead of searched.  An optional ``phase`` says which part of a
 run an operation belongs to; ``skueue bench`` marks its final drain ``"drain"``
-so that throughput and latency leave it out while the checkers still see it.
+so that throughput and latency leave it out while the checkers still see it.  An
+optional ``queue`` names the queue of a cluster with named queues (issue 12; left out
+for the default queue): each queue is its own object, with its own ``ord``.
 
 The on-disk form is JSON Lines, one object per record, with exactly the field
-names above (``position``/``ord``/``phase`` left out when unknown).  Histories arrive
+names above (``position``/``ord``/``phase``/``queue`` left out when unknown).  Histories arrive
 from other processes and from files people edit by hand, so reading is
 strict: every malformed field raises :class:`HistoryError` naming the field
 and, for files, the line.  Constructing a :class:`Record` directly does not
@@ -70,6 +72,8 @@ class Record:
     phase: str | None = None
     """Part of the run, if marked: ``"drain"`` for a bench's final drain, which belongs
     to the history (it is checked) but not to throughput or latency."""
+    queue: str | None = None
+    """The named queue the operation was on; None for the default queue."""
 
     @property
     def inserts(self) -> bool:
@@ -109,6 +113,8 @@ def record_to_json(r: Record) -> dict[str, Any]:
         d["ord"] = r.ord
     if r.phase is not None:
         d["phase"] = r.phase
+    if r.queue is not None:
+        d["queue"] = r.queue
     return d
 
 
@@ -156,6 +162,9 @@ def record_from_json(d: object) -> Record:
     phase = d.get("phase")
     if phase is not None and (not isinstance(phase, str) or not phase):
         raise HistoryError(f"field 'phase' must be a non-empty string or null, got {phase!r}")
+    queue = d.get("queue")
+    if queue is not None and (not isinstance(queue, str) or not queue):
+        raise HistoryError(f"field 'queue' must be a non-empty string or null, got {queue!r}")
     return Record(
         process=process,
         seq=seq,
@@ -166,6 +175,7 @@ def record_from_json(d: object) -> Record:
         position=optional["position"],
         ord=optional["ord"],
         phase=phase,
+        queue=queue,
     )
 
 

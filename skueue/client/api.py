@@ -29,6 +29,7 @@ import os
 import secrets
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import ExitStack, asynccontextmanager
+from functools import partial
 from types import TracebackType
 from typing import Any
 
@@ -46,6 +47,7 @@ from skueue.client.errors import (
     error_from,
     reason,
 )
+from skueue.core.ops import queue_name_problem
 from skueue.runtime.limits import Limits
 from skueue.wire.client_protocol import (
     PROTOCOL_VERSION,
@@ -182,42 +184,60 @@ class Client:
 
     # -- the API ----------------------------------------------------------------------
 
-    async def enqueue(self, value: bytes) -> Inserted:
-        return (await self.insert([value]))[0]
+    # Every operation takes ``queue`` (a name; None: the default queue) and ``structure``
+    # ("queue" or "stack"; None: the daemon's).  A name is made by its first operation,
+    # with that structure; the other structure's operations on it raise RequestRejected.
 
-    async def dequeue(self) -> bytes | None:
-        return (await self.remove(1))[0].value
+    async def enqueue(
+        self, value: bytes, *, queue: str | None = None, structure: str | None = None
+    ) -> Inserted:
+        return (await self.insert([value], queue=queue, structure=structure))[0]
 
-    async def enqueue_many(self, values: Sequence[bytes]) -> list[Inserted]:
-        return await self.insert(values)
+    async def dequeue(
+        self, *, queue: str | None = None, structure: str | None = None
+    ) -> bytes | None:
+        return (await self.remove(1, queue=queue, structure=structure))[0].value
 
-    async def dequeue_many(self, count: int) -> list[bytes]:
+    async def enqueue_many(
+        self, values: Sequence[bytes], *, queue: str | None = None, structure: str | None = None
+    ) -> list[Inserted]:
+        return await self.insert(values, queue=queue, structure=structure)
+
+    async def dequeue_many(
+        self, count: int, *, queue: str | None = None, structure: str | None = None
+    ) -> list[bytes]:
         """Up to ``count`` elements, oldest first (a stack: newest first); fewer when the
         structure ran empty.  :meth:`remove` keeps the empty results and the positions."""
+        target = _target(queue, structure)
         return [
             r.value
-            for r in await self._remove(count, stop_when_empty=True)
+            for r in await self._remove(count, target, stop_when_empty=True)
             if r.value is not None
         ]
 
-    # The stack speaks of push and pop; the daemon decides which structure it serves.
+    # The stack speaks of push and pop (the structure is the daemon's unless named).
     push = enqueue
     pop = dequeue
 
-    async def insert(self, values: Sequence[bytes]) -> list[Inserted]:
+    async def insert(
+        self, values: Sequence[bytes], *, queue: str | None = None, structure: str | None = None
+    ) -> list[Inserted]:
         """Insert ``values`` in order; one :class:`Inserted` per value.  Every value is
         checked against the daemon's limit before any is sent."""
+        name, stack = _target(queue, structure)
         checked = [self._checked_value(v) for v in values]
         out: list[Inserted] = []
         for chunk in self._insert_chunks(checked):
-            results = await self._request(InsertRequest(0, chunk))
+            results = await self._request(InsertRequest(0, chunk, name, stack))
             out.extend(Inserted(r[0], r[1]) for r in results)
         return out
 
-    async def remove(self, count: int) -> list[Removed]:
+    async def remove(
+        self, count: int, *, queue: str | None = None, structure: str | None = None
+    ) -> list[Removed]:
         """Perform ``count`` removals; one :class:`Removed` per removal, in order, its
         ``value`` None where the structure was empty."""
-        return await self._remove(count, stop_when_empty=False)
+        return await self._remove(count, _target(queue, structure), stop_when_empty=False)
 
     async def stats(self) -> dict[str, Any]:
         stats: dict[str, Any] = await self._request(StatsRequest(0))
@@ -263,13 +283,15 @@ class Client:
             chunks.append(chunk)
         return chunks
 
-    async def _remove(self, count: int, *, stop_when_empty: bool) -> list[Removed]:
+    async def _remove(
+        self, count: int, target: tuple[str | None, bool | None], *, stop_when_empty: bool
+    ) -> list[Removed]:
         if not isinstance(count, int) or isinstance(count, bool) or count < 0:
             raise ValueError(f"count must be a non-negative integer, not {count!r}")
         out: list[Removed] = []
         while len(out) < count:
             n = min(self.remove_count_max, count - len(out))
-            results = await self._request(RemoveRequest(0, n))
+            results = await self._request(RemoveRequest(0, n, *target))
             batch = [Removed(r[0], r[1], r[2]) for r in results]
             out.extend(batch)
             if stop_when_empty and any(r.value is None for r in batch):
@@ -507,6 +529,17 @@ async def connect(
             await anyio.aclose_forcefully(client._stream)
 
 
+def _target(queue: str | None, structure: str | None) -> tuple[str | None, bool | None]:
+    """The wire's (queue, stack) for the API's arguments; a bad one raises at once."""
+    if queue is not None:
+        problem = queue_name_problem(queue)
+        if problem is not None:
+            raise RequestRejected(problem)
+    if structure not in (None, "queue", "stack"):
+        raise ValueError(f'structure must be "queue", "stack" or None, not {structure!r}')
+    return queue, None if structure is None else structure == "stack"
+
+
 class BlockingClient:
     """The same API for plain (non-async) code; each call blocks until its reply.
 
@@ -546,23 +579,38 @@ class BlockingClient:
     ) -> None:
         self.close()
 
-    def enqueue(self, value: bytes) -> Inserted:
-        return self._portal.call(self._client.enqueue, value)
+    def enqueue(
+        self, value: bytes, *, queue: str | None = None, structure: str | None = None
+    ) -> Inserted:
+        return self._portal.call(partial(self._client.enqueue, value, queue=queue,
+                                         structure=structure))  # fmt: skip
 
-    def dequeue(self) -> bytes | None:
-        return self._portal.call(self._client.dequeue)
+    def dequeue(self, *, queue: str | None = None, structure: str | None = None) -> bytes | None:
+        return self._portal.call(partial(self._client.dequeue, queue=queue, structure=structure))
 
-    def enqueue_many(self, values: Sequence[bytes]) -> list[Inserted]:
-        return self._portal.call(self._client.enqueue_many, values)
+    def enqueue_many(
+        self, values: Sequence[bytes], *, queue: str | None = None, structure: str | None = None
+    ) -> list[Inserted]:
+        return self._portal.call(partial(self._client.enqueue_many, values, queue=queue,
+                                         structure=structure))  # fmt: skip
 
-    def dequeue_many(self, count: int) -> list[bytes]:
-        return self._portal.call(self._client.dequeue_many, count)
+    def dequeue_many(
+        self, count: int, *, queue: str | None = None, structure: str | None = None
+    ) -> list[bytes]:
+        return self._portal.call(partial(self._client.dequeue_many, count, queue=queue,
+                                         structure=structure))  # fmt: skip
 
-    def insert(self, values: Sequence[bytes]) -> list[Inserted]:
-        return self._portal.call(self._client.insert, values)
+    def insert(
+        self, values: Sequence[bytes], *, queue: str | None = None, structure: str | None = None
+    ) -> list[Inserted]:
+        return self._portal.call(partial(self._client.insert, values, queue=queue,
+                                         structure=structure))  # fmt: skip
 
-    def remove(self, count: int) -> list[Removed]:
-        return self._portal.call(self._client.remove, count)
+    def remove(
+        self, count: int, *, queue: str | None = None, structure: str | None = None
+    ) -> list[Removed]:
+        return self._portal.call(partial(self._client.remove, count, queue=queue,
+                                         structure=structure))  # fmt: skip
 
     def stats(self) -> dict[str, Any]:
         return self._portal.call(self._client.stats)

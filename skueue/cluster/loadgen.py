@@ -53,6 +53,9 @@ class LoadConfig:
     """Requests each client keeps outstanding on its one connection."""
     batch: int = 1
     """Operations each request carries."""
+    queues: tuple[str, ...] = ()
+    """Named queues each request picks one of at random (empty: the default queue); the
+    history names them, and the checkers check each on its own."""
 
     def __attrs_post_init__(self) -> None:
         if not self.nodes:
@@ -175,6 +178,7 @@ def records_of(
     invoke: float,
     response: float,
     phase: str | None = None,
+    queue: str | None = None,
 ) -> list[Record]:
     """The records of one request: one per operation, consecutive ``seq`` in the lane.
 
@@ -186,7 +190,8 @@ def records_of(
     responded strictly before another was invoked.  (One process per operation would also
     be valid, but weaker, and it would multiply the exact search's lanes.)"""
     return [
-        Record(lane, first_seq + k, op, o.value, invoke, response, o.position, o.ord, phase)
+        Record(lane, first_seq + k, op, o.value, invoke, response, o.position, o.ord, phase,
+               queue)  # fmt: skip
         for k, o in enumerate(outcomes)
     ]
 
@@ -220,25 +225,32 @@ async def run_workload(
     now = result.clock
     done = 0
 
-    async def insert(q: Client, lane: str, seq: int, size: int) -> list[Outcome]:
+    async def insert(
+        q: Client, lane: str, seq: int, size: int, queue: str | None
+    ) -> list[Outcome]:
         values = [element(lane, seq + k, config.value_bytes) for k in range(size)]
-        receipts = await q.insert(values)
+        receipts = await q.insert(values, queue=queue)
         pairs = zip(values, receipts, strict=True)
         return [Outcome(as_text(v), r.position, r.ord) for v, r in pairs]
 
-    async def remove(q: Client, size: int) -> list[Outcome]:
-        return [removal(g) for g in await q.remove(size)]
+    async def remove(q: Client, size: int, queue: str | None) -> list[Outcome]:
+        return [removal(g) for g in await q.remove(size, queue=queue)]
 
     async def one_lane(q: Client, lane: str, count: int) -> None:
         nonlocal done
         rng, seq = lane_rng(config.seed, lane), 0
         for size in request_sizes(count, config.batch):
             inserting = rng.random() < config.insert_ratio
+            queue = rng.choice(config.queues) if config.queues else None
             op = insert_op if inserting else remove_op
             invoke = now()
-            outcomes = await (insert(q, lane, seq, size) if inserting else remove(q, size))
+            outcomes = await (
+                insert(q, lane, seq, size, queue) if inserting else remove(q, size, queue)
+            )
             response = now()
-            result.records.extend(records_of(lane, seq, op, outcomes, invoke, response))
+            result.records.extend(
+                records_of(lane, seq, op, outcomes, invoke, response, queue=queue)
+            )
             result.requests.append(RequestTime(op, (response - invoke) * 1000))
             seq += len(outcomes)
             done += len(outcomes)
@@ -271,21 +283,23 @@ async def run_workload(
 
 
 async def drain(config: LoadConfig, result: LoadResult) -> None:
-    """Remove until empty, on the workload's clock; every removal is recorded under the
-    drain client's name, and ``result.drained`` counts the elements it took."""
+    """Remove until empty (every queue of the workload in turn), on the workload's clock;
+    every removal is recorded under the drain client's name, and ``result.drained``
+    counts the elements it took."""
     remove_op = op_names(config.structure)[1]
     name, seq = f"c{config.clients}", 0
     async with connect(config.nodes[0], request_timeout_s=config.request_timeout_s) as q:
-        while True:
-            invoke = result.clock()
-            batch = await q.remove(DRAIN_BATCH)
-            response = result.clock()
-            outcomes = [removal(g) for g in batch]
-            result.records.extend(
-                records_of(name, seq, remove_op, outcomes, invoke, response, "drain")
-            )
-            seq += len(batch)
-            values = [g.value for g in batch if g.value is not None]
-            result.drained += len(values)
-            if len(values) < len(batch):
-                return
+        for queue in config.queues or (None,):
+            while True:
+                invoke = result.clock()
+                batch = await q.remove(DRAIN_BATCH, queue=queue)
+                response = result.clock()
+                outcomes = [removal(g) for g in batch]
+                result.records.extend(
+                    records_of(name, seq, remove_op, outcomes, invoke, response, "drain", queue)
+                )
+                seq += len(batch)
+                values = [g.value for g in batch if g.value is not None]
+                result.drained += len(values)
+                if len(values) < len(batch):
+                    break

@@ -161,6 +161,13 @@ class QueueAnchors:
         """Elements in each queue that was ever used."""
         return {name: policy.size() for name, policy in self.queues.items()}
 
+    def describe_queues(self) -> dict[str, tuple[int, str]]:
+        """Each queue's size and structure, by name."""
+        return {
+            name: (policy.size(), "stack" if isinstance(policy, StackAnchor) else "queue")
+            for name, policy in sorted(self.queues.items())
+        }
+
     def export(self) -> tuple[QueueCounters, ...]:
         """Every queue's counters, for the next anchor (SPEC §8, anchor change)."""
         return tuple(

@@ -71,11 +71,13 @@ class ProcessStats:
     structure: Structure
     nodes: Mapping[str, NodeStats]  # "left", "middle", "right"
     anchor: bool  # this process holds the anchor
-    size: int | None  # elements in the queue or stack, known at the anchor only
+    size: int | None  # elements in the default queue, known at the anchor only
     joined: bool
     leaving: bool
     departed: bool
     alone: bool  # a one-process cluster: every node is its own predecessor's process
+    # Every queue's size and structure ("queue"/"stack"), known at the anchor only.
+    queues: Mapping[str, tuple[int, str]] | None = None
 
     @property
     def entries(self) -> int:
@@ -326,6 +328,7 @@ class Process:
             },
             anchor=anchor is not None,
             size=anchor.sizes().get(DEFAULT_QUEUE, 0) if anchor is not None else None,
+            queues=None if anchor is None else anchor.describe_queues(),
             joined=self.joined,
             leaving=self.leaving,
             departed=self.departed,

@@ -20,7 +20,7 @@ import attrs
 from skueue.core.effects import Complete, Effect, Send
 from skueue.core.messages.membership import MembershipMessage
 from skueue.core.messages.stages import Message
-from skueue.core.ops import Element, OpKind, Structure, insert_kind, remove_kind
+from skueue.core.ops import DEFAULT_QUEUE, Element, OpKind, Structure, insert_kind, remove_kind
 from skueue.core.process import Process
 from skueue.overlay.labels import Kind
 from skueue.runtime.retries import RetryKey, RetryWindow
@@ -95,11 +95,14 @@ class Host:
         values: list[Element],
         deadline: float = math.inf,
         key: RetryKey | None = None,
+        queue: str | None = None,
+        stack: bool | None = None,
     ) -> None:
-        ops: list[tuple[OpKind, Element | None]] = [
-            (insert_kind(self.structure), v) for v in values
-        ]
-        self._submit(client, rid, ops, deadline, key)
+        """Insert ``values`` into ``queue`` (None: the default queue), a stack if
+        ``stack`` (None: the structure this daemon was started with)."""
+        kind = insert_kind(self._structure(stack))
+        ops: list[tuple[OpKind, Element | None]] = [(kind, v) for v in values]
+        self._submit(client, rid, ops, deadline, key, queue)
 
     def remove(
         self,
@@ -108,8 +111,16 @@ class Host:
         count: int,
         deadline: float = math.inf,
         key: RetryKey | None = None,
+        queue: str | None = None,
+        stack: bool | None = None,
     ) -> None:
-        self._submit(client, rid, [(remove_kind(self.structure), None)] * count, deadline, key)
+        kind = remove_kind(self._structure(stack))
+        self._submit(client, rid, [(kind, None)] * count, deadline, key, queue)
+
+    def _structure(self, stack: bool | None) -> Structure:
+        if stack is None:
+            return self.structure
+        return Structure.STACK if stack else Structure.QUEUE
 
     def _submit(
         self,
@@ -118,6 +129,7 @@ class Host:
         ops: list[tuple[OpKind, Element | None]],
         deadline: float,
         key: RetryKey | None = None,
+        queue: str | None = None,
     ) -> None:
         if key is not None and self._retried(client, rid, key, deadline):
             return
@@ -131,7 +143,7 @@ class Host:
         self._expires(request, deadline)
         submitted = []
         for index, (kind, value) in enumerate(ops):
-            op = self.process.new_op(kind, value)
+            op = self.process.new_op(kind, value, queue or DEFAULT_QUEUE)
             self.ops[op.op_id] = (request, index)
             submitted.append(op)
         self._apply(self.process.submit_all(submitted))

@@ -238,16 +238,16 @@ class OwnerLoop(MembershipWaiters):
         assert self.host is not None
         host = self.host
         match request:
-            case InsertRequest(rid=rid, values=values):
+            case InsertRequest(rid=rid, values=values, queue=queue, stack=stack):
                 if not self._refuse_while_leaving(client, rid):
                     deadline, key = self._deadline(client), self._retry_key(client, rid)
-                    self._log(["i", key and key[0], rid, list(values)])
-                    host.insert(client, rid, list(values), deadline, key)
-            case RemoveRequest(rid=rid, count=count):
+                    self._log(["i", key and key[0], rid, list(values), queue, stack])
+                    host.insert(client, rid, list(values), deadline, key, queue, stack)
+            case RemoveRequest(rid=rid, count=count, queue=queue, stack=stack):
                 if not self._refuse_while_leaving(client, rid):
                     deadline, key = self._deadline(client), self._retry_key(client, rid)
-                    self._log(["r", key and key[0], rid, count])
-                    host.remove(client, rid, count, deadline, key)
+                    self._log(["r", key and key[0], rid, count, queue, stack])
+                    host.remove(client, rid, count, deadline, key, queue, stack)
             case LeaveRequest(rid=rid):
                 self._leave(client, rid)
             case JoinClusterRequest(rid=rid, seed=seed):

@@ -78,13 +78,13 @@ class Replay(OwnerLoop):
                 match record:
                     case ["t"]:
                         host.tick()
-                    case ["i", session, rid, values]:
+                    case ["i", session, rid, values, queue, stack]:
                         key = None if session is None else (session, rid)
-                        host.insert(RESTORED, rid, values, key=key)
+                        host.insert(RESTORED, rid, values, key=key, queue=queue, stack=stack)
                         host.client_gone(RESTORED)
-                    case ["r", session, rid, count]:
+                    case ["r", session, rid, count, queue, stack]:
                         key = None if session is None else (session, rid)
-                        host.remove(RESTORED, rid, count, key=key)
+                        host.remove(RESTORED, rid, count, key=key, queue=queue, stack=stack)
                         host.client_gone(RESTORED)
                     case ["p", peer, number, kind, encoded]:
                         handled[peer] = number

@@ -29,6 +29,10 @@ def local_stats(host: Host) -> dict[str, Any]:
         "joining": not core.joined,
         "leaving": core.leaving,
         "size": core.size,
+        "queues": None if core.queues is None else {
+            name: {"size": size, "structure": structure}
+            for name, (size, structure) in core.queues.items()
+        },
         # Counters include those inherited from processes that left, so that the
         # cluster's totals stay whole across leaves.
         **{k: v + getattr(host.inherited, k) for k, v in host.counters.as_dict().items()},
@@ -100,6 +104,7 @@ class StatsGathering:
         summary = {
             "processes": len(members) + len(g.waiting),
             "size": anchor.get("size") if anchor else None,
+            "queues": anchor.get("queues") if anchor else None,
             # Why the size may be unknown: no answer came from the anchor's process, or
             # every member answered and the anchor is being handed over (update phase).
             "anchor": anchor.get("process") if anchor else None,

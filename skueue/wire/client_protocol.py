@@ -7,8 +7,8 @@ Frames are msgpack arrays:
     client -> daemon   ["hello-client", version, {options}]   first frame; options optional:
                          "request_timeout_ms": int > 0         time this client's requests out
                          "admin": bool                         an administrative connection
-                       ["insert", rid, [value, ...]]           enqueue / push
-                       ["remove", rid, count]                  dequeue / pop
+                       ["insert", rid, [value, ...], {queue}?]  enqueue / push
+                       ["remove", rid, count, {queue}?]         dequeue / pop
                        ["stats", rid]
                        ["leave", rid]                          hand off and exit
                        ["join", rid, "HOST:PORT"]              join that cluster (alone, empty)
@@ -17,6 +17,13 @@ Frames are msgpack arrays:
                        ["done", rid, results]                  one result per operation
                        ["stats", rid, {...}]
                        ["error", rid | None, message, code]
+
+``{queue}``, optional (version 2): ``{"queue": NAME, "stack": bool}``, both optional: the
+named queue (``skueue.core.ops.queue_name_problem`` says which names are allowed; default
+``"default"``) and whether it is a stack (default: the daemon's ``--structure``).  A name
+is made by its first operation, with that structure; an operation of the other structure
+on it is answered ``refused``.  A bad name is answered ``invalid`` and the connection
+serves on.
 
 An insert's result is ``[ord, position]``; a remove's is ``[value | None, ord, position]``
 (``None`` = the structure was empty).  ``rid`` is the client's request id, echoed back.
@@ -54,7 +61,8 @@ from typing import Any, Protocol
 import attrs
 import msgpack
 
-from skueue.wire.client_replies import TOO_LARGE, Done, ErrorReply, More
+from skueue.core.ops import queue_name_problem
+from skueue.wire.client_replies import INVALID, TOO_LARGE, Done, ErrorReply, More
 from skueue.wire.errors import RemoteProtocolError
 
 PROTOCOL_VERSION = 2
@@ -140,22 +148,55 @@ def limits_for_clients(limits: RequestLimits) -> dict[str, int]:
     }
 
 
+def _queue_options(queue: str | None, stack: bool | None) -> list[Any]:
+    options: dict[str, Any] = {}
+    if queue is not None:
+        options["queue"] = queue
+    if stack is not None:
+        options["stack"] = stack
+    return [options] if options else []
+
+
 @attrs.frozen
 class InsertRequest:
     rid: int
     values: list[bytes]
+    queue: str | None = None  # None: the default queue
+    stack: bool | None = None  # None: the daemon's structure
 
     def frame(self) -> list[Any]:
-        return ["insert", self.rid, list(self.values)]
+        return ["insert", self.rid, list(self.values), *_queue_options(self.queue, self.stack)]
 
 
 @attrs.frozen
 class RemoveRequest:
     rid: int
     count: int
+    queue: str | None = None
+    stack: bool | None = None
 
     def frame(self) -> list[Any]:
-        return ["remove", self.rid, self.count]
+        return ["remove", self.rid, self.count, *_queue_options(self.queue, self.stack)]
+
+
+def _parse_queue(
+    kind: str, rid: int, frame: list[Any]
+) -> tuple[str | None, bool | None] | ErrorReply:
+    """The optional queue map of an insert or remove (its 4th field)."""
+    if len(frame) < 4:
+        return None, None
+    options = frame[3]
+    if not isinstance(options, dict) or not set(options) <= {"queue", "stack"}:
+        raise RemoteProtocolError(f'{kind}: the 4th field is a map of "queue" and "stack"')
+    stack = options.get("stack")
+    if stack is not None and type(stack) is not bool:
+        raise RemoteProtocolError(f"{kind}: stack must be true or false")
+    queue = options.get("queue")
+    if queue is not None:
+        problem = queue_name_problem(queue)
+        if problem is not None:
+            return ErrorReply(rid, f"{kind}: {problem}", INVALID)
+    return queue, stack
 
 
 @attrs.frozen
@@ -205,41 +246,14 @@ def parse_request(frame: Any, limits: RequestLimits) -> ClientRequest | ErrorRep
     if len(frame) < 2 or type(frame[1]) is not int or not 0 <= frame[1] < RID_MAX:
         raise RemoteProtocolError(f"{kind!r:.30}: the request id must be a non-negative integer")
     rid = frame[1]
-    if kind == "insert" and len(frame) == 3:
-        values = frame[2]
-        if not isinstance(values, list) or not values:
-            raise RemoteProtocolError("insert: expected a non-empty list of values")
-        for v in values:
-            if type(v) is not bytes:
-                raise RemoteProtocolError(f"insert: values must be bytes, got {type(v).__name__}")
-        if len(values) > limits.ops_per_request_max:
-            return ErrorReply(
-                rid,
-                f"insert: {len(values)} values exceed the limit of {limits.ops_per_request_max}",
-                TOO_LARGE,
-            )
-        largest = max(len(v) for v in values)
-        if largest > limits.value_bytes_max:
-            return ErrorReply(
-                rid,
-                f"insert: a value of {largest} bytes exceeds the limit of "
-                f"{limits.value_bytes_max}",
-                TOO_LARGE,
-            )
-        return InsertRequest(rid, values)
-    if kind == "remove" and len(frame) == 3:
-        count = frame[2]
-        if type(count) is not int or count < 1:
-            raise RemoteProtocolError(
-                f"remove: count must be an integer from 1 to {limits.ops_per_request_max}"
-            )
-        if count > limits.ops_per_request_max:
-            return ErrorReply(
-                rid,
-                f"remove: a count of {count} exceeds the limit of {limits.ops_per_request_max}",
-                TOO_LARGE,
-            )
-        return RemoveRequest(rid, count)
+    if kind in ("insert", "remove") and len(frame) in (3, 4):
+        target = _parse_queue(kind, rid, frame)
+        if isinstance(target, ErrorReply):
+            return target
+        request = _parse_operations(kind, rid, frame[2], limits)
+        if isinstance(request, ErrorReply) or target == (None, None):
+            return request
+        return attrs.evolve(request, queue=target[0], stack=target[1])
     if kind == "stats" and len(frame) == 2:
         return StatsRequest(rid)
     if kind == "leave" and len(frame) == 2:
@@ -249,6 +263,48 @@ def parse_request(frame: Any, limits: RequestLimits) -> ClientRequest | ErrorRep
             raise RemoteProtocolError("join: expected the seed's address as a string")
         return JoinClusterRequest(rid, frame[2])
     raise RemoteProtocolError(f"unknown request {kind!r:.30} with {len(frame)} fields")
+
+
+def _parse_operations(
+    kind: str, rid: int, arg: Any, limits: RequestLimits
+) -> InsertRequest | RemoveRequest | ErrorReply:
+    return _parse_insert(rid, arg, limits) if kind == "insert" else _parse_remove(rid, arg, limits)
+
+
+def _parse_insert(rid: int, values: Any, limits: RequestLimits) -> InsertRequest | ErrorReply:
+    if not isinstance(values, list) or not values:
+        raise RemoteProtocolError("insert: expected a non-empty list of values")
+    for v in values:
+        if type(v) is not bytes:
+            raise RemoteProtocolError(f"insert: values must be bytes, got {type(v).__name__}")
+    if len(values) > limits.ops_per_request_max:
+        return ErrorReply(
+            rid,
+            f"insert: {len(values)} values exceed the limit of {limits.ops_per_request_max}",
+            TOO_LARGE,
+        )
+    largest = max(len(v) for v in values)
+    if largest > limits.value_bytes_max:
+        return ErrorReply(
+            rid,
+            f"insert: a value of {largest} bytes exceeds the limit of {limits.value_bytes_max}",
+            TOO_LARGE,
+        )
+    return InsertRequest(rid, values)
+
+
+def _parse_remove(rid: int, count: Any, limits: RequestLimits) -> RemoveRequest | ErrorReply:
+    if type(count) is not int or count < 1:
+        raise RemoteProtocolError(
+            f"remove: count must be an integer from 1 to {limits.ops_per_request_max}"
+        )
+    if count > limits.ops_per_request_max:
+        return ErrorReply(
+            rid,
+            f"remove: a count of {count} exceeds the limit of {limits.ops_per_request_max}",
+            TOO_LARGE,
+        )
+    return RemoveRequest(rid, count)
 
 
 def oversized_request_id(prefix: bytes) -> int | None:

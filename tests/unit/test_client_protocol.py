@@ -43,6 +43,10 @@ LIMITS = Limits(ops_per_request_max=3, value_bytes_max=4)
         ),
         (["remove", 5, 1], RemoveRequest(5, 1)),
         (["remove", 5, 3], RemoveRequest(5, 3)),
+        (["insert", 0, [b"a"], {"queue": "jobs"}], InsertRequest(0, [b"a"], "jobs")),
+        (["insert", 0, [b"a"], {"stack": True}], InsertRequest(0, [b"a"], None, True)),
+        (["remove", 5, 2, {"queue": "u:1", "stack": False}], RemoveRequest(5, 2, "u:1", False)),
+        (["remove", 5, 2, {}], RemoveRequest(5, 2)),
         (["stats", 6], StatsRequest(6)),
     ],
 )
@@ -74,7 +78,11 @@ def test_valid_requests_parse(frame: list[Any], expected: Any) -> None:
         (["insert", 1, [bytearray(b"a")]], "values must be bytes"),
         (["insert", 1, [[b"a"]]], "values must be bytes"),
         (["insert", 1], "unknown request 'insert' with 2 fields"),
-        (["insert", 1, [b"a"], 0], "unknown request 'insert' with 4 fields"),
+        (["insert", 1, [b"a"], 0], 'the 4th field is a map of "queue" and "stack"'),
+        (["insert", 1, [b"a"], {"name": "q"}], 'the 4th field is a map of "queue" and "stack"'),
+        (["insert", 1, [b"a"], {"stack": 1}], "stack must be true or false"),
+        (["remove", 1, 1, {"stack": "yes"}], "stack must be true or false"),
+        (["insert", 1, [b"a"], {}, 0], "unknown request 'insert' with 5 fields"),
         (["remove", 1, 0], "count must be an integer from 1 to 3"),
         (["remove", 1, -1], "count must be"),
         (["remove", 1, "2"], "count must be"),
@@ -315,8 +323,18 @@ def test_every_reply_reads_back_from_its_frame(reply: object) -> None:
 
 @pytest.mark.parametrize(
     "frame",
-    [None, [], ["done", 1], ["done", "1", []], ["done", 1, {}], ["stats", 1, []],
-     ["more", None, []], ["error", "x", "m"], ["bogus", 1, []], [1, 1, []]],
+    [
+        None,
+        [],
+        ["done", 1],
+        ["done", "1", []],
+        ["done", 1, {}],
+        ["stats", 1, []],
+        ["more", None, []],
+        ["error", "x", "m"],
+        ["bogus", 1, []],
+        [1, 1, []],
+    ],
 )
 def test_a_malformed_reply_is_one_error_type(frame: object) -> None:
     with pytest.raises(RemoteProtocolError):
@@ -345,3 +363,22 @@ def test_every_request_the_client_builds_parses_back_on_the_daemon(request_: Any
 def test_the_clients_hello_parses_back_on_the_daemon(hello: ClientHello) -> None:
     frame = msgpack.unpackb(msgpack.packb(hello.frame()), raw=False)
     assert parse_client_hello(frame) == hello
+
+
+@pytest.mark.parametrize("name", ["", "no spaces", "x" * 129, 7, "ü"])
+def test_a_bad_queue_name_is_answered_and_the_connection_serves_on(name: Any) -> None:
+    for frame in (["insert", 9, [b"a"], {"queue": name}], ["remove", 9, 1, {"queue": name}]):
+        reply = parse_request(frame, LIMITS)
+        assert isinstance(reply, ErrorReply) and reply.rid == 9 and reply.code == "invalid"
+        assert "queue name" in reply.message
+
+
+def test_requests_with_a_queue_round_trip() -> None:
+    for request in (
+        InsertRequest(3, [b"x", b"y"], "jobs", True),
+        InsertRequest(3, [b"x"], None, False),
+        RemoveRequest(4, 2, "mail.eu", None),
+        RemoveRequest(4, 2),
+    ):
+        assert parse_request(request.frame(), LIMITS) == request
+    assert InsertRequest(3, [b"x"]).frame() == ["insert", 3, [b"x"]]  # as version 1 had it

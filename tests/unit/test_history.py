@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 import json
 
+import attrs
 import pytest
 
 from skueue.check.history import (
@@ -150,3 +151,12 @@ def test_phase_is_optional_and_round_trips() -> None:
 def test_a_bad_phase_is_named(phase: object) -> None:
     with pytest.raises(HistoryError, match="'phase'"):
         record_from_json({**GOOD, "phase": phase})
+
+
+def test_the_queue_of_a_record_round_trips_and_is_checked() -> None:
+    r = Record("p", 0, "enqueue", "a", 0.0, 1.0, 1, 0, None, "jobs")
+    assert record_from_json(record_to_json(r)) == r
+    assert "queue" not in record_to_json(attrs.evolve(r, queue=None))
+    for bad in ("", 3):
+        with pytest.raises(HistoryError, match="field 'queue'"):
+            record_from_json({**record_to_json(r), "queue": bad})

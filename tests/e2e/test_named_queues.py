@@ -1,0 +1,100 @@
+"""Named queues on real daemons (issue 12, item 1): many queues and stacks in one cluster,
+each its own linearizable object; the default queue keeps today's CLI and API; a name
+keeps the structure it was made with, and the other structure's requests get one clear
+error; ``skueue stats`` lists the queues.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from collections.abc import Callable
+
+import anyio
+import pytest
+
+import skueue.client.api
+from skueue.client.errors import RequestRejected
+from skueue.cluster.loadgen import LoadConfig, run_load
+from tests.e2e.daemons import Cluster
+from tests.e2e.oracle import assert_history_ok
+
+StartCluster = Callable[..., Cluster]
+LOAD_TIMEOUT_S = 90.0
+CLI_TIMEOUT_S = 30.0
+
+
+@pytest.mark.trio
+async def test_a_workload_over_three_queues_is_linearizable_queue_by_queue(
+    skueued_cluster: StartCluster,
+) -> None:
+    """3 daemons, 4 clients, 1,500 operations each on one of three named queues, then
+    every queue drained: each queue's history passes the checkers, nothing is lost."""
+    cluster = skueued_cluster(3, "queue")
+    config = LoadConfig(
+        nodes=tuple(cluster.addresses), clients=4, ops=1500, insert_ratio=0.6, value_bytes=32,
+        seed=12, drain=True, structure="queue", queues=("jobs", "mail:eu", "default"),
+    )  # fmt: skip
+    with anyio.fail_after(LOAD_TIMEOUT_S):
+        result = await run_load(config)
+    assert_history_ok(result, config)
+    by_queue = {r.queue for r in result.records}
+    assert by_queue == {"jobs", "mail:eu", "default"}
+    async with skueue.client.api.connect(cluster.addresses[1], admin=True) as q:
+        stats = await q.stats()
+    assert {n: v["size"] for n, v in stats["queues"].items()} == {
+        "default": 0, "jobs": 0, "mail:eu": 0,
+    }  # fmt: skip
+
+
+@pytest.mark.trio
+async def test_a_stack_and_a_queue_share_a_cluster_and_keep_their_structure(
+    skueued_cluster: StartCluster,
+) -> None:
+    cluster = skueued_cluster(2, "queue")
+    a, b = cluster.addresses
+    async with skueue.client.api.connect(a) as q, skueue.client.api.connect(b) as r:
+        await q.enqueue_many([b"1", b"2", b"3"], queue="jobs")
+        await r.enqueue_many([b"a", b"b", b"c"], queue="undo", structure="stack")
+        assert await r.dequeue_many(2, queue="jobs") == [b"1", b"2"]  # FIFO
+        assert await q.dequeue_many(2, queue="undo", structure="stack") == [b"c", b"b"]  # LIFO
+        with pytest.raises(RequestRejected, match="'undo' is a stack"):
+            await q.enqueue(b"x", queue="undo")
+        with pytest.raises(RequestRejected, match="'jobs' is a queue"):
+            await q.dequeue(queue="jobs", structure="stack")
+        with pytest.raises(RequestRejected, match="queue name"):
+            await q.enqueue(b"x", queue="no spaces")
+        # The refused requests changed nothing, and the connection serves on.
+        assert await r.dequeue_many(5, queue="undo", structure="stack") == [b"a"]
+        assert await q.dequeue_many(5, queue="jobs") == [b"3"]
+        assert await q.dequeue() is None  # the default queue was never touched
+
+
+def test_the_cli_names_queues_and_stats_lists_them(skueued_cluster: StartCluster) -> None:
+    cluster = skueued_cluster(2, "queue")
+    node = ["--node", cluster.addresses[0]]
+
+    def cli(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "skueue.cli.skueue", *args, *node],
+            capture_output=True, text=True, timeout=CLI_TIMEOUT_S, check=False,
+        )  # fmt: skip
+
+    assert cli("enqueue", "-q", "jobs", "one", "two").returncode == 0
+    assert cli("enqueue", "top").returncode == 0  # the default queue, as before
+    assert cli("enqueue", "-q", "undo", "--structure", "stack", "u1", "u2").returncode == 0
+    got = cli("dequeue", "-q", "jobs", "-n", "1")
+    assert (got.returncode, got.stdout) == (0, "one\n")
+    got = cli("dequeue", "-q", "undo", "--structure", "stack")
+    assert (got.returncode, got.stdout) == (0, "u2\n")
+    refused = cli("enqueue", "-q", "undo", "x")
+    assert refused.returncode == 1 and "'undo' is a stack" in refused.stderr, refused.stderr
+    assert len(refused.stderr.strip().splitlines()) == 1  # one line, no traceback
+    bad = cli("enqueue", "-q", "a b", "x")
+    assert bad.returncode == 2 and "queue name" in bad.stderr
+    stats = cli("stats")
+    assert stats.returncode == 0, stats.stderr
+    assert "queues: 3" in stats.stdout
+    assert "  jobs (queue): 1" in stats.stdout and "  undo (stack): 1" in stats.stdout
+    got = cli("dequeue")
+    assert (got.returncode, got.stdout) == (0, "top\n")
