@@ -14,8 +14,6 @@ label could coincide for reasons other than chance.
 
 from __future__ import annotations
 
-from functools import lru_cache
-
 import mmh3
 
 KEY_SEED = 0x5EED
@@ -29,12 +27,20 @@ QUEUE_NAME_BYTES_MAX = 1024
 """A longer name is a caller's bug (the core allows 128 characters)."""
 
 
-@lru_cache(maxsize=4096)
+_PREFIXES: dict[str, bytes] = {}
+_PREFIXES_MAX = 4096  # names remembered (a cluster has at most 10,000; the rest are made)
+
+
 def _prefix(queue: str) -> bytes:
-    name = queue.encode()
-    if len(name) > QUEUE_NAME_BYTES_MAX:
-        raise ValueError(f"queue name of {len(name)} bytes")
-    return len(name).to_bytes(2, "little") + name  # the length first: no two names collide
+    prefix = _PREFIXES.get(queue)
+    if prefix is None:
+        name = queue.encode()
+        if len(name) > QUEUE_NAME_BYTES_MAX:
+            raise ValueError(f"queue name of {len(name)} bytes")
+        prefix = len(name).to_bytes(2, "little") + name  # length first: no two names collide
+        if len(_PREFIXES) < _PREFIXES_MAX:
+            _PREFIXES[queue] = prefix
+    return prefix
 
 
 def position_key(queue: str, position: int) -> int:

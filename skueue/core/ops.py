@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass
+from functools import lru_cache
 
 # Elements are opaque to the protocol: bytes from real clients, str in simulations.
 Element = bytes | str
@@ -45,6 +46,20 @@ QUEUES_MAX = 10_000
 """Queues one cluster holds at once (each costs the anchor a few counters, and a batch
 carries a section per queue with operations in the cycle)."""
 QUEUE_NAME_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-:")
+
+
+STACK_KINDS = frozenset({OpKind.PUSH, OpKind.POP})
+
+
+@lru_cache(maxsize=4096)
+def _good_name(name: str) -> bool:
+    return queue_name_problem(name) is None
+
+
+def queue_name_ok(name: object) -> bool:
+    """``queue_name_problem(name) is None``, remembered for the names in use (the
+    intake checks every operation's)."""
+    return type(name) is str and _good_name(name)
 
 
 def queue_name_problem(name: object) -> str | None:
@@ -90,7 +105,7 @@ class Op:
     @property
     def key(self) -> tuple[str, bool]:
         """The queue this operation is on: its name, and True for a stack."""
-        return (self.queue, self.kind.structure is Structure.STACK)
+        return (self.queue, self.kind in STACK_KINDS)
 
     def describe(self) -> str:
         arg = "" if self.value is None else f" {self.value!r}"

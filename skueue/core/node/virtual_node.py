@@ -54,7 +54,7 @@ from skueue.core.messages.stages import (
     PutAck,
 )
 from skueue.core.node.checks import check
-from skueue.core.ops import Element, Op, queue_name_problem, refusal_text
+from skueue.core.ops import Element, Op, queue_name_ok, queue_name_problem, refusal_text
 from skueue.core.parts.node_state import NodeState
 from skueue.core.parts.ring import Mode
 from skueue.dht.keys import position_key
@@ -73,9 +73,8 @@ class VirtualNode(NodeState):
     # -- inputs ---------------------------------------------------------------------
 
     def submit(self, op: Op) -> list[Effect]:
-        problem = queue_name_problem(op.queue)
-        if problem is not None:
-            raise ProtocolError(problem)  # the driver checks what its clients name
+        if not queue_name_ok(op.queue):  # the driver checks what its clients name
+            raise ProtocolError(str(queue_name_problem(op.queue)))
         if self.member.leave is not None:
             raise ProtocolError("this process is leaving and takes no new operations")
         self.batching.own.add(op)
