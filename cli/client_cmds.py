@@ -186,10 +186,14 @@ def add_parsers(sub: Any) -> None:
     p = sub.add_parser(
         "stats",
         help="cluster statistics",
-        description="Processes, queue size, totals and entries per process.",
+        description="Processes, queues, totals and entries per process; with NAME, that "
+        "queue's depth, counts and insert/remove rates over 1, 5 and 15 minutes.",
     )
     add_node_option(p)
     add_timeout_option(p, DEFAULT_REQUEST_TIMEOUT_S)
+    p.add_argument(
+        "queue", nargs="?", type=queue_name, default=None, metavar="NAME", help="one queue"
+    )
     p.add_argument("--json", action="store_true", help="print JSON")
     p.set_defaults(run=run_stats)
 
@@ -310,12 +314,38 @@ def run_stats(args: argparse.Namespace) -> int:
         return await q.stats()
 
     stats = with_client("skueue stats", args, body, admin=True)
+    if args.queue is not None:
+        one = (stats.get("queues") or {}).get(args.queue)
+        if one is None:
+            print(f"skueue stats: error: no queue {args.queue!r} in this cluster (a queue "
+                  "is made by its first operation)", file=sys.stderr)  # fmt: skip
+            return 1
+        stats = {"queue": args.queue, **one}
     if args.json:
         json.dump(stats, sys.stdout, indent=2, default=repr)
         sys.stdout.write("\n")
         return 0
-    print(format_stats(stats))
+    print(format_queue(stats) if args.queue is not None else format_stats(stats))
     return 0
+
+
+def _rates(rates: Any) -> str:
+    if not isinstance(rates, list):
+        return "?"
+    return ", ".join(f"{r:g}" for r in rates)
+
+
+def format_queue(q: dict[str, Any]) -> str:
+    """One queue's block of ``skueue stats NAME``."""
+    size = q.get("size")
+    return "\n".join([
+        f"queue {q.get('queue')} ({q.get('structure') or 'structure unknown'})",
+        f"  waiting: {'unknown (anchor unreachable)' if size is None else size}",
+        f"  inserted {q.get('inserted', 0)}, removed {q.get('removed', 0)}, "
+        f"empty results {q.get('empty', 0)}",
+        f"  inserts/s over 1, 5, 15 min: {_rates(q.get('insert_rate'))}",
+        f"  removes/s over 1, 5, 15 min: {_rates(q.get('remove_rate'))}",
+    ])  # fmt: skip
 
 
 def _durability(member: dict[str, Any]) -> str:
@@ -336,7 +366,12 @@ def _named_queues(queues: Any) -> list[str]:
     lines = [f"queues: {len(queues)}"]
     for name, q in sorted(queues.items()):
         if isinstance(q, dict):
-            lines.append(f"  {name} ({q.get('structure')}): {q.get('size')}")
+            lines.append(
+                f"  {name} ({q.get('structure')}): {q.get('size')} waiting; inserted "
+                f"{q.get('inserted', 0)}, removed {q.get('removed', 0)}; inserts/s "
+                f"{_rates(q.get('insert_rate'))}, removes/s {_rates(q.get('remove_rate'))} "
+                "(1, 5, 15 min)"
+            )
     return lines
 
 

@@ -29,8 +29,10 @@ from typing import Any
 
 import attrs
 
+from skueue.core.ops import QUEUES_MAX, queue_name_ok
 from skueue.runtime.address import Address, AddressError, parse_address
 from skueue.runtime.host import COUNTER_NAMES
+from skueue.runtime.queue_stats import COUNT_NAMES
 from skueue.wire.errors import RemoteProtocolError
 
 MEMBERS_MAX = 4096  # far above any cluster we run; bounds what a bad peer can make us hold
@@ -46,6 +48,7 @@ class Departure:
     process: str
     heir: str | None
     counters: dict[str, int]
+    queues: dict[str, dict[str, int]] = attrs.field(factory=dict)  # per queue (queue_stats)
 
 
 class Directory:
@@ -182,7 +185,28 @@ def parse_departure(frame: list[Any]) -> Departure:
         type(counters.get(k, 0)) is int and counters.get(k, 0) >= 0 for k in COUNTER_NAMES
     ):
         raise RemoteProtocolError("departed: counters must be non-negative integers")
-    return Departure(process, heir, {k: counters.get(k, 0) for k in COUNTER_NAMES})
+    return Departure(
+        process,
+        heir,
+        {k: counters.get(k, 0) for k in COUNTER_NAMES},
+        _queue_counts(counters.get("queues", {})),
+    )
+
+
+def _queue_counts(x: Any) -> dict[str, dict[str, int]]:
+    """A departed member's per-queue counts: at most QUEUES_MAX queues of valid names,
+    each with non-negative integer counts."""
+    if not isinstance(x, dict) or len(x) > QUEUES_MAX:
+        raise RemoteProtocolError(f"departed: queues must be a map of at most {QUEUES_MAX}")
+    out = {}
+    for name, counts in x.items():
+        if not queue_name_ok(name) or not isinstance(counts, dict):
+            raise RemoteProtocolError("departed: a queue's counts need its name and a map")
+        values = {k: counts.get(k, 0) for k in COUNT_NAMES}
+        if not all(type(v) is int and v >= 0 for v in values.values()):
+            raise RemoteProtocolError("departed: queue counts must be non-negative integers")
+        out[name] = values
+    return out
 
 
 def _process_id(x: Any) -> str:

@@ -23,6 +23,7 @@ from skueue.core.messages.stages import Message
 from skueue.core.ops import DEFAULT_QUEUE, Element, OpKind, Structure, insert_kind, remove_kind
 from skueue.core.process import Process
 from skueue.overlay.labels import Kind
+from skueue.runtime.queue_stats import QueueStats
 from skueue.runtime.retries import RetryKey, RetryWindow
 from skueue.wire.client_replies import REFUSED, TIMEOUT, Done, ErrorReply, Reply
 from skueue.wire.peer import encode_message
@@ -44,6 +45,7 @@ class Request:
     timed_out: bool = False
     key: RetryKey | None = None  # a request its client may send again (runtime/retries.py)
     refused: str | None = None  # why the anchor refused its queue (then nothing was done)
+    queue: str = DEFAULT_QUEUE
 
 
 @attrs.define
@@ -80,6 +82,7 @@ class Host:
         self.inherited: Counters = Counters()
         self.inherited_from: list[str] = []
         self.retry_window = retry_window or RetryWindow()
+        self.queue_stats = QueueStats()  # per queue, this daemon's clients' share
         self.retry_running: dict[RetryKey, Request] = {}
 
     @property
@@ -136,7 +139,10 @@ class Host:
         if not ops:
             self.client_frames.append((client, Done(rid, [])))
             return
-        request = Request(client, rid, ops[0][0].inserts, [None] * len(ops), len(ops), key=key)
+        request = Request(
+            client, rid, ops[0][0].inserts, [None] * len(ops), len(ops), key=key,
+            queue=queue or DEFAULT_QUEUE,
+        )  # fmt: skip
         if key is not None:
             self.retry_running[key] = request
         self.pending_requests[client] += 1
@@ -203,10 +209,16 @@ class Host:
             heapq.heappop(self.deadlines)  # no reason to wake up for it
         return max(0.0, self.deadlines[0][0] - now) if self.deadlines else math.inf
 
-    def inherit(self, process: str, counters: dict[str, int]) -> None:
+    def inherit(
+        self,
+        process: str,
+        counters: dict[str, int],
+        queues: dict[str, dict[str, int]] | None = None,
+    ) -> None:
         """A departed process named this one heir of its counters (stats stay whole)."""
         for name, value in counters.items():
             setattr(self.inherited, name, getattr(self.inherited, name) + value)
+        self.queue_stats.inherit(queues or {})
         self.inherited_from.append(process)
 
     # -- outputs ------------------------------------------------------------------------
@@ -235,12 +247,15 @@ class Host:
             request.refused = done.error
         elif request.inserts:
             self.counters.inserted += 1
+            self.queue_stats.count(request.queue, inserted=1)
             request.results[index] = [done.ord, done.position]
         else:
             if done.value is None:
                 self.counters.empty += 1
+                self.queue_stats.count(request.queue, empty=1)
             else:
                 self.counters.removed += 1
+                self.queue_stats.count(request.queue, removed=1)
             request.results[index] = [done.value, done.ord, done.position]
         request.remaining -= 1
         if request.remaining:

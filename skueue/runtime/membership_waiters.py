@@ -121,7 +121,7 @@ class MembershipWaiters(DaemonState):
             "departed",
             self.process_id,
             self.directory.heir(),
-            {k: counters[k] for k in COUNTER_NAMES},
+            {k: counters[k] for k in COUNTER_NAMES} | {"queues": self.host.queue_stats.counts()},
         ]
         self._send_control([(p, frame) for p in self.directory.others()])
 

@@ -97,6 +97,7 @@ class OwnerLoop(MembershipWaiters):
                     idle_delay = min(limits.idle_tick_max_ms / 1000, idle_delay * 2)
             host.client_frames.extend(self.stats.expired(now))
             host.expire(now, self._why_no_answer)
+            host.queue_stats.sample(now)
             self.membership_progress()
             if self.input_log is not None:
                 self.input_log.sync(now)  # before anything of this step goes out
@@ -303,7 +304,7 @@ class OwnerLoop(MembershipWaiters):
                     log.info("a member left the cluster", member=departure.process)
                     self.links.forget(departure.process)
                     if departure.heir == self.process_id:
-                        host.inherit(departure.process, departure.counters)
+                        host.inherit(departure.process, departure.counters, departure.queues)
 
     def _stats_ready(self) -> None:
         assert self.host is not None

@@ -13,6 +13,7 @@ from typing import Any
 import attrs
 
 from skueue.runtime.host import Host
+from skueue.runtime.queue_stats import merge
 from skueue.wire.client_replies import StatsReply
 
 
@@ -33,6 +34,7 @@ def local_stats(host: Host) -> dict[str, Any]:
             name: {"size": size, "structure": structure}
             for name, (size, structure) in core.queues.items()
         },
+        "queue_stats": host.queue_stats.as_dict(),
         # Counters include those inherited from processes that left, so that the
         # cluster's totals stay whole across leaves.
         **{k: v + getattr(host.inherited, k) for k, v in host.counters.as_dict().items()},
@@ -104,7 +106,7 @@ class StatsGathering:
         summary = {
             "processes": len(members) + len(g.waiting),
             "size": anchor.get("size") if anchor else None,
-            "queues": anchor.get("queues") if anchor else None,
+            "queues": _queues(anchor, members),
             # Why the size may be unknown: no answer came from the anchor's process, or
             # every member answered and the anchor is being handed over (update phase).
             "anchor": anchor.get("process") if anchor else None,
@@ -114,3 +116,19 @@ class StatsGathering:
             "down": {p: round(s, 1) for p, s in sorted(g.down.items()) if p in g.waiting},
         }
         return g.client, StatsReply(g.rid, summary)
+
+
+def _queues(anchor: dict[str, Any] | None, members: list[dict[str, Any]]) -> dict[str, Any]:
+    """Every queue: its structure and depth from the anchor (None while it is not heard
+    from), and its counts and rates added up over the members."""
+    counted = merge(m.get("queue_stats") or {} for m in members)
+    known = (anchor or {}).get("queues") or {}
+    out: dict[str, Any] = {}
+    for name in sorted(set(known) | set(counted)):
+        at_anchor = known.get(name) or {}
+        out[name] = {
+            "structure": at_anchor.get("structure"),
+            "size": at_anchor.get("size"),
+            **(counted.get(name) or merge([{name: {}}])[name]),
+        }
+    return out

@@ -6,6 +6,7 @@ error; ``skueue stats`` lists the queues.
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from collections.abc import Callable
@@ -45,6 +46,11 @@ async def test_a_workload_over_three_queues_is_linearizable_queue_by_queue(
     assert {n: v["size"] for n, v in stats["queues"].items()} == {
         "default": 0, "jobs": 0, "mail:eu": 0,
     }  # fmt: skip
+    # The members' counts add up to what the history holds, queue by queue.
+    for name, q in stats["queues"].items():
+        mine = [r for r in result.records if r.queue == name]
+        assert q["inserted"] == sum(1 for r in mine if r.inserts), name
+        assert q["removed"] == sum(1 for r in mine if not r.inserts and r.value), name
 
 
 @pytest.mark.trio
@@ -95,6 +101,17 @@ def test_the_cli_names_queues_and_stats_lists_them(skueued_cluster: StartCluster
     stats = cli("stats")
     assert stats.returncode == 0, stats.stderr
     assert "queues: 3" in stats.stdout
-    assert "  jobs (queue): 1" in stats.stdout and "  undo (stack): 1" in stats.stdout
+    assert "  jobs (queue): 1 waiting; inserted 2, removed 1;" in stats.stdout, stats.stdout
+    assert "  undo (stack): 1 waiting; inserted 2, removed 1;" in stats.stdout, stats.stdout
+    one = cli("stats", "jobs", "--json")
+    assert one.returncode == 0, one.stderr
+    jobs = json.loads(one.stdout)
+    assert (jobs["queue"], jobs["structure"], jobs["size"]) == ("jobs", "queue", 1)
+    assert (jobs["inserted"], jobs["removed"], jobs["empty"]) == (2, 1, 0)
+    assert len(jobs["insert_rate"]) == len(jobs["remove_rate"]) == 3
+    text = cli("stats", "jobs")
+    assert text.stdout.startswith("queue jobs (queue)\n  waiting: 1\n"), text.stdout
+    missing = cli("stats", "nosuch")
+    assert missing.returncode == 1 and "no queue 'nosuch'" in missing.stderr
     got = cli("dequeue")
     assert (got.returncode, got.stdout) == (0, "top\n")
