@@ -146,6 +146,14 @@ def add_parsers(sub: Any) -> None:
     p.add_argument(
         "-n", "--count", type=positive_int, default=1, metavar="N", help="elements to remove"
     )
+    p.add_argument(
+        "-w",
+        "--wait",
+        type=positive_float,
+        default=None,
+        metavar="SECONDS",
+        help="when the queue is empty, wait up to this long for an element (like BLPOP)",
+    )
     mode = p.add_mutually_exclusive_group()
     mode.add_argument(
         "-0",
@@ -263,7 +271,9 @@ def run_enqueue(args: argparse.Namespace) -> int:
 
 def run_dequeue(args: argparse.Namespace) -> int:
     async def body(q: Client) -> list[bytes]:
-        return await q.dequeue_many(args.count, queue=args.queue, structure=args.structure)
+        return await q.dequeue_many(
+            args.count, queue=args.queue, structure=args.structure, wait=args.wait
+        )
 
     got = with_client("skueue dequeue", args, body)
     out = sys.stdout.buffer

@@ -51,6 +51,7 @@ from skueue.core.ops import queue_name_problem
 from skueue.runtime.limits import Limits
 from skueue.wire.client_protocol import (
     PROTOCOL_VERSION,
+    WAIT_MS_MAX,
     ClientHello,
     ClientRequest,
     InsertRequest,
@@ -194,9 +195,11 @@ class Client:
         return (await self.insert([value], queue=queue, structure=structure))[0]
 
     async def dequeue(
-        self, *, queue: str | None = None, structure: str | None = None
+        self, *, queue: str | None = None, structure: str | None = None, wait: float | None = None
     ) -> bytes | None:
-        return (await self.remove(1, queue=queue, structure=structure))[0].value
+        """The oldest element (a stack: the newest), or None if there is none; with
+        ``wait`` (seconds), wait up to that long for one, like Redis's BLPOP."""
+        return (await self.remove(1, queue=queue, structure=structure, wait=wait))[0].value
 
     async def enqueue_many(
         self, values: Sequence[bytes], *, queue: str | None = None, structure: str | None = None
@@ -204,14 +207,20 @@ class Client:
         return await self.insert(values, queue=queue, structure=structure)
 
     async def dequeue_many(
-        self, count: int, *, queue: str | None = None, structure: str | None = None
+        self,
+        count: int,
+        *,
+        queue: str | None = None,
+        structure: str | None = None,
+        wait: float | None = None,
     ) -> list[bytes]:
         """Up to ``count`` elements, oldest first (a stack: newest first); fewer when the
-        structure ran empty.  :meth:`remove` keeps the empty results and the positions."""
+        structure ran empty.  With ``wait``, an empty queue is waited on up to that long
+        for at least one element.  :meth:`remove` keeps the empty results and positions."""
         target = _target(queue, structure)
         return [
             r.value
-            for r in await self._remove(count, target, stop_when_empty=True)
+            for r in await self._remove(count, target, stop_when_empty=True, wait=wait)
             if r.value is not None
         ]
 
@@ -233,11 +242,20 @@ class Client:
         return out
 
     async def remove(
-        self, count: int, *, queue: str | None = None, structure: str | None = None
+        self,
+        count: int,
+        *,
+        queue: str | None = None,
+        structure: str | None = None,
+        wait: float | None = None,
     ) -> list[Removed]:
         """Perform ``count`` removals; one :class:`Removed` per removal, in order, its
-        ``value`` None where the structure was empty."""
-        return await self._remove(count, _target(queue, structure), stop_when_empty=False)
+        ``value`` None where the structure was empty.  With ``wait`` (seconds), a
+        request that finds the queue empty waits up to that long until it gets at least
+        one element: the daemon tries again in its own cycles, and the result is one
+        operation per removal, as if it had come at the end."""
+        target = _target(queue, structure)
+        return await self._remove(count, target, stop_when_empty=False, wait=wait)
 
     async def stats(self) -> dict[str, Any]:
         stats: dict[str, Any] = await self._request(StatsRequest(0))
@@ -284,14 +302,22 @@ class Client:
         return chunks
 
     async def _remove(
-        self, count: int, target: tuple[str | None, bool | None], *, stop_when_empty: bool
+        self,
+        count: int,
+        target: tuple[str | None, bool | None],
+        *,
+        stop_when_empty: bool,
+        wait: float | None = None,
     ) -> list[Removed]:
         if not isinstance(count, int) or isinstance(count, bool) or count < 0:
             raise ValueError(f"count must be a non-negative integer, not {count!r}")
+        wait_ms = _wait_ms(wait)
         out: list[Removed] = []
         while len(out) < count:
             n = min(self.remove_count_max, count - len(out))
-            results = await self._request(RemoveRequest(0, n, *target))
+            request = RemoveRequest(0, n, *target, wait_ms=wait_ms)
+            results = await self._request(request, (wait_ms or 0) / 1000)
+            wait_ms = None  # only the first request waits: then the call has its element
             batch = [Removed(r[0], r[1], r[2]) for r in results]
             out.extend(batch)
             if stop_when_empty and any(r.value is None for r in batch):
@@ -300,7 +326,7 @@ class Client:
 
     # -- plumbing ---------------------------------------------------------------------
 
-    async def _request(self, request: ClientRequest) -> Any:
+    async def _request(self, request: ClientRequest, waits_s: float = 0.0) -> Any:
         """Send one request and wait for its results (the pieces concatenated), or the
         stats object; raise the error the daemon answered with, or RequestTimeout."""
         if self._broken is not None:
@@ -311,7 +337,7 @@ class Client:
         waiter = _Waiter(pack(attrs.evolve(request, rid=rid).frame()), retry)
         self._waiting[rid] = waiter
         try:
-            with anyio.move_on_after(self.request_timeout_s + REPLY_GRACE_S):
+            with anyio.move_on_after(self.request_timeout_s + waits_s + REPLY_GRACE_S):
                 await self._send(waiter)
                 await waiter.done.wait()
         finally:
@@ -529,6 +555,17 @@ async def connect(
             await anyio.aclose_forcefully(client._stream)
 
 
+def _wait_ms(wait: float | None) -> int | None:
+    """A blocking remove's wait for the wire, in milliseconds (at least 1)."""
+    if wait is None:
+        return None
+    if isinstance(wait, bool) or not isinstance(wait, int | float) or not wait > 0:
+        raise ValueError(f"wait must be a positive number of seconds, not {wait!r}")
+    if wait * 1000 > WAIT_MS_MAX:
+        raise RequestRejected(f"wait={wait} s is over the limit of {WAIT_MS_MAX // 1000} s")
+    return max(1, round(wait * 1000))
+
+
 def _target(queue: str | None, structure: str | None) -> tuple[str | None, bool | None]:
     """The wire's (queue, stack) for the API's arguments; a bad one raises at once."""
     if queue is not None:
@@ -585,8 +622,11 @@ class BlockingClient:
         return self._portal.call(partial(self._client.enqueue, value, queue=queue,
                                          structure=structure))  # fmt: skip
 
-    def dequeue(self, *, queue: str | None = None, structure: str | None = None) -> bytes | None:
-        return self._portal.call(partial(self._client.dequeue, queue=queue, structure=structure))
+    def dequeue(
+        self, *, queue: str | None = None, structure: str | None = None, wait: float | None = None
+    ) -> bytes | None:
+        return self._portal.call(partial(self._client.dequeue, queue=queue, structure=structure,
+                                         wait=wait))  # fmt: skip
 
     def enqueue_many(
         self, values: Sequence[bytes], *, queue: str | None = None, structure: str | None = None
@@ -595,10 +635,15 @@ class BlockingClient:
                                          structure=structure))  # fmt: skip
 
     def dequeue_many(
-        self, count: int, *, queue: str | None = None, structure: str | None = None
+        self,
+        count: int,
+        *,
+        queue: str | None = None,
+        structure: str | None = None,
+        wait: float | None = None,
     ) -> list[bytes]:
         return self._portal.call(partial(self._client.dequeue_many, count, queue=queue,
-                                         structure=structure))  # fmt: skip
+                                         structure=structure, wait=wait))  # fmt: skip
 
     def insert(
         self, values: Sequence[bytes], *, queue: str | None = None, structure: str | None = None
@@ -607,10 +652,15 @@ class BlockingClient:
                                          structure=structure))  # fmt: skip
 
     def remove(
-        self, count: int, *, queue: str | None = None, structure: str | None = None
+        self,
+        count: int,
+        *,
+        queue: str | None = None,
+        structure: str | None = None,
+        wait: float | None = None,
     ) -> list[Removed]:
         return self._portal.call(partial(self._client.remove, count, queue=queue,
-                                         structure=structure))  # fmt: skip
+                                         structure=structure, wait=wait))  # fmt: skip
 
     def stats(self) -> dict[str, Any]:
         return self._portal.call(self._client.stats)

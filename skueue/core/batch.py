@@ -137,6 +137,7 @@ class Batches:
     joins: int = 0
     leaves: int = 0
     nodes: int = 0
+    patient: int = 0  # of the operations, blocking dequeues' attempts (they hurry no one)
 
     def combine(self, other: Batches) -> Batches:
         return Batches(
@@ -144,6 +145,7 @@ class Batches:
             self.joins + other.joins,
             self.leaves + other.leaves,
             self.nodes + other.nodes,
+            self.patient + other.patient,
         )
 
     @property
@@ -153,6 +155,12 @@ class Batches:
     @property
     def is_empty(self) -> bool:
         return not self.operations and not self.joins and not self.leaves
+
+    @property
+    def urgent(self) -> bool:
+        """Something in it should not wait for the idle pace: an operation that is not
+        a blocking dequeue's attempt, or a join or leave."""
+        return self.operations > self.patient or bool(self.joins or self.leaves)
 
     @property
     def runs(self) -> int:
@@ -185,6 +193,8 @@ def batches_problem(b: Batches) -> str | None:
     """What is wrong with a cycle's batches a peer sent, or None."""
     if not all(0 <= x <= COUNTER_MAX for x in (b.joins, b.leaves, b.nodes)):
         return "a membership counter is out of range"
+    if not 0 <= b.patient <= b.operations:
+        return "more patient operations than operations"
     keys = [key for key, _ in b.sections]
     if any(x >= y for x, y in itertools.pairwise(keys)):
         return "the queues are not in order, or one comes twice"

@@ -126,6 +126,7 @@ class OwnBuffers:
 
     queues: dict[QueueKey, OwnBuffer] = field(default_factory=dict)
     ops: list[Op] = field(default_factory=list)  # all of them, in issue order
+    patient: int = 0  # how many of them are blocking dequeues' attempts
 
     def __len__(self) -> int:
         return len(self.ops)
@@ -137,6 +138,12 @@ class OwnBuffers:
             buffer = self.queues[key] = OwnBuffer(Structure.STACK if key[1] else Structure.QUEUE)
         buffer.add(op)
         self.ops.append(op)
+        self.patient += op.patient
+
+    @property
+    def urgent(self) -> bool:
+        """An operation here should not wait for the idle pace."""
+        return len(self.ops) > self.patient
 
     def sections(self) -> tuple[Section, ...]:
         return tuple(sorted((key, buffer.batch()) for key, buffer in self.queues.items()))

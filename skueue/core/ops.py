@@ -101,6 +101,10 @@ class Op:
     kind: OpKind
     value: Element | None = None
     queue: str = DEFAULT_QUEUE
+    # A blocking dequeue's attempt: it rides the tree's cycles as they come and never
+    # hurries them (an idle tree turns at the driver's idle pace), so consumers that
+    # wait on an empty queue cost no more than an idle cluster.
+    patient: bool = False
 
     @property
     def key(self) -> tuple[str, bool]:

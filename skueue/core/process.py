@@ -180,10 +180,14 @@ class Process:
         return any(n.member.leave is not None for n in self.nodes.values())
 
     def new_op(
-        self, kind: OpKind, value: Element | None = None, queue: str = DEFAULT_QUEUE
+        self,
+        kind: OpKind,
+        value: Element | None = None,
+        queue: str = DEFAULT_QUEUE,
+        patient: bool = False,
     ) -> Op:
         """Build the next operation of this process (op ids follow issue order)."""
-        op = Op(self.next_op_id, kind, value, queue)
+        op = Op(self.next_op_id, kind, value, queue, patient)
         self.next_op_id += 1
         return op
 

@@ -46,6 +46,12 @@ class Request:
     key: RetryKey | None = None  # a request its client may send again (runtime/retries.py)
     refused: str | None = None  # why the anchor refused its queue (then nothing was done)
     queue: str = DEFAULT_QUEUE
+    kind: OpKind | None = None  # the operations' kind
+    number: int = -1  # its first operation's id: unique in the process, the same in a replay
+    # A blocking remove (``wait``): an empty attempt goes again, as a patient operation,
+    # until an element came or the wait ended (:meth:`Host.end_wait`, logged).
+    waiting: bool = False
+    got: bool = False
 
 
 @attrs.define
@@ -83,6 +89,9 @@ class Host:
         self.inherited_from: list[str] = []
         self.retry_window = retry_window or RetryWindow()
         self.queue_stats = QueueStats()  # per queue, this daemon's clients' share
+        # Blocking removes still waiting, by number, and when their waits end.
+        self.waits: dict[int, Request] = {}
+        self.wait_ends: list[tuple[float, int]] = []
         self.retry_running: dict[RetryKey, Request] = {}
 
     @property
@@ -116,9 +125,12 @@ class Host:
         key: RetryKey | None = None,
         queue: str | None = None,
         stack: bool | None = None,
+        wait_until: float | None = None,
     ) -> None:
+        """``wait_until`` (driver time; ``math.inf`` until a logged end): a blocking
+        remove, answered once an element came or the wait ended."""
         kind = remove_kind(self._structure(stack))
-        self._submit(client, rid, [(kind, None)] * count, deadline, key, queue)
+        self._submit(client, rid, [(kind, None)] * count, deadline, key, queue, wait_until)
 
     def _structure(self, stack: bool | None) -> Structure:
         if stack is None:
@@ -133,6 +145,7 @@ class Host:
         deadline: float,
         key: RetryKey | None = None,
         queue: str | None = None,
+        wait_until: float | None = None,
     ) -> None:
         if key is not None and self._retried(client, rid, key, deadline):
             return
@@ -141,15 +154,20 @@ class Host:
             return
         request = Request(
             client, rid, ops[0][0].inserts, [None] * len(ops), len(ops), key=key,
-            queue=queue or DEFAULT_QUEUE,
+            queue=queue or DEFAULT_QUEUE, kind=ops[0][0], number=self.process.next_op_id,
+            waiting=wait_until is not None,
         )  # fmt: skip
+        if wait_until is not None:
+            self.waits[request.number] = request
+            if wait_until < math.inf:
+                heapq.heappush(self.wait_ends, (wait_until, request.number))
         if key is not None:
             self.retry_running[key] = request
         self.pending_requests[client] += 1
         self._expires(request, deadline)
         submitted = []
         for index, (kind, value) in enumerate(ops):
-            op = self.process.new_op(kind, value, queue or DEFAULT_QUEUE)
+            op = self.process.new_op(kind, value, request.queue, request.waiting)
             self.ops[op.op_id] = (request, index)
             submitted.append(op)
         self._apply(self.process.submit_all(submitted))
@@ -207,7 +225,10 @@ class Host:
     def seconds_to_deadline(self, now: float) -> float:
         while self.deadlines and _answered(self.deadlines[0][2]):
             heapq.heappop(self.deadlines)  # no reason to wake up for it
-        return max(0.0, self.deadlines[0][0] - now) if self.deadlines else math.inf
+        soonest = self.deadlines[0][0] if self.deadlines else math.inf
+        if self.wait_ends:
+            soonest = min(soonest, self.wait_ends[0][0])
+        return max(0.0, soonest - now) if soonest < math.inf else math.inf
 
     def inherit(
         self,
@@ -250,10 +271,14 @@ class Host:
             self.queue_stats.count(request.queue, inserted=1)
             request.results[index] = [done.ord, done.position]
         else:
+            if done.value is None and request.waiting and not request.got:
+                self._try_again(request, index)
+                return
             if done.value is None:
                 self.counters.empty += 1
                 self.queue_stats.count(request.queue, empty=1)
             else:
+                request.got = True
                 self.counters.removed += 1
                 self.queue_stats.count(request.queue, removed=1)
             request.results[index] = [done.value, done.ord, done.position]
@@ -278,6 +303,30 @@ class Host:
             self.counters.dropped_results += removed
         if delivered:
             self.client_frames.append((request.client, Done(request.rid, request.results)))
+
+    def _try_again(self, request: Request, index: int) -> None:
+        """A blocking remove's attempt found the queue empty: the same again, in a later
+        cycle (patient: it does not make the tree hurry)."""
+        assert request.kind is not None
+        op = self.process.new_op(request.kind, None, request.queue, patient=True)
+        self.ops[op.op_id] = (request, index)
+        self._apply(self.process.submit(op))
+
+    def end_wait(self, number: int) -> None:
+        """The wait of blocking remove ``number`` is over: its next empty attempt is its
+        answer.  (An input: the owner logs it, the replay applies it where it was.)"""
+        request = self.waits.pop(number, None)
+        if request is not None:
+            request.waiting = False
+
+    def waits_ended(self, now: float) -> list[int]:
+        """The blocking removes whose wait ended by ``now`` (to log, then end)."""
+        out = []
+        while self.wait_ends and self.wait_ends[0][0] <= now:
+            _, number = heapq.heappop(self.wait_ends)
+            if number in self.waits:
+                out.append(number)
+        return out
 
     def _settle_client(self, client: int) -> None:
         """One request of ``client`` is no longer its to wait for."""

@@ -97,6 +97,9 @@ class OwnerLoop(MembershipWaiters):
                     idle_delay = min(limits.idle_tick_max_ms / 1000, idle_delay * 2)
             host.client_frames.extend(self.stats.expired(now))
             host.expire(now, self._why_no_answer)
+            for number in host.waits_ended(now):
+                self._log(["w", number])
+                host.end_wait(number)
             host.queue_stats.sample(now)
             self.membership_progress()
             if self.input_log is not None:
@@ -244,11 +247,15 @@ class OwnerLoop(MembershipWaiters):
                     deadline, key = self._deadline(client), self._retry_key(client, rid)
                     self._log(["i", key and key[0], rid, list(values), queue, stack])
                     host.insert(client, rid, list(values), deadline, key, queue, stack)
-            case RemoveRequest(rid=rid, count=count, queue=queue, stack=stack):
+            case RemoveRequest(rid=rid, count=count, queue=queue, stack=stack, wait_ms=wait_ms):
                 if not self._refuse_while_leaving(client, rid):
                     deadline, key = self._deadline(client), self._retry_key(client, rid)
-                    self._log(["r", key and key[0], rid, count, queue, stack])
-                    host.remove(client, rid, count, deadline, key, queue, stack)
+                    wait_until = None
+                    if wait_ms is not None:  # a blocking remove: its time out starts later
+                        wait_until = trio.current_time() + wait_ms / 1000
+                        deadline += wait_ms / 1000
+                    self._log(["r", key and key[0], rid, count, queue, stack, wait_ms])
+                    host.remove(client, rid, count, deadline, key, queue, stack, wait_until)
             case LeaveRequest(rid=rid):
                 self._leave(client, rid)
             case JoinClusterRequest(rid=rid, seed=seed):

@@ -13,6 +13,7 @@ the ones they already took.
 from __future__ import annotations
 
 import contextlib
+import math
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -82,10 +83,15 @@ class Replay(OwnerLoop):
                         key = None if session is None else (session, rid)
                         host.insert(RESTORED, rid, values, key=key, queue=queue, stack=stack)
                         host.client_gone(RESTORED)
-                    case ["r", session, rid, count, queue, stack]:
+                    case ["r", session, rid, count, queue, stack, wait_ms]:
                         key = None if session is None else (session, rid)
-                        host.remove(RESTORED, rid, count, key=key, queue=queue, stack=stack)
+                        # A wait ends where the log says (a "w" record), not by a clock.
+                        until = None if wait_ms is None else math.inf
+                        host.remove(RESTORED, rid, count, key=key, queue=queue, stack=stack,
+                                    wait_until=until)  # fmt: skip
                         host.client_gone(RESTORED)
+                    case ["w", number]:
+                        host.end_wait(number)
                     case ["p", peer, number, kind, encoded]:
                         handled[peer] = number
                         # One refused the first time is refused again (its link was dropped).
@@ -114,6 +120,11 @@ class Replay(OwnerLoop):
                                           f"{record!r:.80}")
         finally:
             self.replaying = False
+        # The waits of the last life's blocking removes end now: their clients are gone.
+        # Logged, like every end of a wait, so that a later replay ends them here too.
+        for number in sorted(host.waits):
+            self._log(["w", number])
+            host.end_wait(number)
         for peer, number in handled.items():
             inbound = self.inbound.setdefault(peer, Inbound())
             inbound.accepted = inbound.handled = inbound.acked = number

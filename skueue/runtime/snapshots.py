@@ -76,6 +76,7 @@ def restore(file: BinaryIO, store: SnapshotEntryStore | None) -> DaemonSnapshot:
     host.pending_requests = Counter({RESTORED: len(requests)}) if requests else Counter()
     host.gone_clients = {RESTORED} if requests else set()
     host.deadlines = []
+    host.wait_ends = []  # the last life's clock; its waits end after the replay
     return snapshot
 
 

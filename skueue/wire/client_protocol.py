@@ -174,9 +174,17 @@ class RemoveRequest:
     count: int
     queue: str | None = None
     stack: bool | None = None
+    wait_ms: int | None = None  # a blocking remove: wait up to this long for an element
 
     def frame(self) -> list[Any]:
-        return ["remove", self.rid, self.count, *_queue_options(self.queue, self.stack)]
+        options = _queue_options(self.queue, self.stack)
+        if self.wait_ms is not None:
+            options = [{**(options[0] if options else {}), "wait_ms": self.wait_ms}]
+        return ["remove", self.rid, self.count, *options]
+
+
+WAIT_MS_MAX = 3_600_000
+"""The longest a blocking remove may wait: an hour (a client that wants longer asks again)."""
 
 
 def _parse_queue(
@@ -186,8 +194,10 @@ def _parse_queue(
     if len(frame) < 4:
         return None, None
     options = frame[3]
-    if not isinstance(options, dict) or not set(options) <= {"queue", "stack"}:
-        raise RemoteProtocolError(f'{kind}: the 4th field is a map of "queue" and "stack"')
+    allowed = {"queue", "stack", "wait_ms"} if kind == "remove" else {"queue", "stack"}
+    if not isinstance(options, dict) or not set(options) <= allowed:
+        names = ", ".join(f'"{a}"' for a in sorted(allowed))
+        raise RemoteProtocolError(f"{kind}: the 4th field is a map of {names}")
     stack = options.get("stack")
     if stack is not None and type(stack) is not bool:
         raise RemoteProtocolError(f"{kind}: stack must be true or false")
@@ -251,9 +261,18 @@ def parse_request(frame: Any, limits: RequestLimits) -> ClientRequest | ErrorRep
         if isinstance(target, ErrorReply):
             return target
         request = _parse_operations(kind, rid, frame[2], limits)
-        if isinstance(request, ErrorReply) or target == (None, None):
+        if isinstance(request, ErrorReply):
             return request
-        return attrs.evolve(request, queue=target[0], stack=target[1])
+        if target != (None, None):
+            request = attrs.evolve(request, queue=target[0], stack=target[1])
+        if isinstance(request, RemoveRequest) and len(frame) == 4 and "wait_ms" in frame[3]:
+            wait_ms = frame[3]["wait_ms"]
+            if type(wait_ms) is not int or not 0 < wait_ms <= WAIT_MS_MAX:
+                return ErrorReply(
+                    rid, f"remove: wait_ms must be an integer from 1 to {WAIT_MS_MAX}", INVALID
+                )
+            request = attrs.evolve(request, wait_ms=wait_ms)
+        return request
     if kind == "stats" and len(frame) == 2:
         return StatsRequest(rid)
     if kind == "leave" and len(frame) == 2:

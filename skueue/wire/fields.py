@@ -84,18 +84,18 @@ def _runs(counts: Any, slots: Any) -> Batch:
 
 def encode_batch(b: Batches) -> list[Any]:
     sections = [[name, stack, list(r.counts), list(r.slots)] for (name, stack), r in b.sections]
-    return [sections, b.joins, b.leaves, b.nodes]
+    return [sections, b.joins, b.leaves, b.nodes, b.patient]
 
 
 def decode_batch(x: Any) -> Batches:
-    sections, joins, leaves, nodes = _list(x, "batches", 4)
+    sections, joins, leaves, nodes, patient = _list(x, "batches", 5)
     decoded = []
     for section in _list(sections, "batches"):
         name, stack, counts, slots = _list(section, "batch", 4)
         key = (queue_name(name, "batch queue"), _bool(stack, "batch stack"))
         decoded.append((key, _runs(counts, slots)))
     return Batches(tuple(decoded), _int(joins, "joins"), _int(leaves, "leaves"),
-                   _int(nodes, "nodes"))  # fmt: skip
+                   _int(nodes, "nodes"), _int(patient, "patient"))  # fmt: skip
 
 
 def encode_grant(g: RunGrant) -> list[int]:

@@ -13,6 +13,7 @@ from collections.abc import Callable
 
 import anyio
 import pytest
+import trio
 
 import skueue.client.api
 from skueue.client.errors import RequestRejected
@@ -115,3 +116,39 @@ def test_the_cli_names_queues_and_stats_lists_them(skueued_cluster: StartCluster
     assert missing.returncode == 1 and "no queue 'nosuch'" in missing.stderr
     got = cli("dequeue")
     assert (got.returncode, got.stdout) == (0, "top\n")
+
+
+@pytest.mark.trio
+async def test_a_blocking_dequeue_waits_for_an_enqueue_on_another_daemon(
+    skueued_cluster: StartCluster,
+) -> None:
+    """Issue 12, item 4: no polling loop; the daemon answers when the element comes."""
+    cluster = skueued_cluster(3, "queue")
+    a, b = cluster.addresses[0], cluster.addresses[2]
+    got: list[bytes | None] = []
+    async with skueue.client.api.connect(a) as consumer, skueue.client.api.connect(b) as producer:
+
+        async def consume() -> None:
+            got.append(await consumer.dequeue(queue="work", wait=30))
+
+        started = trio.current_time()
+        async with trio.open_nursery() as n:
+            n.start_soon(consume)
+            await trio.sleep(0.5)
+            assert got == []  # still waiting: nothing was there
+            await producer.enqueue(b"late", queue="work")
+        assert got == [b"late"]
+        assert trio.current_time() - started < 15  # woken by the element, not the wait's end
+        assert await consumer.dequeue(queue="work", wait=0.3) is None  # a wait that ends
+        stats = await producer.stats()
+    assert (stats["queues"]["work"]["removed"], stats["queues"]["work"]["empty"]) == (1, 1)
+
+
+def test_the_cli_waits_with_wait_and_says_when_it_ran_empty(skueued_cluster: StartCluster) -> None:
+    cluster = skueued_cluster(1, "queue")
+    got = subprocess.run(
+        [sys.executable, "-m", "skueue.cli.skueue", "dequeue", "-q", "idle", "--wait", "0.4",
+         "--node", cluster.addresses[0]],
+        capture_output=True, text=True, timeout=CLI_TIMEOUT_S, check=False,
+    )  # fmt: skip
+    assert got.returncode == 3 and "empty" in got.stderr, (got.returncode, got.stderr)

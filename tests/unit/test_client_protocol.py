@@ -47,6 +47,7 @@ LIMITS = Limits(ops_per_request_max=3, value_bytes_max=4)
         (["insert", 0, [b"a"], {"stack": True}], InsertRequest(0, [b"a"], None, True)),
         (["remove", 5, 2, {"queue": "u:1", "stack": False}], RemoveRequest(5, 2, "u:1", False)),
         (["remove", 5, 2, {}], RemoveRequest(5, 2)),
+        (["remove", 5, 1, {"wait_ms": 2500}], RemoveRequest(5, 1, wait_ms=2500)),
         (["stats", 6], StatsRequest(6)),
     ],
 )
@@ -78,8 +79,10 @@ def test_valid_requests_parse(frame: list[Any], expected: Any) -> None:
         (["insert", 1, [bytearray(b"a")]], "values must be bytes"),
         (["insert", 1, [[b"a"]]], "values must be bytes"),
         (["insert", 1], "unknown request 'insert' with 2 fields"),
-        (["insert", 1, [b"a"], 0], 'the 4th field is a map of "queue" and "stack"'),
-        (["insert", 1, [b"a"], {"name": "q"}], 'the 4th field is a map of "queue" and "stack"'),
+        (["insert", 1, [b"a"], 0], 'the 4th field is a map of "queue", "stack"'),
+        (["insert", 1, [b"a"], {"name": "q"}], 'the 4th field is a map of "queue", "stack"'),
+        (["insert", 1, [b"a"], {"wait_ms": 5}], 'the 4th field is a map of "queue", "stack"'),
+        (["remove", 1, 1, {"name": "q"}], 'a map of "queue", "stack", "wait_ms"'),
         (["insert", 1, [b"a"], {"stack": 1}], "stack must be true or false"),
         (["remove", 1, 1, {"stack": "yes"}], "stack must be true or false"),
         (["insert", 1, [b"a"], {}, 0], "unknown request 'insert' with 5 fields"),
@@ -378,7 +381,15 @@ def test_requests_with_a_queue_round_trip() -> None:
         InsertRequest(3, [b"x", b"y"], "jobs", True),
         InsertRequest(3, [b"x"], None, False),
         RemoveRequest(4, 2, "mail.eu", None),
+        RemoveRequest(4, 1, "mail.eu", None, 30_000),
+        RemoveRequest(4, 1, wait_ms=1),
         RemoveRequest(4, 2),
     ):
         assert parse_request(request.frame(), LIMITS) == request
     assert InsertRequest(3, [b"x"]).frame() == ["insert", 3, [b"x"]]  # as version 1 had it
+
+
+@pytest.mark.parametrize("wait_ms", [0, -1, 3_600_001, 1.5, True, "5"])
+def test_a_bad_wait_is_answered_and_the_connection_serves_on(wait_ms: Any) -> None:
+    reply = parse_request(["remove", 9, 1, {"wait_ms": wait_ms}], LIMITS)
+    assert isinstance(reply, ErrorReply) and reply.code == "invalid" and "wait_ms" in reply.message

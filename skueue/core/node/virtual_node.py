@@ -111,11 +111,13 @@ class VirtualNode(NodeState):
 
     def own_batch(self) -> Batches:
         """The own buffer's batches plus this node's membership counters (SPEC §8)."""
+        own = self.batching.own
         return Batches(
-            self.batching.own.sections(),
+            own.sections(),
             membership.join_report(self),
             membership.leave_report(self),
             1 if self.ring.mode is Mode.MEMBER else 0,
+            own.patient,
         )
 
     def handle(self, message: Message | MembershipMessage) -> list[Effect]:

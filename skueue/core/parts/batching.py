@@ -47,8 +47,8 @@ class InFlight:
         return self.served and not self.outstanding and not self.holds
 
     def empty(self) -> bool:
-        """No operation in this batch: its parent may not know anybody waits."""
-        return all(b.is_empty for _, b in self.layout)
+        """Nothing urgent in this batch: its parent may not know anybody waits."""
+        return not any(b.urgent for _, b in self.layout)
 
 
 @dataclass(slots=True)
@@ -213,5 +213,6 @@ class Batching:
     # -- queries ----------------------------------------------------------------------
 
     def has_operations(self) -> bool:
-        """Own operations or a child's non-empty batch wait for the next batch."""
-        return len(self.own) > 0 or any(not b.is_empty for b in self.child_batches.values())
+        """Own operations or a child's batch wait for the next batch, and not only
+        blocking dequeues' attempts (those ride the cycles as they come)."""
+        return self.own.urgent or any(b.urgent for b in self.child_batches.values())
