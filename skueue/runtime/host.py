@@ -319,6 +319,11 @@ class Host:
         if request is not None:
             request.waiting = False
 
+    def waits_of(self, client: int) -> list[int]:
+        """The blocking removes of ``client`` still waiting: when it goes away they must
+        end, or a later element would be taken for nobody."""
+        return sorted(n for n, r in self.waits.items() if r.client == client)
+
     def waits_ended(self, now: float) -> list[int]:
         """The blocking removes whose wait ended by ``now`` (to log, then end)."""
         out = []

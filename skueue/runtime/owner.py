@@ -183,6 +183,9 @@ class OwnerLoop(MembershipWaiters):
             case ClientInput(client=client, request=request):
                 self._request(client, request)
             case ClientGone(client=client):
+                for number in host.waits_of(client):  # nobody is left to wait for
+                    self._log(["w", number])
+                    host.end_wait(number)
                 host.client_gone(client)
             case JoinStart(seed=seed, client=client, rid=rid):
                 assert self.directory is not None

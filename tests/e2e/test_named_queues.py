@@ -152,3 +152,23 @@ def test_the_cli_waits_with_wait_and_says_when_it_ran_empty(skueued_cluster: Sta
         capture_output=True, text=True, timeout=CLI_TIMEOUT_S, check=False,
     )  # fmt: skip
     assert got.returncode == 3 and "empty" in got.stderr, (got.returncode, got.stderr)
+
+
+@pytest.mark.trio
+async def test_a_blocked_consumer_that_disconnects_takes_nothing_with_it(
+    skueued_cluster: StartCluster,
+) -> None:
+    """Its wait ends when its connection closes: the next element goes to a consumer
+    that is still there, not to an attempt nobody will read."""
+    cluster = skueued_cluster(2, "queue")
+    a, b = cluster.addresses
+    with trio.move_on_after(1.0):
+        async with skueue.client.api.connect(a, retry=False) as leaver:
+            await leaver.dequeue(queue="hand-off", wait=60)  # cancelled, then disconnected
+    await trio.sleep(0.3)  # the daemon notices the closed connection
+    async with skueue.client.api.connect(b) as producer, skueue.client.api.connect(a) as stayer:
+        await producer.enqueue(b"for-the-one-who-stayed", queue="hand-off")
+        assert await stayer.dequeue(queue="hand-off", wait=10) == b"for-the-one-who-stayed"
+    async with skueue.client.api.connect(a, admin=True) as admin:
+        stats = await admin.stats()
+    assert [m.get("dropped_results") for m in stats["members"]] == [0, 0]

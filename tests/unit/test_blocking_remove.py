@@ -83,3 +83,22 @@ def test_a_blocking_batch_answers_once_one_element_came() -> None:
     assert len(frames) == 1 and frames[0][1] == 2
     values = [r[0] for r in frames[0][2]]
     assert values.count(b"only") == 1 and values.count(None) == 2
+
+
+def test_the_wait_of_a_client_that_went_away_ends_and_takes_nothing_later() -> None:
+    """What the owner does when a blocked consumer's connection closes: end its waits
+    (logged), so that its attempt answers empty and the next element stays queued."""
+    host = one_process_host()
+    host.remove(client=1, rid=1, count=1, wait_until=WAITING)
+    host.remove(client=2, rid=1, count=1, wait_until=WAITING)
+    assert replies(host) == []
+    gone = host.waits_of(1)
+    assert len(gone) == 1 and host.waits_of(3) == []
+    for number in gone:
+        host.end_wait(number)
+    host.client_gone(1)
+    assert replies(host) == []  # answered empty, to nobody
+    host.insert(client=3, rid=5, values=[b"kept"])
+    frames = dict(replies(host))
+    assert frames[2][2][0][0] == b"kept"  # the consumer that stayed got it
+    assert host.counters.dropped_results == 0
