@@ -31,7 +31,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import ExitStack, asynccontextmanager
 from functools import partial
 from types import TracebackType
-from typing import Any
+from typing import Any, TypeVar
 
 import anyio
 import anyio.abc
@@ -75,6 +75,8 @@ FRAME_OVERHEAD_BYTES = 64
 VALUE_OVERHEAD_BYTES = 5
 # Room for a removed element's rank and position next to its value in a reply.
 RESULT_OVERHEAD_BYTES = 32
+
+T = TypeVar("T")
 
 
 @attrs.frozen
@@ -616,23 +618,24 @@ class BlockingClient:
     ) -> None:
         self.close()
 
+    def _run(self, method: Callable[..., Awaitable[T]], *args: Any, **kwargs: Any) -> T:
+        """Run one of the async client's calls on the connection's thread."""
+        return self._portal.call(partial(method, *args, **kwargs))
+
     def enqueue(
         self, value: bytes, *, queue: str | None = None, structure: str | None = None
     ) -> Inserted:
-        return self._portal.call(partial(self._client.enqueue, value, queue=queue,
-                                         structure=structure))  # fmt: skip
+        return self._run(self._client.enqueue, value, queue=queue, structure=structure)
 
     def dequeue(
         self, *, queue: str | None = None, structure: str | None = None, wait: float | None = None
     ) -> bytes | None:
-        return self._portal.call(partial(self._client.dequeue, queue=queue, structure=structure,
-                                         wait=wait))  # fmt: skip
+        return self._run(self._client.dequeue, queue=queue, structure=structure, wait=wait)
 
     def enqueue_many(
         self, values: Sequence[bytes], *, queue: str | None = None, structure: str | None = None
     ) -> list[Inserted]:
-        return self._portal.call(partial(self._client.enqueue_many, values, queue=queue,
-                                         structure=structure))  # fmt: skip
+        return self._run(self._client.enqueue_many, values, queue=queue, structure=structure)
 
     def dequeue_many(
         self,
@@ -642,14 +645,14 @@ class BlockingClient:
         structure: str | None = None,
         wait: float | None = None,
     ) -> list[bytes]:
-        return self._portal.call(partial(self._client.dequeue_many, count, queue=queue,
-                                         structure=structure, wait=wait))  # fmt: skip
+        return self._run(
+            self._client.dequeue_many, count, queue=queue, structure=structure, wait=wait
+        )
 
     def insert(
         self, values: Sequence[bytes], *, queue: str | None = None, structure: str | None = None
     ) -> list[Inserted]:
-        return self._portal.call(partial(self._client.insert, values, queue=queue,
-                                         structure=structure))  # fmt: skip
+        return self._run(self._client.insert, values, queue=queue, structure=structure)
 
     def remove(
         self,
@@ -659,8 +662,7 @@ class BlockingClient:
         structure: str | None = None,
         wait: float | None = None,
     ) -> list[Removed]:
-        return self._portal.call(partial(self._client.remove, count, queue=queue,
-                                         structure=structure, wait=wait))  # fmt: skip
+        return self._run(self._client.remove, count, queue=queue, structure=structure, wait=wait)
 
     def stats(self) -> dict[str, Any]:
         return self._portal.call(self._client.stats)

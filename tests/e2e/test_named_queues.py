@@ -172,3 +172,13 @@ async def test_a_blocked_consumer_that_disconnects_takes_nothing_with_it(
     async with skueue.client.api.connect(a, admin=True) as admin:
         stats = await admin.stats()
     assert [m.get("dropped_results") for m in stats["members"]] == [0, 0]
+
+
+def test_the_blocking_client_names_queues_and_waits(skueued_cluster: StartCluster) -> None:
+    cluster = skueued_cluster(1, "queue")
+    with skueue.client.api.connect_blocking(cluster.addresses[0]) as q:
+        q.enqueue_many([b"1", b"2"], queue="sync", structure="stack")
+        assert q.insert([b"3"], queue="sync", structure="stack")[0].position == 3
+        assert q.dequeue(queue="sync", structure="stack", wait=1) == b"3"
+        assert q.dequeue_many(5, queue="sync", structure="stack", wait=0.2) == [b"2", b"1"]
+        assert [r.value for r in q.remove(1, queue="sync", structure="stack", wait=0.2)] == [None]
