@@ -40,6 +40,7 @@ from anyio.from_thread import start_blocking_portal
 
 from skueue.client.connection import Opened, open_connection
 from skueue.client.errors import (
+    BadAddress,
     NodeUnreachable,
     RequestRejected,
     RequestTimeout,
@@ -143,11 +144,14 @@ class Client:
         limits: Limits | None = None,
         replies_in_pieces: bool = False,
         reopen: Callable[[], Awaitable[Opened]] | None = None,
+        fail_over: Callable[[str], Awaitable[tuple[str, Opened] | None]] | None = None,
     ) -> None:
         # The current connection; None while a broken one is being reopened.
         self._stream: anyio.abc.ByteStream | None = stream
         self._connection = 1  # counts the connections
         self._reopen = reopen  # None: a broken connection ends the client
+        # Opens a session on another member of the seed list (None: no other seed).
+        self._fail_over = fail_over
         self._read_scope = anyio.CancelScope()  # the current connection's reader
         self._why_lost = ""  # why the connection broke last
         self._reconnect_error = ""  # why the last attempt to reopen it failed
@@ -431,9 +435,12 @@ class Client:
                 opened = await self._reopen()
             except SkueueError as e:
                 self._reconnect_error = str(e)
-                await anyio.sleep(delay)
-                delay = min(RECONNECT_MAX_S, delay * 2)
-                continue
+                moved = await self._move_to_another_member()
+                if moved is None:
+                    await anyio.sleep(delay)
+                    delay = min(RECONNECT_MAX_S, delay * 2)
+                    continue
+                opened = moved
             if opened.welcome.process_id != self.process_id:
                 await anyio.aclose_forcefully(opened.stream)
                 self._break(NodeUnreachable(
@@ -452,6 +459,21 @@ class Client:
                     continue
                 self._stream = opened.stream
             return opened
+
+    async def _move_to_another_member(self) -> Opened | None:
+        """With a seed list, when this daemon cannot be reopened: go on with another
+        member, but only while no request waits that went out to this one (its outcome
+        is this daemon's to tell: sent elsewhere, an enqueue could be applied twice).
+        Such requests time out first, as unknown; the next ones go to the new member."""
+        if self._fail_over is None or any(w.sent_on for w in self._waiting.values()):
+            return None
+        moved = await self._fail_over(self.address)
+        if moved is None:
+            return None
+        target, opened = moved
+        self.address, self.process_id = target, opened.welcome.process_id
+        self.structure = opened.welcome.structure
+        return opened
 
     async def _read_replies(self, opened: Opened) -> None:
         """Deliver the replies of one connection until it ends (or another task found it
@@ -503,6 +525,29 @@ def resolve_address(address: str | None) -> str:
     return address or os.environ.get("SKUEUE_NODE") or DEFAULT_NODE
 
 
+def seed_list(addresses: str) -> list[str]:
+    """``"HOST:PORT,HOST:PORT,..."``: the members a client may use, in order."""
+    seeds = [a.strip() for a in addresses.split(",") if a.strip()]
+    if not seeds:
+        raise BadAddress(f"no address in {addresses!r}")
+    return list(dict.fromkeys(seeds))
+
+
+async def open_first(seeds: list[str], hello: ClientHello, timeout_s: float) -> tuple[str, Opened]:
+    """The first seed that answers, in order; if none does, the error of each, in one line."""
+    errors = []
+    for seed in seeds:
+        try:
+            return seed, await open_connection(seed, hello, timeout_s)
+        except BadAddress:
+            raise
+        except SkueueError as e:
+            if len(seeds) == 1:
+                raise
+            errors.append(str(e))
+    raise NodeUnreachable("no member of the seed list answered: " + "; ".join(errors))
+
+
 @asynccontextmanager
 async def connect(
     address: str | None = None,
@@ -526,11 +571,32 @@ async def connect(
         request_timeout_s = DEFAULT_REQUEST_TIMEOUT_S
     if not request_timeout_s > 0:
         raise ValueError(f"request_timeout_s must be positive, not {request_timeout_s!r}")
-    target = resolve_address(address)
+    seeds = seed_list(resolve_address(address))
     retry = retry and not admin  # stats, join and leave are not sent again
-    session = secrets.token_hex(16) if retry else None
-    hello = ClientHello(PROTOCOL_VERSION, request_timeout_s, admin, session)
-    opened = await open_connection(target, hello, timeout_s)
+
+    def new_hello() -> ClientHello:
+        session = secrets.token_hex(16) if retry else None  # a session is one daemon's
+        return ClientHello(PROTOCOL_VERSION, request_timeout_s, admin, session)
+
+    hello = new_hello()
+    target, opened = await open_first(seeds, hello, timeout_s)
+
+    async def reopen() -> Opened:
+        return await open_connection(client.address, hello, timeout_s)
+
+    async def fail_over(current: str) -> tuple[str, Opened] | None:
+        nonlocal hello
+        others = [*seeds[seeds.index(current) + 1 :], *seeds[: seeds.index(current)]]
+        fresh = new_hello()
+        for other in others:
+            try:
+                opened = await open_connection(other, fresh, timeout_s)
+            except SkueueError:
+                continue
+            hello = fresh
+            return other, opened
+        return None
+
     limits, in_pieces = limits_from_welcome(opened.welcome)
     client = Client(
         opened.stream,
@@ -540,7 +606,8 @@ async def connect(
         request_timeout_s=request_timeout_s,
         limits=limits,
         replies_in_pieces=in_pieces,
-        reopen=(lambda: open_connection(target, hello, timeout_s)) if retry else None,
+        reopen=reopen if retry else None,
+        fail_over=fail_over if retry and len(seeds) > 1 else None,
     )
     try:
         async with anyio.create_task_group() as tg:

@@ -16,9 +16,9 @@ import pytest
 import trio
 
 import skueue.client.api
-from skueue.client.errors import RequestRejected
+from skueue.client.errors import RequestRejected, SkueueError
 from skueue.cluster.loadgen import LoadConfig, run_load
-from tests.e2e.daemons import Cluster
+from tests.e2e.daemons import HOST, Cluster
 from tests.e2e.oracle import assert_history_ok
 
 StartCluster = Callable[..., Cluster]
@@ -182,3 +182,26 @@ def test_the_blocking_client_names_queues_and_waits(skueued_cluster: StartCluste
         assert q.dequeue(queue="sync", structure="stack", wait=1) == b"3"
         assert q.dequeue_many(5, queue="sync", structure="stack", wait=0.2) == [b"2", b"1"]
         assert [r.value for r in q.remove(1, queue="sync", structure="stack", wait=0.2)] == [None]
+
+
+@pytest.mark.trio
+async def test_a_client_with_a_seed_list_goes_on_with_another_member_after_a_leave(
+    skueued_cluster: StartCluster,
+) -> None:
+    """Issue 12, item 6: ``connect("a,b,c")``.  The member it used leaves the cluster
+    (rolling maintenance); its next requests go to the next member, with a new session."""
+    cluster = skueued_cluster(3, "queue")
+    a, b, c = cluster.addresses
+    async with skueue.client.api.connect(f"{a},{b},{c}") as q:
+        first = q.process_id
+        await q.enqueue(b"before", queue="roll")
+        async with skueue.client.api.connect(a, admin=True) as admin:
+            await admin.leave()
+        cluster.procs[0].wait(timeout=30)
+        await trio.sleep(0.3)  # the client sees its connection close
+        await q.enqueue(b"after", queue="roll")
+        assert q.process_id != first and q.address == b
+        assert await q.dequeue_many(5, queue="roll") == [b"before", b"after"]
+    with pytest.raises(SkueueError, match="no member of the seed list answered"):
+        async with skueue.client.api.connect(f"{HOST}:1,{HOST}:2", timeout_s=2):
+            pass
