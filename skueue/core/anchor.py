@@ -157,10 +157,6 @@ class QueueAnchors:
             grants.append((key, policy.assign(batch)))
         return tuple(grants), tuple(refused)
 
-    def sizes(self) -> dict[str, int]:
-        """Elements in each queue that was ever used."""
-        return {name: policy.size() for name, policy in self.queues.items()}
-
     def describe_queues(self) -> dict[str, tuple[int, str]]:
         """Each queue's size and structure, by name."""
         return {

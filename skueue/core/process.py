@@ -319,6 +319,7 @@ class Process:
         anchor = next(
             (n.seat.policy for n in self.nodes.values() if n.seat.policy is not None), None
         )
+        queues = None if anchor is None else anchor.describe_queues()
         return ProcessStats(
             process_id=self.process_id,
             structure=self.structure,
@@ -331,8 +332,8 @@ class Process:
                 for kind, node in self.nodes.items()
             },
             anchor=anchor is not None,
-            size=anchor.sizes().get(DEFAULT_QUEUE, 0) if anchor is not None else None,
-            queues=None if anchor is None else anchor.describe_queues(),
+            size=None if queues is None else queues.get(DEFAULT_QUEUE, (0, ""))[0],
+            queues=queues,
             joined=self.joined,
             leaving=self.leaving,
             departed=self.departed,

@@ -48,9 +48,9 @@ class Request:
     queue: str = DEFAULT_QUEUE
     kind: OpKind | None = None  # the operations' kind
     number: int = -1  # its first operation's id: unique in the process, the same in a replay
-    # A blocking remove (``wait``): an empty attempt goes again, as a patient operation,
-    # until an element came or the wait ended (:meth:`Host.end_wait`, logged).
-    waiting: bool = False
+    # A blocking remove (in ``Host.waits`` while its wait lasts): an empty attempt goes
+    # again, as a patient operation, until an element came or the wait ended
+    # (:meth:`Host.end_wait`, logged).
     got: bool = False
 
 
@@ -67,6 +67,7 @@ class Counters:
 
 
 COUNTER_NAMES = tuple(f.name for f in attrs.fields(Counters))
+WAIT_ENDS_SLACK = 64  # stale wait ends kept before the heap is rebuilt
 
 
 class Host:
@@ -155,7 +156,6 @@ class Host:
         request = Request(
             client, rid, ops[0][0].inserts, [None] * len(ops), len(ops), key=key,
             queue=queue or DEFAULT_QUEUE, kind=ops[0][0], number=self.process.next_op_id,
-            waiting=wait_until is not None,
         )  # fmt: skip
         if wait_until is not None:
             self.waits[request.number] = request
@@ -167,7 +167,7 @@ class Host:
         self._expires(request, deadline)
         submitted = []
         for index, (kind, value) in enumerate(ops):
-            op = self.process.new_op(kind, value, request.queue, request.waiting)
+            op = self.process.new_op(kind, value, request.queue, wait_until is not None)
             self.ops[op.op_id] = (request, index)
             submitted.append(op)
         self._apply(self.process.submit_all(submitted))
@@ -271,7 +271,7 @@ class Host:
             self.queue_stats.count(request.queue, inserted=1)
             request.results[index] = [done.ord, done.position]
         else:
-            if done.value is None and request.waiting and not request.got:
+            if done.value is None and request.number in self.waits and not request.got:
                 self._try_again(request, index)
                 return
             if done.value is None:
@@ -285,6 +285,7 @@ class Host:
         request.remaining -= 1
         if request.remaining:
             return
+        self._stop_waiting(request.number)
         delivered = request.client not in self.gone_clients and not request.timed_out
         self._settle_client(request.client)
         if request.refused is not None:  # a request's operations are all on one queue
@@ -315,9 +316,18 @@ class Host:
     def end_wait(self, number: int) -> None:
         """The wait of blocking remove ``number`` is over: its next empty attempt is its
         answer.  (An input: the owner logs it, the replay applies it where it was.)"""
-        request = self.waits.pop(number, None)
-        if request is not None:
-            request.waiting = False
+        self._stop_waiting(number)
+
+    def _stop_waiting(self, number: int) -> None:
+        """Forget a wait that ended or whose request finished.  Its entry in the heap of
+        wait ends is dropped when it comes up, or all such at once when they outnumber
+        the live ones (a request with an hour's wait that was served at once would
+        otherwise stay there for the hour)."""
+        if self.waits.pop(number, None) is None:
+            return
+        if len(self.wait_ends) > WAIT_ENDS_SLACK + 2 * len(self.waits):
+            self.wait_ends = [e for e in self.wait_ends if e[1] in self.waits]
+            heapq.heapify(self.wait_ends)
 
     def waits_of(self, client: int) -> list[int]:
         """The blocking removes of ``client`` still waiting: when it goes away they must

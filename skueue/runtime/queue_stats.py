@@ -100,16 +100,18 @@ def _fold(rates: list[float], rate: float, keep: list[float]) -> None:
         rates[i] = rates[i] * k + rate * (1.0 - k)
 
 
+def nothing() -> dict[str, Any]:
+    """A queue's figures before anyone counted anything."""
+    zeros = [0.0] * len(RATE_WINDOWS_S)
+    return {**dict.fromkeys(COUNT_NAMES, 0), "insert_rate": zeros, "remove_rate": list(zeros)}
+
+
 def merge(members: Iterable[Mapping[str, Any]]) -> dict[str, dict[str, Any]]:
     """The cluster's per-queue figures: the members' ``as_dict()``s added up."""
     out: dict[str, dict[str, Any]] = {}
     for member in members:
         for queue, q in member.items():
-            total = out.setdefault(queue, {
-                **dict.fromkeys(COUNT_NAMES, 0),
-                "insert_rate": [0.0] * len(RATE_WINDOWS_S),
-                "remove_rate": [0.0] * len(RATE_WINDOWS_S),
-            })  # fmt: skip
+            total = out.setdefault(queue, nothing())
             for name in COUNT_NAMES:
                 total[name] += q.get(name, 0)
             for name in ("insert_rate", "remove_rate"):

@@ -13,7 +13,7 @@ from typing import Any
 import attrs
 
 from skueue.runtime.host import Host
-from skueue.runtime.queue_stats import merge
+from skueue.runtime.queue_stats import merge, nothing
 from skueue.wire.client_replies import StatsReply
 
 
@@ -129,6 +129,6 @@ def _queues(anchor: dict[str, Any] | None, members: list[dict[str, Any]]) -> dic
         out[name] = {
             "structure": at_anchor.get("structure"),
             "size": at_anchor.get("size"),
-            **(counted.get(name) or merge([{name: {}}])[name]),
+            **(counted.get(name) or nothing()),
         }
     return out

@@ -102,3 +102,17 @@ def test_the_wait_of_a_client_that_went_away_ends_and_takes_nothing_later() -> N
     frames = dict(replies(host))
     assert frames[2][2][0][0] == b"kept"  # the consumer that stayed got it
     assert host.counters.dropped_results == 0
+
+
+def test_a_served_blocking_remove_leaves_no_wait_behind() -> None:
+    """Consumers that wait an hour and are served at once must not pile up in the host
+    for that hour: a finished request's wait is forgotten, and the heap of wait ends is
+    rebuilt once stale entries outnumber the live ones."""
+    host = one_process_host()
+    for rid in range(300):
+        host.insert(client=2, rid=rid, values=[b"x"])
+        host.remove(client=1, rid=rid, count=1, wait_until=3600.0)
+        replies(host, ticks=4)
+    assert host.waits == {} and host.pending_ops == 0
+    assert len(host.wait_ends) <= 64 + 1
+    assert host.waits_ended(now=3600.0) == []  # nothing left to log at the hour
