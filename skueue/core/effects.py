@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from skueue.core.ops import Element
+from skueue.core.ops import Item
 from skueue.overlay.labels import NodeRef
 
 
@@ -33,7 +33,7 @@ class Complete:
     """
 
     op_id: int
-    value: Element | None
+    value: Item | None
     ord: int
     position: int | None = None
     # The anchor refused the operation (its queue is of the other structure, or a new

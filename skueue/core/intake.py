@@ -23,7 +23,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from skueue.core.batch import Batch, QueueKey, Refusal, RunGrant, Section, SectionGrants
-from skueue.core.ops import Element, Op, Structure
+from skueue.core.ops import Item, Op, Structure
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,7 +35,7 @@ class Assignment:
     position: int | None  # None: an empty remove, or a locally combined operation
     ticket: int = 0
     # For a locally combined Pop: the element of the Push it was matched with.
-    combined_value: Element | None = None
+    combined_value: Item | None = None
     combined: bool = False
     refused: int = 0  # why the anchor refused the operation's queue (ops.REFUSALS), or 0
 

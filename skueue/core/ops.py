@@ -10,6 +10,50 @@ from functools import lru_cache
 Element = bytes | str
 
 
+@dataclass(frozen=True, slots=True)
+class Redelivered:
+    """An element that was handed out with a lease and came back (issue 12: nack, an
+    expired lease, or its consumer's connection closing): it goes in again at the tail
+    as a new insertion, carrying how often it was delivered and why it last came back,
+    so that its next consumer is told, and the delivery limit can send it to its queue's
+    dead letters.  Elements never leased are plain ``Element`` values, so the common
+    path carries nothing more."""
+
+    value: Element
+    deliveries: int  # times it was handed out with a lease so far (>= 1)
+    reason: str  # why it came back the last time (a RETURN_REASONS key)
+
+
+Item = Element | Redelivered
+"""What a queue holds: a plain element, or one that came back from a lease."""
+
+
+def plain(item: Item) -> Element:
+    """The element itself, whatever came with it."""
+    return item.value if type(item) is Redelivered else item  # type: ignore[return-value]
+
+
+def is_item(x: object) -> bool:
+    """What a peer may send as an element (the core's checks)."""
+    if type(x) is Redelivered:
+        return isinstance(x.value, bytes | str) and x.reason in RETURN_REASONS
+    return isinstance(x, bytes | str)
+
+
+def plain_or_none(item: Item | None) -> Element | None:
+    return None if item is None else plain(item)
+
+
+RETURN_REASONS = {
+    "nack": "its consumer returned it (nack)",
+    "expired": "its lease expired",
+    "closed": "its consumer's connection closed",
+    "restart": "the daemon holding its lease restarted",
+    "leave": "the daemon holding its lease left the cluster",
+}
+"""Why a leased element came back, as :class:`Redelivered` and the dead letters say."""
+
+
 class Structure(enum.Enum):
     QUEUE = "queue"
     STACK = "stack"
@@ -49,6 +93,15 @@ QUEUE_NAME_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWX
 
 
 STACK_KINDS = frozenset({OpKind.PUSH, OpKind.POP})
+
+
+DEAD_LETTER_SUFFIX = ".dlq"
+
+
+def dead_letter_queue(queue: str) -> str:
+    """Where ``queue``'s elements go once returned more often than their delivery limit:
+    another named queue, always FIFO (``orders.dlq`` for ``orders``)."""
+    return queue + DEAD_LETTER_SUFFIX
 
 
 @lru_cache(maxsize=4096)
@@ -99,12 +152,17 @@ class Op:
 
     op_id: int
     kind: OpKind
-    value: Element | None = None
+    value: Item | None = None
     queue: str = DEFAULT_QUEUE
     # A blocking dequeue's attempt: it rides the tree's cycles as they come and never
     # hurries them (an idle tree turns at the driver's idle pace), so consumers that
     # wait on an empty queue cost no more than an idle cluster.
     patient: bool = False
+    # A remove with a lease (issue 12): the element it takes is held for its consumer for
+    # this long, until acked or returned (``skueue.core.leases``); 0: removed for good.
+    lease_ms: int = 0
+    # Returned more often than this, a leased element goes to the dead letters; 0: never.
+    max_deliveries: int = 0
 
     @property
     def key(self) -> tuple[str, bool]:

@@ -25,17 +25,18 @@ from __future__ import annotations
 import enum
 from collections import deque
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from skueue.core.dht_bundles import bundle_dht
 from skueue.core.effects import Effect, Send
 from skueue.core.errors import PeerError, ProtocolError
+from skueue.core.leases import Lease, Leases
 from skueue.core.membership import update_phase as membership
 from skueue.core.membership.state import HANDOVER_OVERHEAD_BYTES, LOSSY_WHEN_DEPARTED
 from skueue.core.messages.membership import MembershipMessage
 from skueue.core.messages.stages import Grants, Hurry, Message
 from skueue.core.node.virtual_node import VirtualNode
-from skueue.core.ops import DEFAULT_QUEUE, Element, Op, OpKind, Structure
+from skueue.core.ops import DEFAULT_QUEUE, Item, Op, OpKind, Structure
 from skueue.core.parts.membership_state import HANDOVER_BYTES_MAX, JoinTicket, LeaveTicket
 from skueue.core.parts.ring import Mode
 from skueue.overlay.labels import Kind, NodeRef, process_nodes
@@ -101,6 +102,8 @@ class Process:
     # Send Hurry hints (see tick_due): for drivers that pace their ticks.  The round
     # simulators tick every node every round, so a hint would only add messages there.
     hurry: bool = False
+    # The leases this process holds for its consumers (skueue/core/leases.py).
+    leases: Leases = field(default_factory=Leases)
 
     @classmethod
     def create(
@@ -157,15 +160,20 @@ class Process:
             return "only a process that is fully in the ring can leave"
         return None
 
-    def leave(self) -> None:
+    def leave(self) -> list[Effect]:
         """Stop taking operations; the nodes go in the next update phase after the anchor
-        has counted their leave.  A driver asks :meth:`why_not_leave` first."""
+        has counted their leave.  A driver asks :meth:`why_not_leave` first.  The leases
+        held go back into their queues first (a leased remove still on its way hands its
+        element over unleased: a leaving process cannot take it back)."""
         why = self.why_not_leave()
         if why is not None:
             raise ProtocolError(why)
+        effects = self.return_all("leave")
+        self.leases.leasing.clear()
         ticket = LeaveTicket([n.ring for n in self.nodes.values()])
         for node in self.nodes.values():
             node.member.leave = ticket
+        return effects
 
     @property
     def joined(self) -> bool:
@@ -182,12 +190,14 @@ class Process:
     def new_op(
         self,
         kind: OpKind,
-        value: Element | None = None,
+        value: Item | None = None,
         queue: str = DEFAULT_QUEUE,
         patient: bool = False,
+        lease_ms: int = 0,
+        max_deliveries: int = 0,
     ) -> Op:
         """Build the next operation of this process (op ids follow issue order)."""
-        op = Op(self.next_op_id, kind, value, queue, patient)
+        op = Op(self.next_op_id, kind, value, queue, patient, lease_ms, max_deliveries)
         self.next_op_id += 1
         return op
 
@@ -200,7 +210,32 @@ class Process:
         intake = self.nodes[INTAKE_KIND]
         effects: list[Effect] = []
         for op in ops:
+            if op.lease_ms:
+                self.leases.expect(op)
             effects.extend(intake.submit(op))
+        return self._out(self._settle(effects))
+
+    # -- leases: those that end by an ack or an extension are the table's alone -----------
+
+    def clock(self, now_ms: int) -> list[Effect]:
+        """The driver's clock in ms, while ``leases.needs_clock()``, before each step's
+        other inputs: the leases past their deadline go back into their queues."""
+        return self._return(self.leases.due(now_ms), "expired")
+
+    def release(self, lease_id: int, reason: str = "nack") -> list[Effect] | None:
+        """Return a lease's element into its queue now; None: no such lease."""
+        lease = self.leases.table.end(lease_id)
+        return None if lease is None else self._return([lease], reason)
+
+    def return_all(self, reason: str) -> list[Effect]:
+        """Every lease goes back (its consumers are gone: a restart, a leave)."""
+        return self._return(self.leases.table.end_all(), reason)
+
+    def _return(self, leases: list[Lease], reason: str, dead: bool | None = None) -> list[Effect]:
+        intake = self.nodes[INTAKE_KIND]
+        effects: list[Effect] = []
+        for lease in leases:
+            effects.extend(intake.submit(self.leases.return_op(lease, reason, self.new_op, dead)))
         return self._out(self._settle(effects))
 
     def tick(self) -> list[Effect]:
@@ -269,6 +304,10 @@ class Process:
     def _out(self, effects: list[Effect]) -> list[Effect]:
         """What leaves the process after a step: its messages for other processes, with
         Hurry hints added and DHT messages bundled per destination."""
+        if self.leases.leasing or self.leases.returning:
+            effects, refused = self.leases.step(effects)
+            for lease, reason in refused:  # its dead letters refused it: its own queue
+                effects.extend(self._return([lease], reason, dead=False))
         budget = self.nodes[INTAKE_KIND].member.handover_bytes_max
         return bundle_dht(self._hurry(effects), budget)
 

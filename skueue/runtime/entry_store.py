@@ -20,6 +20,10 @@ after a crash, the state is the last snapshot plus the replay of the inputs afte
   longer has, or whose bytes are corrupt, is data lost: the daemon refuses to start,
   in one line, rather than serve a queue with a hole.
 
+Elements that came back from a lease (:class:`~skueue.core.ops.Redelivered`) keep their
+bytes in the store like any other; their delivery count and reason, a few bytes, stay in
+``extras`` by record id, which the snapshot holds beside the tables.
+
 No fsync per step: an element reaches the store's disk at the next snapshot; until then
 its durability is the input log's, which holds the request or message that carried it.
 """
@@ -31,6 +35,7 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any, BinaryIO
 
+from skueue.core.ops import Item, Redelivered
 from skueue.core.process import Process
 from skueue.dht.storage.interface import StorageError
 from skueue.dht.storage.paged import PagedEntryStore
@@ -52,16 +57,26 @@ class SnapshotEntryStore:
         except StorageError as e:
             raise DaemonError(f"the entry store in {directory} cannot be opened: {e}") from None
         self.removed: list[int] = []
+        # record id -> (deliveries, reason) of a Redelivered element (module docstring)
+        self.extras: dict[int, tuple[int, str]] = {}
 
     # -- the EntryStore interface -----------------------------------------------------
 
-    def append(self, position: int, ticket: int, element: bytes) -> int:
-        return self.inner.append(position, ticket, element)
+    def append(self, position: int, ticket: int, element: Item) -> int:
+        if type(element) is Redelivered:
+            record = self.inner.append(position, ticket, element.value)  # type: ignore[arg-type]
+            self.extras[record] = (element.deliveries, element.reason)
+            return record
+        return self.inner.append(position, ticket, element)  # type: ignore[arg-type]
 
-    def read(self, record: int) -> bytes:
-        return self.inner.read(record)
+    def read(self, record: int) -> Item:
+        value = self.inner.read(record)
+        extra = self.extras.get(record) if self.extras else None
+        return value if extra is None else Redelivered(value, *extra)
 
     def remove(self, record: int) -> None:
+        if self.extras:
+            self.extras.pop(record, None)
         self.removed.append(record)
 
     def live(self) -> Iterator[tuple[int, int, int]]:
@@ -117,6 +132,7 @@ class SnapshotEntryStore:
             )
         for record in stale:
             inner.remove(record)
+            self.extras.pop(record, None)
         inner.sync()
         return len(stale)
 
@@ -125,7 +141,7 @@ def attach(process: Process, store: SnapshotEntryStore | None) -> Process:
     """Give ``process``'s tables the store (before any input; None: keep them in memory)."""
     if store is not None:
         for node in process.nodes.values():
-            node.store.attach(store)
+            node.store.attach(store)  # type: ignore[arg-type]  # takes Items: wider than bytes
     return process
 
 
@@ -140,7 +156,7 @@ def dump(state: Any, file: BinaryIO, store: SnapshotEntryStore | None) -> None:
     pickler = pickle.Pickler(file, protocol=pickle.HIGHEST_PROTOCOL)
     if store is not None:
         pickler.persistent_id = lambda obj: _PERSISTENT_ID if obj is store else None  # type: ignore[method-assign]
-    pickler.dump(state)
+    pickler.dump((state, None if store is None else store.extras))
 
 
 def load(file: BinaryIO, store: SnapshotEntryStore | None) -> Any:
@@ -153,4 +169,7 @@ def load(file: BinaryIO, store: SnapshotEntryStore | None) -> Any:
 
     unpickler = pickle.Unpickler(file)
     unpickler.persistent_load = persistent_load  # type: ignore[method-assign]
-    return unpickler.load()  # noqa: S301 - our own file (runtime/snapshots.py)
+    state, extras = unpickler.load()  # noqa: S301 - our own file (runtime/snapshots.py)
+    if store is not None:
+        store.extras = extras or {}
+    return state

@@ -65,7 +65,7 @@ class MembershipWaiters(DaemonState):
             if why is not None:
                 host.client_frames.append((client, ErrorReply(rid, why, UNAVAILABLE)))
                 return
-            host.process.leave()
+            host.apply(host.process.leave())  # its leases go back first
             self._log(["l"])
         log.info("leaving", process=self.process_id)
         self.leave_waiters.append((client, rid))

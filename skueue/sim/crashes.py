@@ -117,8 +117,7 @@ def do(process: Process, item: Input) -> list[Effect]:
         case Tick():
             return process.tick()
         case Leave():
-            process.leave()
-            return []
+            return process.leave()
         case Join():
             return process.join()
     raise TypeError(f"not an input of the core: {item!r}")

@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 
 from skueue.check.history import Record
 from skueue.core.effects import Complete
-from skueue.core.ops import Element, Op
+from skueue.core.ops import Element, Op, plain_or_none
 
 
 def as_text(value: Element | None) -> str | None:
@@ -27,7 +27,7 @@ class Recorder:
 
     def completed(self, process: str, done: Complete, now: float) -> Record:
         op, invoke = self.open_ops.pop((process, done.op_id))
-        value = done.value if not op.kind.inserts else op.value
+        value = plain_or_none(done.value if not op.kind.inserts else op.value)
         record = Record(
             process=process,
             seq=op.op_id,

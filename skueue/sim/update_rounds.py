@@ -47,7 +47,7 @@ def measure_update_phase(n: int, joins: int, leaves: int, seed: int = 0) -> Phas
         joiner = Process.create_joining(f"new{i}", contact, sim.config.structure)
         sim.add_process(joiner, joiner.join())
     for p in rng.sample(sim.order[1:n], min(leaves, n - 1)):
-        p.leave()
+        p.leave()  # no leases in these runs: nothing to return
     asked_at = sim.round
     first_phase = None
     phase_rounds = 0

@@ -10,7 +10,7 @@ from functools import lru_cache
 from typing import Any
 
 from skueue.core.batch import Batch, Batches, RunGrant
-from skueue.core.ops import Element, queue_name_problem
+from skueue.core.ops import RETURN_REASONS, Element, Item, Redelivered, queue_name_problem
 from skueue.overlay.labels import LABEL_SPACE, Kind, NodeRef, node_ref
 from skueue.overlay.routing import Phase, Route
 from skueue.wire.errors import RemoteProtocolError
@@ -49,6 +49,28 @@ def element(x: Any, what: str = "element") -> Element:
     if type(x) not in (bytes, str):
         raise RemoteProtocolError(f"{what}: expected bytes, got {type(x).__name__}")
     return x
+
+
+DELIVERIES_MAX = 1 << 31
+
+
+def encode_item(x: Item) -> Any:
+    """A queue's element: as it is, or ``[element, deliveries, reason]`` when it came
+    back from a lease (:class:`~skueue.core.ops.Redelivered`)."""
+    if type(x) is Redelivered:
+        return [x.value, x.deliveries, x.reason]
+    return x
+
+
+def item(x: Any, what: str = "element") -> Item:
+    if type(x) in (bytes, str):
+        return x
+    if not isinstance(x, list) or len(x) != 3:
+        raise RemoteProtocolError(f"{what}: expected bytes or [bytes, deliveries, reason]")
+    deliveries = _int(x[1], f"{what}'s deliveries", 1, DELIVERIES_MAX)
+    if type(x[2]) is not str or x[2] not in RETURN_REASONS:
+        raise RemoteProtocolError(f"{what}: unknown return reason {x[2]!r:.40}")
+    return Redelivered(element(x[0], what), deliveries, x[2])
 
 
 @lru_cache(maxsize=65536)

@@ -27,6 +27,7 @@ from skueue.core.batch import Batches, RunGrant
 from skueue.core.messages.field_types import Items, QueueNameRule, Range
 from skueue.core.messages.membership import MEMBERSHIP_KINDS, MembershipMessage
 from skueue.core.messages.stages import MESSAGE_KINDS, Message
+from skueue.core.ops import Redelivered
 from skueue.overlay.labels import NodeRef
 from skueue.overlay.routing import Route
 from skueue.wire.errors import RemoteProtocolError
@@ -41,8 +42,10 @@ from skueue.wire.fields import (
     element,
     encode_batch,
     encode_grant,
+    encode_item,
     encode_node,
     encode_route,
+    item,
     queue_name,
 )
 
@@ -84,6 +87,8 @@ def field_codec(annotation: Any, what: str) -> tuple[Encode, Decode]:
         return encode, lambda x: decode(x, what)
     if origin is types.UnionType and set(args) == {bytes, str}:  # an Element
         return None, lambda x: element(x, what)
+    if origin is types.UnionType and set(args) == {bytes, str, Redelivered}:  # an Item
+        return encode_item, lambda x: item(x, what)
     if origin is types.UnionType and all(dataclasses.is_dataclass(a) for a in args):
         return _nested_message(args, what)
     if origin is types.UnionType and type(None) in args:

@@ -64,7 +64,7 @@ from skueue.core.messages.stages import (
     PutAck,
 )
 from skueue.core.node.virtual_node import VirtualNode
-from skueue.core.ops import DEFAULT_QUEUE, Structure
+from skueue.core.ops import DEFAULT_QUEUE, Redelivered, Structure
 from skueue.core.parts.membership_state import JOINS, OVER
 from skueue.core.parts.ring import Mode
 from skueue.core.process import Process
@@ -450,8 +450,8 @@ def random_field(hint: str, pids: list[str], rng: random.Random) -> Any:
         return (name(), rng.random() < 0.5)
     if "bool" in hint:
         return rng.random() < 0.5
-    if "Element" in hint:
-        return "x"
+    if "Element" in hint or "Item" in hint:
+        return rng.choice(["x", Redelivered("x", rng.randrange(1, 4), "nack")])
     if "tuple[int" in hint:
         return tuple(num() for _ in range(3))
     return num()

@@ -39,6 +39,7 @@ from skueue.core.messages.membership import (
     UpdateOver,
     Withdraw,
 )
+from skueue.core.ops import is_item
 from skueue.core.parts.membership_state import JOINS, LEAVES, OVER
 from skueue.core.parts.node_state import NodeState
 from skueue.core.parts.ring import Mode
@@ -190,7 +191,7 @@ def _check_entries(node: NodeState, entries: Iterable[Entry], lo: int, hi: int) 
         at = f"{queue} {position} ticket {ticket}"
         if not 1 <= position <= POSITION_MAX or ticket < 0:
             _refuse(node, f"handed-over entry at {at}")
-        if not isinstance(element, bytes | str):
+        if not is_item(element):
             _refuse(node, "an element is bytes or text")
         if (queue, position, ticket) in seen or node.store.has(queue, position, ticket):
             _refuse(node, f"handed-over entry at {at} twice")

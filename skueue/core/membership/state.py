@@ -15,7 +15,7 @@ from skueue.core.messages.membership import (
     MayILeave,
 )
 from skueue.core.messages.stages import Hurry
-from skueue.core.ops import Element
+from skueue.core.ops import Item, Redelivered
 from skueue.dht.keys import position_key
 from skueue.overlay.labels import LABEL_SPACE
 
@@ -48,8 +48,10 @@ def in_interval(key: int, lo: int, hi: int) -> bool:
     return cyclic_distance(lo, key) < cyclic_distance(lo, hi) if lo != hi else True
 
 
-def element_bytes(element: Element) -> int:
-    return len(element) if isinstance(element, bytes) else len(element.encode())
+def element_bytes(element: Item) -> int:
+    if type(element) is Redelivered:  # its count and reason: a few bytes more
+        return element_bytes(element.value) + 16
+    return len(element) if isinstance(element, bytes) else len(element.encode())  # type: ignore[union-attr]
 
 
 def split_entries(

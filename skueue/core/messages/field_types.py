@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Annotated
 
-from skueue.core.ops import DEFAULT_QUEUE, Element
+from skueue.core.ops import DEFAULT_QUEUE, Item
 from skueue.overlay.labels import LABEL_SPACE, NodeRef
 
 INT_MAX = 1 << 63  # msgpack's integers stop at 2**64; ours at 2**63, like the DHT keys
@@ -56,5 +56,5 @@ Label = Annotated[int, Range(0, LABEL_SPACE)]  # a point on the cycle
 # The node that stores a key and where its interval ends: ``[node.label, end)``.
 KeyOwner = tuple[NodeRef, Label]
 # One DHT entry on the move: (queue name, position, ticket, element).
-Entry = tuple[QueueName, Position, int, Element]
+Entry = tuple[QueueName, Position, int, Item]
 Entries = Annotated[tuple[Entry, ...], Items(most=ENTRIES_MAX)]

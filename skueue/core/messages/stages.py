@@ -19,7 +19,7 @@ from skueue.core.messages.field_types import (
     QueueRef,
     Range,
 )
-from skueue.core.ops import Element
+from skueue.core.ops import Item
 from skueue.overlay.labels import NodeRef
 from skueue.overlay.routing import Route
 
@@ -84,7 +84,7 @@ class Put:
 
     route: Route | None  # None: not started; the receiver starts routing (a joiner's relay)
     position: Position
-    element: Element
+    element: Item
     ticket: int  # stack ticket; 0 for the queue
     requester: NodeRef  # where a PutAck goes when ``ack`` is set
     op_id: int
@@ -118,7 +118,7 @@ class GetReply:
 
     op_id: int
     position: Position
-    element: Element
+    element: Item
     # The node that stored the element and its interval: the requester sends its next
     # request for a key there in one hop (a shortcut only, see parts/key_owners.py).
     owner: KeyOwner | None = None

@@ -27,7 +27,7 @@ from skueue.core.messages.stages import (
     Put,
     PutAck,
 )
-from skueue.core.ops import REFUSALS
+from skueue.core.ops import REFUSALS, is_item
 from skueue.core.parts.node_state import NodeState
 from skueue.core.parts.ring import Mode
 from skueue.dht.keys import POSITION_MAX, position_key
@@ -57,7 +57,7 @@ def check(node: NodeState, message: Message | MembershipMessage) -> None:
             a = node.store.awaiting.get(op_id)
             if a is None or a.position != position:
                 refuse(node, f"reply for op #{op_id} at {position}, which nobody awaits")
-            if not isinstance(element, bytes | str):
+            if not is_item(element):
                 refuse(node, "an element is bytes or text")
             _check_owner(node, message, (a.op.queue, position), owner)
         case PutAck(op_id=op_id, owner=owner):
@@ -158,7 +158,7 @@ def _check_dht(node: NodeState, m: Put | Get) -> None:
     if not is_responsible(node.ring.view, key):
         return  # passed on; the node that stores it checks the rest
     if isinstance(m, Put):
-        if not isinstance(m.element, bytes | str):
+        if not is_item(m.element):
             refuse(node, "an element is bytes or text")
         if node.store.has(name, m.position, m.ticket):
             refuse(node, f"{m.describe()}: position {m.position} is taken")

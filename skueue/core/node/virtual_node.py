@@ -54,7 +54,7 @@ from skueue.core.messages.stages import (
     PutAck,
 )
 from skueue.core.node.checks import check
-from skueue.core.ops import Element, Op, queue_name_ok, queue_name_problem, refusal_text
+from skueue.core.ops import Item, Op, queue_name_ok, queue_name_problem, refusal_text
 from skueue.core.parts.node_state import NodeState
 from skueue.core.parts.ring import Mode
 from skueue.dht.keys import position_key
@@ -212,7 +212,7 @@ class VirtualNode(NodeState):
             return [Send(owner, message)]  # unrouted: a node no longer responsible routes it
         return self._route(message)
 
-    def _got(self, op_id: int, element: Element, owner: KeyOwner | None) -> list[Effect]:
+    def _got(self, op_id: int, element: Item, owner: KeyOwner | None) -> list[Effect]:
         a = self.store.awaiting.pop(op_id, None)
         if a is None:
             raise ProtocolError(f"{self.me.describe()}: reply for unknown op #{op_id}")

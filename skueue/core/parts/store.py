@@ -19,15 +19,15 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 
 from skueue.core.intake import Assignment
-from skueue.core.ops import Element
+from skueue.core.ops import Item
 from skueue.core.parts.key_owners import KeyOwners
 from skueue.dht.storage.interface import EntryStore
 from skueue.dht.table import Table
 from skueue.overlay.labels import NodeRef
 
-QueueTable = Table[tuple[NodeRef, int], Element]
+QueueTable = Table[tuple[NodeRef, int], Item]
 # One entry on the move between nodes: (queue, position, ticket, element).
-QueueEntry = tuple[str, int, int, Element]
+QueueEntry = tuple[str, int, int, Item]
 
 
 @dataclass(slots=True)
