@@ -18,9 +18,18 @@ from typing import Any
 import attrs
 
 from skueue.core.effects import Complete, Effect, Send
+from skueue.core.leases import KEEP, Lease
 from skueue.core.messages.membership import MembershipMessage
 from skueue.core.messages.stages import Message
-from skueue.core.ops import DEFAULT_QUEUE, Element, OpKind, Structure, insert_kind, remove_kind
+from skueue.core.ops import (
+    DEFAULT_QUEUE,
+    Element,
+    OpKind,
+    Structure,
+    insert_kind,
+    plain,
+    remove_kind,
+)
 from skueue.core.process import Process
 from skueue.overlay.labels import Kind
 from skueue.runtime.queue_stats import QueueStats
@@ -52,6 +61,8 @@ class Request:
     # again, as a patient operation, until an element came or the wait ended
     # (:meth:`Host.end_wait`, logged).
     got: bool = False
+    lease_ms: int = 0  # a leased remove's lease (0: none), and its delivery limit
+    max_deliveries: int = 0
 
 
 @attrs.define
@@ -94,6 +105,8 @@ class Host:
         self.waits: dict[int, Request] = {}
         self.wait_ends: list[tuple[float, int]] = []
         self.retry_running: dict[RetryKey, Request] = {}
+        # Leases granted to clients that had gone by then: the owner logs and returns them.
+        self.orphan_leases: list[int] = []
 
     @property
     def pending_ops(self) -> int:
@@ -127,11 +140,17 @@ class Host:
         queue: str | None = None,
         stack: bool | None = None,
         wait_until: float | None = None,
+        lease_ms: int = 0,
+        max_deliveries: int = 0,
     ) -> None:
         """``wait_until`` (driver time; ``math.inf`` until a logged end): a blocking
-        remove, answered once an element came or the wait ended."""
+        remove, answered once an element came or the wait ended.  ``lease_ms``: a leased
+        remove (skueue/core/leases.py), its elements held for ``client``."""
         kind = remove_kind(self._structure(stack))
-        self._submit(client, rid, [(kind, None)] * count, deadline, key, queue, wait_until)
+        self._submit(
+            client, rid, [(kind, None)] * count, deadline, key, queue, wait_until,
+            lease_ms, max_deliveries,
+        )  # fmt: skip
 
     def _structure(self, stack: bool | None) -> Structure:
         if stack is None:
@@ -147,6 +166,8 @@ class Host:
         key: RetryKey | None = None,
         queue: str | None = None,
         wait_until: float | None = None,
+        lease_ms: int = 0,
+        max_deliveries: int = 0,
     ) -> None:
         if key is not None and self._retried(client, rid, key, deadline):
             return
@@ -156,6 +177,7 @@ class Host:
         request = Request(
             client, rid, ops[0][0].inserts, [None] * len(ops), len(ops), key=key,
             queue=queue or DEFAULT_QUEUE, kind=ops[0][0], number=self.process.next_op_id,
+            lease_ms=lease_ms, max_deliveries=max_deliveries,
         )  # fmt: skip
         if wait_until is not None:
             self.waits[request.number] = request
@@ -167,7 +189,9 @@ class Host:
         self._expires(request, deadline)
         submitted = []
         for index, (kind, value) in enumerate(ops):
-            op = self.process.new_op(kind, value, request.queue, wait_until is not None)
+            op = self.process.new_op(
+                kind, value, request.queue, wait_until is not None, lease_ms, max_deliveries
+            )
             self.ops[op.op_id] = (request, index)
             submitted.append(op)
         self._apply(self.process.submit_all(submitted))
@@ -277,11 +301,16 @@ class Host:
             if done.value is None:
                 self.counters.empty += 1
                 self.queue_stats.count(request.queue, empty=1)
+                request.results[index] = [None, done.ord, done.position]
             else:
                 request.got = True
                 self.counters.removed += 1
                 self.queue_stats.count(request.queue, removed=1)
-            request.results[index] = [done.value, done.ord, done.position]
+                lease = self.process.leases.get(done.op_id) if request.lease_ms else None
+                if lease is not None:
+                    request.results[index] = self._leased(request, lease, done)
+                else:
+                    request.results[index] = [plain(done.value), done.ord, done.position]
         request.remaining -= 1
         if request.remaining:
             return
@@ -295,7 +324,10 @@ class Host:
                 reply = ErrorReply(request.rid, request.refused, REFUSED)
                 self.client_frames.append((request.client, reply))
             return
-        removed = sum(1 for r in request.results if not request.inserts and r[0] is not None)
+        # Leased elements are not lost with an undelivered reply: their leases return them.
+        removed = 0 if request.lease_ms else sum(
+            1 for r in request.results if not request.inserts and r[0] is not None
+        )
         if request.key is not None:
             del self.retry_running[request.key]
             lost = self.retry_window.finish(request.key, request.results, delivered, removed)
@@ -305,13 +337,80 @@ class Host:
         if delivered:
             self.client_frames.append((request.client, Done(request.rid, request.results)))
 
+    def _leased(self, request: Request, lease: Lease, done: Complete) -> list[Any]:
+        """A leased remove's result; the lease is its client's (if it is gone already,
+        the owner returns the element: :attr:`orphan_leases`)."""
+        lease.holder = request.client
+        if request.client in self.gone_clients:
+            self.orphan_leases.append(lease.lease_id)
+        self.queue_stats.count_lease(request.queue, "leased")
+        lease_fields = [lease.lease_id, lease.deliveries, lease.reason]
+        return [lease.value, done.ord, done.position, *lease_fields]
+
     def _try_again(self, request: Request, index: int) -> None:
         """A blocking remove's attempt found the queue empty: the same again, in a later
         cycle (patient: it does not make the tree hurry)."""
         assert request.kind is not None
-        op = self.process.new_op(request.kind, None, request.queue, patient=True)
+        op = self.process.new_op(
+            request.kind, None, request.queue, True, request.lease_ms, request.max_deliveries
+        )
         self.ops[op.op_id] = (request, index)
         self._apply(self.process.submit(op))
+
+    # -- leases (skueue/core/leases.py) ----------------------------------------------------
+
+    def clock(self, now_ms: int) -> None:
+        """The lease clock (an input: logged, replayed): expired leases go back."""
+        self._apply(self.process.clock(now_ms))
+        for lease in self.process.leases.expired:
+            self._count_return(lease, "expired")
+
+    def leases_held(self, client: int, ids: list[int]) -> list[int]:
+        """Of ``ids``, the live leases ``client`` holds: the only ones its ack, nack or
+        extend may touch (a lease belongs to the connection it was granted on)."""
+        leases = self.process.leases
+        out = []
+        for lease_id in dict.fromkeys(ids):
+            lease = leases.get(lease_id)
+            if lease is not None and lease.holder == client:
+                out.append(lease_id)
+        return out
+
+    def leases_of(self, client: int) -> list[int]:
+        """Every live lease ``client`` holds (to return when it goes away)."""
+        leases = self.process.leases.table.leases
+        return sorted(i for i, lease in leases.items() if lease.holder == client)
+
+    def end_leases(self, how: str, ids: list[int], lease_ms: int | None = None) -> set[int]:
+        """``how``: "ack", "extend" (by ``lease_ms``) or a return reason ("nack",
+        "closed", "restart": skueue.core.ops.RETURN_REASONS).  An input: the owner logs
+        it, the replay applies it here again.  Returns the leases it changed."""
+        leases = self.process.leases
+        done = set()
+        for lease_id in ids:
+            lease = leases.get(lease_id)
+            if lease is None:
+                continue
+            if how == "extend":
+                assert lease_ms is not None
+                leases.extend(lease_id, lease_ms)
+            elif how == "ack":
+                leases.ack(lease_id)
+                self.queue_stats.count_lease(lease.queue, "acked")
+            else:
+                self._count_return(lease, how)
+                self._apply(self.process.release(lease_id, how) or [])
+            done.add(lease_id)
+        return done
+
+    def _count_return(self, lease: Lease, reason: str) -> None:
+        """A returned lease in the stats: expired, or nacked (a consumer's nack, or an
+        implicit one: its connection closed, its daemon restarted or left)."""
+        if reason == KEEP:
+            return  # a look (skueue dlq), not a delivery
+        self.queue_stats.count_lease(lease.queue, "expired" if reason == "expired" else "nacked")
+        if lease.dead_letter:
+            self.queue_stats.count_lease(lease.queue, "dead_lettered")
 
     def end_wait(self, number: int) -> None:
         """The wait of blocking remove ``number`` is over: its next empty attempt is its

@@ -47,7 +47,7 @@ from skueue.runtime.errors import DaemonError
 log = structlog.get_logger("skueued")
 
 FORMAT = "skueue-input-log"
-VERSION = 3  # 2: the core gained Hurry; 3: batches, grants and anchors per named queue
+VERSION = 4  # 2: the core gained Hurry; 3: batches, grants and anchors per named queue; 4: leases
 _HEADER = struct.Struct(">II")
 # The largest record read back (a record holds one client request or one peer frame).
 RECORD_BYTES_MAX = 64 * 1024 * 1024

@@ -18,6 +18,7 @@ on from a state nobody can vouch for.
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import trio
@@ -43,17 +44,24 @@ from skueue.wire.client_protocol import (
     ClientRequest,
     InsertRequest,
     JoinClusterRequest,
+    LeaseRequest,
     LeaveRequest,
     RemoveRequest,
     StatsRequest,
 )
-from skueue.wire.client_replies import UNAVAILABLE, ErrorReply
+from skueue.wire.client_replies import UNAVAILABLE, Done, ErrorReply
 from skueue.wire.errors import RemoteProtocolError
 from skueue.wire.peer import encode_message
 
 # Acknowledgements of peers' frames go at most this often, or after this many frames.
 ACK_DELAY_S = 0.02
 ACK_FRAMES_MAX = 1024
+
+
+def lease_clock_ms() -> int:
+    """The clock leases run on: the system's monotonic clock, which goes on across a
+    restart of the daemon (trio's clock starts at a random offset each time)."""
+    return int(time.monotonic() * 1000)
 
 
 class OwnerLoop(MembershipWaiters):
@@ -73,9 +81,10 @@ class OwnerLoop(MembershipWaiters):
                 wait = max(0.0, last_tick + idle_delay - now)
             else:
                 wait = limits.wait_tick_ms / 1000
-            wait = min(
-                wait, self.stats.seconds_to_deadline(now), host.seconds_to_deadline(now)
-            )
+            wait = min(wait, self.stats.seconds_to_deadline(now), host.seconds_to_deadline(now))
+            lease_deadline = host.process.leases.table.next_deadline()
+            if lease_deadline is not None:
+                wait = min(wait, max(0.0, (lease_deadline - lease_clock_ms()) / 1000))
             if self.ack_due is not None:
                 wait = min(wait, max(0.0, self.ack_due - now))
             inputs = await self._first_input(wait)
@@ -84,6 +93,9 @@ class OwnerLoop(MembershipWaiters):
                     inputs.append(self.inbox.receive_nowait())
                 except trio.WouldBlock:
                     break
+            self.clock_read = False
+            if host.process.leases.needs_clock():
+                self._read_lease_clock()  # before the inputs: leases granted now start at it
             for item in inputs:
                 self._handle_input(item)
             now = trio.current_time()
@@ -100,6 +112,9 @@ class OwnerLoop(MembershipWaiters):
             for number in host.waits_ended(now):
                 self._log(["w", number])
                 host.end_wait(number)
+            if host.orphan_leases:  # granted to clients gone meanwhile: back they go
+                self._end_leases("closed", host.orphan_leases)
+                host.orphan_leases = []
             host.queue_stats.sample(now)
             self.membership_progress()
             if self.input_log is not None:
@@ -186,6 +201,7 @@ class OwnerLoop(MembershipWaiters):
                 for number in host.waits_of(client):  # nobody is left to wait for
                     self._log(["w", number])
                     host.end_wait(number)
+                self._end_leases("closed", host.leases_of(client))
                 host.client_gone(client)
             case JoinStart(seed=seed, client=client, rid=rid):
                 assert self.directory is not None
@@ -257,8 +273,16 @@ class OwnerLoop(MembershipWaiters):
                     if wait_ms is not None:  # a blocking remove: its time out starts later
                         wait_until = trio.current_time() + wait_ms / 1000
                         deadline += wait_ms / 1000
-                    self._log(["r", key and key[0], rid, count, queue, stack, wait_ms])
-                    host.remove(client, rid, count, deadline, key, queue, stack, wait_until)
+                    lease_ms, max_deliveries = request.lease_ms or 0, request.max_deliveries or 0
+                    if lease_ms:
+                        self._read_lease_clock()  # its lease may start in this very step
+                    self._log(["r", key and key[0], rid, count, queue, stack, wait_ms,
+                               lease_ms, max_deliveries])  # fmt: skip
+                    host.remove(client, rid, count, deadline, key, queue, stack, wait_until,
+                                lease_ms, max_deliveries)  # fmt: skip
+            case LeaseRequest(kind=kind, rid=rid, leases=leases, lease_ms=lease_ms):
+                done = self._end_leases(kind, host.leases_held(client, leases), lease_ms)
+                host.client_frames.append((client, Done(rid, [i in done for i in leases])))
             case LeaveRequest(rid=rid):
                 self._leave(client, rid)
             case JoinClusterRequest(rid=rid, seed=seed):
@@ -271,6 +295,23 @@ class OwnerLoop(MembershipWaiters):
                 self.stats.start(client, rid, own, peers, now, self.links.down())
                 self._send_control([(peer, ["stats-query", self.stats.last_qid]) for peer in peers])
                 self._stats_ready()
+
+    def _read_lease_clock(self) -> None:
+        """Give the core the lease clock, once per step (logged: the replay reads it)."""
+        assert self.host is not None
+        if not self.clock_read:
+            self.clock_read = True
+            now_ms = lease_clock_ms()
+            self._log(["k", now_ms])
+            self.host.clock(now_ms)
+
+    def _end_leases(self, how: str, ids: list[int], lease_ms: int | None = None) -> set[int]:
+        """Log, then carry out, an ack, extend or return of leases (Host.end_leases)."""
+        assert self.host is not None
+        if not ids:
+            return set()
+        self._log(["L", how, ids, lease_ms])
+        return self.host.end_leases(how, ids, lease_ms)
 
     def _refuse_while_leaving(self, client: int, rid: int) -> bool:
         """A leaving process takes no new operations: say so, retryably, instead of

@@ -27,7 +27,8 @@ RATE_WINDOWS_S = (60.0, 300.0, 900.0)
 """The rolling averages' time constants: 1, 5 and 15 minutes."""
 RATE_SAMPLE_S = 5.0
 """How often the rates take a sample (the load average's interval)."""
-COUNT_NAMES = ("inserted", "removed", "empty")
+LEASE_COUNT_NAMES = ("leased", "acked", "nacked", "expired", "dead_lettered")
+COUNT_NAMES = ("inserted", "removed", "empty", *LEASE_COUNT_NAMES)
 
 
 @attrs.define
@@ -35,6 +36,14 @@ class QueueCounts:
     inserted: int = 0
     removed: int = 0
     empty: int = 0  # removes that found the queue empty
+    # Leases (skueue/core/leases.py): elements handed out with one, acked, returned by a
+    # nack, returned by their deadline, and sent to the dead letters (``removed`` counts
+    # the leased removes too; ``inserted`` counts no return: a return is not a client's).
+    leased: int = 0
+    acked: int = 0
+    nacked: int = 0
+    expired: int = 0
+    dead_lettered: int = 0
     insert_rate: list[float] = attrs.field(factory=lambda: [0.0] * len(RATE_WINDOWS_S))
     remove_rate: list[float] = attrs.field(factory=lambda: [0.0] * len(RATE_WINDOWS_S))
     # The counts at the last sample: a sample's rate is what came since.
@@ -54,6 +63,13 @@ class QueueStats:
         c.inserted += inserted
         c.removed += removed
         c.empty += empty
+
+    def count_lease(self, queue: str, event: str) -> None:
+        """One lease event (a ``LEASE_COUNT_NAMES`` name) on ``queue``."""
+        c = self.queues.get(queue)
+        if c is None:
+            c = self.queues[queue] = QueueCounts()
+        setattr(c, event, getattr(c, event) + 1)
 
     def sample(self, now: float) -> None:
         """Fold what came since the last sample into the rates, every RATE_SAMPLE_S."""
@@ -75,8 +91,10 @@ class QueueStats:
     def inherit(self, counts: Mapping[str, Mapping[str, int]]) -> None:
         """Add a departed member's counts (see the module's docstring for the rates)."""
         for queue, c in counts.items():
-            self.count(queue, *(c.get(name, 0) for name in COUNT_NAMES))
+            self.count(queue)
             mine = self.queues[queue]
+            for name in COUNT_NAMES:
+                setattr(mine, name, getattr(mine, name) + c.get(name, 0))
             mine.sampled_inserted += c.get("inserted", 0)  # not a burst of this member's
             mine.sampled_removed += c.get("removed", 0)
 

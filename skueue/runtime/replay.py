@@ -83,13 +83,18 @@ class Replay(OwnerLoop):
                         key = None if session is None else (session, rid)
                         host.insert(RESTORED, rid, values, key=key, queue=queue, stack=stack)
                         host.client_gone(RESTORED)
-                    case ["r", session, rid, count, queue, stack, wait_ms]:
+                    case ["r", session, rid, count, queue, stack, wait_ms, lease_ms, limit]:
                         key = None if session is None else (session, rid)
                         # A wait ends where the log says (a "w" record), not by a clock.
                         until = None if wait_ms is None else math.inf
                         host.remove(RESTORED, rid, count, key=key, queue=queue, stack=stack,
-                                    wait_until=until)  # fmt: skip
+                                    wait_until=until, lease_ms=lease_ms,
+                                    max_deliveries=limit)  # fmt: skip
                         host.client_gone(RESTORED)
+                    case ["k", now_ms]:
+                        host.clock(now_ms)
+                    case ["L", how, ids, lease_ms]:
+                        host.end_leases(how, ids, lease_ms)
                     case ["w", number]:
                         host.end_wait(number)
                     case ["p", peer, number, kind, encoded]:
@@ -108,7 +113,7 @@ class Replay(OwnerLoop):
                     case ["o", peer, frame]:
                         host.peer_frames[peer].append(frame)
                     case ["l"]:  # a leave it had started when it stopped
-                        host.process.leave()
+                        host.apply(host.process.leave())
                     case ["J", seed, address]:  # `skueue join` made this lone daemon join
                         if address is not None:
                             directory.learn(seed, parse_address(address))
@@ -125,6 +130,10 @@ class Replay(OwnerLoop):
         for number in sorted(host.waits):
             self._log(["w", number])
             host.end_wait(number)
+        # So do the last life's leases: their connections are gone.  (The replay granted
+        # some to its stand-in client, which is gone too: those are among them.)
+        host.orphan_leases = []
+        self._end_leases("restart", sorted(host.process.leases.table.leases))
         for peer, number in handled.items():
             inbound = self.inbound.setdefault(peer, Inbound())
             inbound.accepted = inbound.handled = inbound.acked = number

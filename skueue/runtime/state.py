@@ -53,6 +53,7 @@ class DaemonState:
         # daemon is replaying it (runtime/input_log.py, runtime/replay.py).
         self.input_log: InputLog | None = None
         self.replaying = False
+        self.clock_read = False  # the lease clock went to the core in this step (owner.py)
         # Where the DHT tables keep their elements (None: in memory; runtime/entry_store.py).
         self.entry_store: SnapshotEntryStore | None = None
         self.session_numbers = itertools.count(1)

@@ -9,6 +9,10 @@ Frames are msgpack arrays:
                          "admin": bool                         an administrative connection
                        ["insert", rid, [value, ...], {queue}?]  enqueue / push
                        ["remove", rid, count, {queue}?]         dequeue / pop
+                       ["ack", rid, [lease, ...]]               leased elements done with
+                       ["nack", rid, [lease, ...]]              ... returned to their queue
+                       ["extend", rid, [lease, ...], lease_ms]  ... held longer
+                       ["keep", rid, [lease, ...]]              ... returned uncounted
                        ["stats", rid]
                        ["leave", rid]                          hand off and exit
                        ["join", rid, "HOST:PORT"]              join that cluster (alone, empty)
@@ -25,8 +29,21 @@ is made by its first operation, with that structure; an operation of the other s
 on it is answered ``refused``.  A bad name is answered ``invalid`` and the connection
 serves on.
 
+A remove's map may also hold ``"wait_ms"`` (a blocking remove: wait up to that long for
+an element, at most ``WAIT_MS_MAX``), ``"lease_ms"`` (a leased remove: the element is
+held for this client for that long, at most ``LEASE_MS_MAX``, until it acks or nacks it)
+and ``"max_deliveries"`` (with a lease: returned after that many deliveries, the element
+goes to the queue's dead letters, ``NAME.dlq``; at most ``MAX_DELIVERIES_MAX``).
+
 An insert's result is ``[ord, position]``; a remove's is ``[value | None, ord, position]``
-(``None`` = the structure was empty).  ``rid`` is the client's request id, echoed back.
+(``None`` = the structure was empty), and a leased remove's that got an element is
+``[value, ord, position, lease, deliveries, reason]``: the lease's id (for ack, nack and
+extend, on this connection only), how often the element was delivered with a lease
+(this time included) and why it last came back ("" the first time).  An ack's, nack's or
+extend's result is one boolean per lease: False when the lease had ended already (acked,
+or its element went back: expired, or returned when a connection closed).  Leases
+belong to the connection: when it closes, their elements go back to their queues.
+``rid`` is the client's request id, echoed back.
 
 Version 2 (version 1 hellos are still served; their clients ignore what they do not
 know): the hello's options, the welcome's limits (``value_bytes_max``,
@@ -61,7 +78,7 @@ from typing import Any, Protocol
 import attrs
 import msgpack
 
-from skueue.core.ops import queue_name_problem
+from skueue.core.ops import QUEUE_NAME_CHARS_MAX, queue_name_problem
 from skueue.wire.client_replies import INVALID, TOO_LARGE, Done, ErrorReply, More
 from skueue.wire.errors import RemoteProtocolError
 
@@ -98,7 +115,7 @@ SESSION_CHARS_MAX = 64
 def parse_client_hello(frame: Any) -> ClientHello:
     """``["hello-client", version, {options}?]``; an unsupported version is refused."""
     if not isinstance(frame, list) or frame[:1] != ["hello-client"] or len(frame) not in (2, 3):
-        raise RemoteProtocolError("hello: expected [\"hello-client\", version, {options}]")
+        raise RemoteProtocolError('hello: expected ["hello-client", version, {options}]')
     version = frame[1]
     if type(version) is not int or version not in VERSIONS:
         raise RemoteProtocolError(
@@ -175,16 +192,56 @@ class RemoveRequest:
     queue: str | None = None
     stack: bool | None = None
     wait_ms: int | None = None  # a blocking remove: wait up to this long for an element
+    lease_ms: int | None = None  # a leased remove: hold the elements this long
+    max_deliveries: int | None = None  # with a lease: dead letters after this many
 
     def frame(self) -> list[Any]:
         options = _queue_options(self.queue, self.stack)
-        if self.wait_ms is not None:
-            options = [{**(options[0] if options else {}), "wait_ms": self.wait_ms}]
+        extra = {
+            name: value
+            for name, value in (
+                ("wait_ms", self.wait_ms),
+                ("lease_ms", self.lease_ms),
+                ("max_deliveries", self.max_deliveries),
+            )
+            if value is not None
+        }
+        if extra:
+            options = [{**(options[0] if options else {}), **extra}]
         return ["remove", self.rid, self.count, *options]
 
 
 WAIT_MS_MAX = 3_600_000
 """The longest a blocking remove may wait: an hour (a client that wants longer asks again)."""
+LEASE_MS_MAX = 12 * 3_600_000
+"""The longest lease, and the longest extension: 12 hours (SQS's longest visibility
+timeout); a consumer that needs longer extends it again."""
+MAX_DELIVERIES_MAX = 1000
+"""The largest delivery limit a leased remove may set."""
+# A remove's integer options: name -> (least, most).
+REMOVE_NUMBERS = {
+    "wait_ms": (1, WAIT_MS_MAX),
+    "lease_ms": (1, LEASE_MS_MAX),
+    "max_deliveries": (1, MAX_DELIVERIES_MAX),
+}
+
+
+@attrs.frozen
+class LeaseRequest:
+    """``ack``, ``nack`` or ``extend`` (then ``lease_ms``) of leases of this connection."""
+
+    kind: str
+    rid: int
+    leases: list[int]
+    lease_ms: int | None = None
+
+    def frame(self) -> list[Any]:
+        extend = [] if self.lease_ms is None else [self.lease_ms]
+        return [self.kind, self.rid, list(self.leases), *extend]
+
+
+LEASE_KINDS = ("ack", "nack", "extend", "keep")
+"""``keep`` returns elements as they were, not as a delivery (``skueue dlq``'s look)."""
 
 
 def _parse_queue(
@@ -194,7 +251,7 @@ def _parse_queue(
     if len(frame) < 4:
         return None, None
     options = frame[3]
-    allowed = {"queue", "stack", "wait_ms"} if kind == "remove" else {"queue", "stack"}
+    allowed = {"queue", "stack", *REMOVE_NUMBERS} if kind == "remove" else {"queue", "stack"}
     if not isinstance(options, dict) or not set(options) <= allowed:
         names = ", ".join(f'"{a}"' for a in sorted(allowed))
         raise RemoteProtocolError(f"{kind}: the 4th field is a map of {names}")
@@ -234,7 +291,9 @@ class JoinClusterRequest:
         return ["join", self.rid, self.seed]
 
 
-ClientRequest = InsertRequest | RemoveRequest | StatsRequest | LeaveRequest | JoinClusterRequest
+ClientRequest = (
+    InsertRequest | RemoveRequest | LeaseRequest | StatsRequest | LeaveRequest | JoinClusterRequest
+)
 ADMIN_REQUESTS = (StatsRequest, LeaveRequest, JoinClusterRequest)
 
 
@@ -265,14 +324,11 @@ def parse_request(frame: Any, limits: RequestLimits) -> ClientRequest | ErrorRep
             return request
         if target != (None, None):
             request = attrs.evolve(request, queue=target[0], stack=target[1])
-        if isinstance(request, RemoveRequest) and len(frame) == 4 and "wait_ms" in frame[3]:
-            wait_ms = frame[3]["wait_ms"]
-            if type(wait_ms) is not int or not 0 < wait_ms <= WAIT_MS_MAX:
-                return ErrorReply(
-                    rid, f"remove: wait_ms must be an integer from 1 to {WAIT_MS_MAX}", INVALID
-                )
-            request = attrs.evolve(request, wait_ms=wait_ms)
+        if isinstance(request, RemoveRequest) and len(frame) == 4:
+            return _remove_numbers(request, frame[3])
         return request
+    if kind in LEASE_KINDS and len(frame) == (4 if kind == "extend" else 3):
+        return _parse_leases(kind, rid, frame, limits)
     if kind == "stats" and len(frame) == 2:
         return StatsRequest(rid)
     if kind == "leave" and len(frame) == 2:
@@ -282,6 +338,49 @@ def parse_request(frame: Any, limits: RequestLimits) -> ClientRequest | ErrorRep
             raise RemoteProtocolError("join: expected the seed's address as a string")
         return JoinClusterRequest(rid, frame[2])
     raise RemoteProtocolError(f"unknown request {kind!r:.30} with {len(frame)} fields")
+
+
+def _remove_numbers(request: RemoveRequest, options: dict[str, Any]) -> RemoveRequest | ErrorReply:
+    """A remove's wait, lease and delivery limit, each an integer in its range."""
+    numbers = {}
+    for name, (least, most) in REMOVE_NUMBERS.items():
+        if name in options:
+            value = options[name]
+            if type(value) is not int or not least <= value <= most:
+                message = f"remove: {name} must be an integer from {least} to {most}"
+                return ErrorReply(request.rid, message, INVALID)
+            numbers[name] = value
+    if "max_deliveries" in numbers and "lease_ms" not in numbers:
+        return ErrorReply(request.rid, "remove: max_deliveries needs lease_ms", INVALID)
+    if "max_deliveries" in numbers and len(request.queue or "") > QUEUE_NAME_CHARS_MAX - 4:
+        message = (
+            f"remove: a queue with dead letters has at most {QUEUE_NAME_CHARS_MAX - 4} characters"
+        )
+        return ErrorReply(request.rid, message, INVALID)
+    return attrs.evolve(request, **numbers) if numbers else request  # type: ignore[arg-type]
+
+
+def _parse_leases(
+    kind: str, rid: int, frame: list[Any], limits: RequestLimits
+) -> LeaseRequest | ErrorReply:
+    leases = frame[2]
+    if (
+        not isinstance(leases, list)
+        or not leases
+        or any(type(x) is not int or not 0 <= x < RID_MAX for x in leases)
+    ):
+        raise RemoteProtocolError(f"{kind}: expected a non-empty list of lease ids")
+    if len(leases) > limits.ops_per_request_max:
+        message = f"{kind}: {len(leases)} leases exceed the limit of {limits.ops_per_request_max}"
+        return ErrorReply(rid, message, TOO_LARGE)
+    lease_ms = None
+    if kind == "extend":
+        lease_ms = frame[3]
+        if type(lease_ms) is not int or not 0 < lease_ms <= LEASE_MS_MAX:
+            return ErrorReply(
+                rid, f"extend: lease_ms must be an integer from 1 to {LEASE_MS_MAX}", INVALID
+            )
+    return LeaseRequest(kind, rid, leases, lease_ms)
 
 
 def _parse_operations(
@@ -360,4 +459,6 @@ def reply_elements(reply: object) -> int:
     """Removed elements a reply carries (a remove's results are ``[value, ord, pos]``)."""
     if not isinstance(reply, More | Done):
         return 0
-    return sum(1 for r in reply.results if isinstance(r, list) and len(r) == 3 and r[0] is not None)
+    return sum(
+        1 for r in reply.results if isinstance(r, list) and len(r) in (3, 6) and r[0] is not None
+    )

@@ -16,6 +16,7 @@ from skueue.wire.client_protocol import (
     ClientHello,
     InsertRequest,
     JoinClusterRequest,
+    LeaseRequest,
     LeaveRequest,
     RemoveRequest,
     StatsRequest,
@@ -82,7 +83,13 @@ def test_valid_requests_parse(frame: list[Any], expected: Any) -> None:
         (["insert", 1, [b"a"], 0], 'the 4th field is a map of "queue", "stack"'),
         (["insert", 1, [b"a"], {"name": "q"}], 'the 4th field is a map of "queue", "stack"'),
         (["insert", 1, [b"a"], {"wait_ms": 5}], 'the 4th field is a map of "queue", "stack"'),
-        (["remove", 1, 1, {"name": "q"}], 'a map of "queue", "stack", "wait_ms"'),
+        (["remove", 1, 1, {"name": "q"}], '"lease_ms", "max_deliveries", "queue", "stack"'),
+        (["ack", 1, []], "non-empty list of lease ids"),
+        (["ack", 1, 5], "non-empty list of lease ids"),
+        (["nack", 1, [-1]], "non-empty list of lease ids"),
+        (["keep", 1, [True]], "non-empty list of lease ids"),
+        (["extend", 1, [1]], "unknown request 'extend' with 3 fields"),
+        (["ack", 1, [1], 5], "unknown request 'ack' with 4 fields"),
         (["insert", 1, [b"a"], {"stack": 1}], "stack must be true or false"),
         (["remove", 1, 1, {"stack": "yes"}], "stack must be true or false"),
         (["insert", 1, [b"a"], {}, 0], "unknown request 'insert' with 5 fields"),
@@ -393,3 +400,36 @@ def test_requests_with_a_queue_round_trip() -> None:
 def test_a_bad_wait_is_answered_and_the_connection_serves_on(wait_ms: Any) -> None:
     reply = parse_request(["remove", 9, 1, {"wait_ms": wait_ms}], LIMITS)
     assert isinstance(reply, ErrorReply) and reply.code == "invalid" and "wait_ms" in reply.message
+
+
+@pytest.mark.parametrize(
+    ("frame", "message"),
+    [
+        (["remove", 1, 1, {"lease_ms": 0}], "lease_ms must be an integer from 1 to"),
+        (["remove", 1, 1, {"lease_ms": 12 * 3_600_000 + 1}], "lease_ms must be"),
+        (["remove", 1, 1, {"lease_ms": "5"}], "lease_ms must be"),
+        (["remove", 1, 1, {"lease_ms": 5, "max_deliveries": 0}], "max_deliveries must be"),
+        (["remove", 1, 1, {"max_deliveries": 3}], "max_deliveries needs lease_ms"),
+        (
+            ["remove", 1, 1, {"queue": "q" * 125, "lease_ms": 5, "max_deliveries": 3}],
+            "a queue with dead letters has at most 124 characters",
+        ),
+        (["extend", 1, [1], 0], "extend: lease_ms must be an integer from 1 to"),
+        (["ack", 1, [1, 2, 3, 4]], "4 leases exceed the limit of 3"),
+    ],
+)
+def test_bad_lease_fields_are_answered_alone(frame: Any, message: str) -> None:
+    reply = parse_request(frame, LIMITS)
+    assert isinstance(reply, ErrorReply) and message in reply.message, reply
+
+
+def test_lease_requests_round_trip() -> None:
+    remove = RemoveRequest(4, 2, "jobs", None, 500, 30_000, 5)
+    assert parse_request(remove.frame(), LIMITS) == remove
+    for request in (
+        LeaseRequest("ack", 5, [1, 2]),
+        LeaseRequest("nack", 6, [3]),
+        LeaseRequest("keep", 7, [3]),
+        LeaseRequest("extend", 8, [9], 60_000),
+    ):
+        assert parse_request(request.frame(), LIMITS) == request
