@@ -353,6 +353,9 @@ def format_queue(q: dict[str, Any]) -> str:
         f"  waiting: {'unknown (anchor unreachable)' if size is None else size}",
         f"  inserted {q.get('inserted', 0)}, removed {q.get('removed', 0)}, "
         f"empty results {q.get('empty', 0)}",
+        f"  leased {q.get('leased', 0)}, acked {q.get('acked', 0)}, nacked "
+        f"{q.get('nacked', 0)}, expired {q.get('expired', 0)}, dead-lettered "
+        f"{q.get('dead_lettered', 0)}",
         f"  inserts/s over 1, 5, 15 min: {_rates(q.get('insert_rate'))}",
         f"  removes/s over 1, 5, 15 min: {_rates(q.get('remove_rate'))}",
     ])  # fmt: skip

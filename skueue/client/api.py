@@ -27,11 +27,11 @@ import atexit
 import itertools
 import os
 import secrets
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Sequence
 from contextlib import ExitStack, asynccontextmanager
 from functools import partial
 from types import TracebackType
-from typing import Any, TypeVar
+from typing import Any, TypeVar, overload
 
 import anyio
 import anyio.abc
@@ -39,6 +39,7 @@ import attrs
 from anyio.from_thread import start_blocking_portal
 
 from skueue.client.connection import Opened, open_connection
+from skueue.client.consumer import BlockingConsumer, Consumer, Leased, leased_from
 from skueue.client.errors import (
     BadAddress,
     NodeUnreachable,
@@ -51,12 +52,15 @@ from skueue.client.errors import (
 from skueue.core.ops import queue_name_problem
 from skueue.runtime.limits import Limits
 from skueue.wire.client_protocol import (
+    LEASE_MS_MAX,
+    MAX_DELIVERIES_MAX,
     PROTOCOL_VERSION,
     WAIT_MS_MAX,
     ClientHello,
     ClientRequest,
     InsertRequest,
     JoinClusterRequest,
+    LeaseRequest,
     LeaveRequest,
     RemoveRequest,
     StatsRequest,
@@ -108,6 +112,7 @@ class _Waiter:
     reply: Done | StatsReply | None = None
     error: SkueueError | None = None
     sent_on: int = 0  # the connection it went out on last (0: none yet)
+    answered_on: int = 0  # the connection its reply came on (a lease belongs to it)
 
 
 # Waits between attempts to reopen a broken connection (doubling up to the maximum).
@@ -165,6 +170,7 @@ class Client:
         self._waiting: dict[int, _Waiter] = {}
         self._send_lock = anyio.Lock()
         self._broken: SkueueError | None = None
+        self._tasks: anyio.abc.TaskGroup | None = None  # connect()'s, for consumers' refills
         # The largest value a request may carry: the daemon's limit, and never more than
         # fits a frame on its own.
         self.value_bytes_max = min(
@@ -200,17 +206,83 @@ class Client:
     ) -> Inserted:
         return (await self.insert([value], queue=queue, structure=structure))[0]
 
+    @overload
     async def dequeue(
-        self, *, queue: str | None = None, structure: str | None = None, wait: float | None = None
-    ) -> bytes | None:
+        self,
+        *,
+        queue: str | None = ...,
+        structure: str | None = ...,
+        wait: float | None = ...,
+        lease: None = ...,
+        max_deliveries: None = ...,
+    ) -> bytes | None: ...
+
+    @overload
+    async def dequeue(
+        self,
+        *,
+        queue: str | None = ...,
+        structure: str | None = ...,
+        wait: float | None = ...,
+        lease: float,
+        max_deliveries: int | None = ...,
+    ) -> Leased | None: ...
+
+    async def dequeue(
+        self,
+        *,
+        queue: str | None = None,
+        structure: str | None = None,
+        wait: float | None = None,
+        lease: float | None = None,
+        max_deliveries: int | None = None,
+    ) -> bytes | Leased | None:
         """The oldest element (a stack: the newest), or None if there is none; with
-        ``wait`` (seconds), wait up to that long for one, like Redis's BLPOP."""
+        ``wait`` (seconds), wait up to that long for one, like Redis's BLPOP.
+
+        With ``lease`` (seconds) the element is held for this connection, not removed:
+        a :class:`~skueue.client.consumer.Leased` to :meth:`ack` when done (or
+        :meth:`nack`).  Not acked in time, or when the connection closes, it goes back
+        into the queue at its tail.  With ``max_deliveries`` too, an element returned
+        after that many deliveries goes to the queue's dead letters (``NAME.dlq``)."""
+        if lease is not None:
+            got = await self.dequeue_many(
+                1, queue=queue, structure=structure, wait=wait, lease=lease,
+                max_deliveries=max_deliveries,
+            )  # fmt: skip
+            return got[0] if got else None
+        if max_deliveries is not None:
+            raise ValueError("max_deliveries needs a lease")
         return (await self.remove(1, queue=queue, structure=structure, wait=wait))[0].value
 
     async def enqueue_many(
         self, values: Sequence[bytes], *, queue: str | None = None, structure: str | None = None
     ) -> list[Inserted]:
         return await self.insert(values, queue=queue, structure=structure)
+
+    @overload
+    async def dequeue_many(
+        self,
+        count: int,
+        *,
+        queue: str | None = ...,
+        structure: str | None = ...,
+        wait: float | None = ...,
+        lease: None = ...,
+        max_deliveries: None = ...,
+    ) -> list[bytes]: ...
+
+    @overload
+    async def dequeue_many(
+        self,
+        count: int,
+        *,
+        queue: str | None = ...,
+        structure: str | None = ...,
+        wait: float | None = ...,
+        lease: float,
+        max_deliveries: int | None = ...,
+    ) -> list[Leased]: ...
 
     async def dequeue_many(
         self,
@@ -219,16 +291,87 @@ class Client:
         queue: str | None = None,
         structure: str | None = None,
         wait: float | None = None,
-    ) -> list[bytes]:
+        lease: float | None = None,
+        max_deliveries: int | None = None,
+    ) -> list[bytes] | list[Leased]:
         """Up to ``count`` elements, oldest first (a stack: newest first); fewer when the
         structure ran empty.  With ``wait``, an empty queue is waited on up to that long
-        for at least one element.  :meth:`remove` keeps the empty results and positions."""
+        for at least one element.  :meth:`remove` keeps the empty results and positions.
+        ``lease`` and ``max_deliveries`` as in :meth:`dequeue`."""
         target = _target(queue, structure)
+        if lease is not None:
+            return await self._lease(count, target, lease, wait, max_deliveries)
+        if max_deliveries is not None:
+            raise ValueError("max_deliveries needs a lease")
         return [
             r.value
             for r in await self._remove(count, target, stop_when_empty=True, wait=wait)
             if r.value is not None
         ]
+
+    async def lease_many(
+        self,
+        count: int,
+        queue: str | None,
+        structure: str | None,
+        wait: float | None,
+        lease: float,
+        max_deliveries: int | None,
+    ) -> list[Leased]:
+        """``dequeue_many(..., lease=lease)`` with every argument given (the consumer's)."""
+        return await self._lease(count, _target(queue, structure), lease, wait, max_deliveries)
+
+    async def ack(self, leased: Leased) -> bool:
+        """Done with a leased element: it is gone for good.  False: its lease had ended
+        (it expired, or its connection closed), so the element went back and may be
+        delivered again."""
+        return (await self._end_leases("ack", [leased]))[0]
+
+    async def ack_many(self, leased: Sequence[Leased]) -> list[bool]:
+        return await self._end_leases("ack", leased)
+
+    async def nack(self, leased: Leased) -> bool:
+        """Return a leased element into its queue now (at its tail); the next delivery
+        counts one more.  False: its lease had ended already (the element went back)."""
+        return (await self._end_leases("nack", [leased]))[0]
+
+    async def nack_many(self, leased: Sequence[Leased]) -> list[bool]:
+        return await self._end_leases("nack", leased)
+
+    async def release(self, leased: Sequence[Leased], *, keep: bool = False) -> list[bool]:
+        """Return elements like :meth:`nack_many`; with ``keep``, as they were before this
+        delivery (its count and reason unchanged: a look, not a delivery)."""
+        return await self._end_leases("keep" if keep else "nack", leased)
+
+    async def extend(self, leased: Leased, seconds: float) -> bool:
+        """Hold a leased element ``seconds`` from now instead.  False: its lease had ended."""
+        return (await self._end_leases("extend", [leased], _lease_ms(seconds)))[0]
+
+    def consume(
+        self,
+        queue: str | None = None,
+        *,
+        structure: str | None = None,
+        prefetch: int = 100,
+        lease: float = 30.0,
+        replenish: int | None = None,
+        max_deliveries: int | None = None,
+        idle: float | None = None,
+    ) -> Consumer:
+        """``async for msg in q.consume("jobs", prefetch=100, lease=30)``: leased
+        messages from a local buffer of up to ``prefetch``, refilled in the background
+        below ``replenish`` (half by default).  ``idle``: stop after that many seconds
+        with nothing to hand out (None: never).  Use it in ``async with`` (or call
+        ``aclose()``) to return what was fetched but not handed out at once; otherwise it
+        goes back when its lease ends or the connection closes.  See
+        :mod:`skueue.client.consumer`."""
+        _lease_ms(lease)
+        _max_deliveries(max_deliveries)
+        _target(queue, structure)
+        return Consumer(
+            self, queue, structure, prefetch=prefetch, lease=lease, replenish=replenish,
+            max_deliveries=max_deliveries, idle=idle,
+        )  # fmt: skip
 
     # The stack speaks of push and pop (the structure is the daemon's unless named).
     push = enqueue
@@ -275,6 +418,65 @@ class Client:
         """Make a daemon that is alone (and empty) join the cluster ``seed`` is in;
         returns once it is in the ring."""
         await self._request(JoinClusterRequest(0, seed))
+
+    # -- leases -------------------------------------------------------------------------
+
+    async def _lease(
+        self,
+        count: int,
+        target: tuple[str | None, bool | None],
+        seconds: float,
+        wait: float | None,
+        max_deliveries: int | None,
+    ) -> list[Leased]:
+        if not isinstance(count, int) or isinstance(count, bool) or count < 0:
+            raise ValueError(f"count must be a non-negative integer, not {count!r}")
+        lease_ms, limit, wait_ms = (
+            _lease_ms(seconds),
+            _max_deliveries(max_deliveries),
+            _wait_ms(wait),
+        )
+        out: list[Leased] = []
+        while len(out) < count:
+            n = min(self.remove_count_max, count - len(out))
+            request = RemoveRequest(0, n, *target, wait_ms, lease_ms, limit)
+            deadline = anyio.current_time() + lease_ms / 1000  # the daemon's is later
+            results, connection = await self._request_on(request, (wait_ms or 0) / 1000)
+            wait_ms = None
+            got = [leased_from(r, deadline, connection) for r in results if r[0] is not None]
+            out.extend(got)
+            if len(got) < n:
+                break
+        return out
+
+    async def _end_leases(
+        self, how: str, leased: Sequence[Leased], lease_ms: int | None = None
+    ) -> list[bool]:
+        """Ack, nack, keep or extend leases, one answer each.  A lease of an earlier
+        connection is over (its element went back when that one closed): False, unasked.
+        If the connection breaks before the answer, the leases are over either way."""
+        for x in leased:
+            if not isinstance(x, Leased):
+                raise TypeError(f"expected a Leased element, not {type(x).__name__}")
+        live = [x for x in leased if x.connection == self._connection]
+        answers: dict[int, bool] = {}
+        for start in range(0, len(live), self.limits.ops_per_request_max):
+            chunk = live[start : start + self.limits.ops_per_request_max]
+            request = LeaseRequest(how, 0, [x.lease for x in chunk], lease_ms)
+            try:
+                results = await self._request(request)
+            except NodeUnreachable:
+                if self._broken is not None:
+                    raise
+                results = [False] * len(chunk)  # the connection closed: the leases ended
+            answers.update(zip((id(x) for x in chunk), results, strict=True))
+        return [bool(answers.get(id(x), False)) for x in leased]
+
+    def _spawn(self, task: Callable[[], Coroutine[Any, Any, None]]) -> None:
+        """Run ``task`` in the background for as long as the connection lives."""
+        if self._tasks is None:
+            raise RuntimeError("a consumer runs on a client made by skueue.connect()")
+        self._tasks.start_soon(task)
 
     # -- checks and splitting ---------------------------------------------------------
 
@@ -335,6 +537,10 @@ class Client:
     async def _request(self, request: ClientRequest, waits_s: float = 0.0) -> Any:
         """Send one request and wait for its results (the pieces concatenated), or the
         stats object; raise the error the daemon answered with, or RequestTimeout."""
+        return (await self._request_on(request, waits_s))[0]
+
+    async def _request_on(self, request: ClientRequest, waits_s: float = 0.0) -> tuple[Any, int]:
+        """:meth:`_request`, and the connection its reply came on."""
         if self._broken is not None:
             raise self._broken
         rid = next(self._rids)
@@ -361,9 +567,9 @@ class Client:
             raise waiter.error
         reply = waiter.reply
         if isinstance(reply, Done):
-            return [*waiter.results, *reply.results]
+            return [*waiter.results, *reply.results], waiter.answered_on
         assert isinstance(reply, StatsReply)
-        return reply.summary
+        return reply.summary, waiter.answered_on
 
     async def _send(self, waiter: _Waiter) -> None:
         """Send a waiting request on the current connection, unless it went out there
@@ -513,6 +719,7 @@ class Client:
             waiter.results.extend(reply.results)
             return
         del self._waiting[rid]  # answered: a break that follows does not change that
+        waiter.answered_on = self._connection
         if isinstance(reply, ErrorReply):
             waiter.error = error_from(reply, self.name)
         else:
@@ -612,6 +819,7 @@ async def connect(
     try:
         async with anyio.create_task_group() as tg:
             tg.start_soon(client._keep_connected, opened)
+            client._tasks = tg
             try:
                 yield client
             finally:
@@ -633,6 +841,27 @@ def _wait_ms(wait: float | None) -> int | None:
     if wait * 1000 > WAIT_MS_MAX:
         raise RequestRejected(f"wait={wait} s is over the limit of {WAIT_MS_MAX // 1000} s")
     return max(1, round(wait * 1000))
+
+
+def _lease_ms(seconds: float) -> int:
+    """A lease's length for the wire, in milliseconds (at least 1)."""
+    if isinstance(seconds, bool) or not isinstance(seconds, int | float) or not seconds > 0:
+        raise ValueError(f"lease must be a positive number of seconds, not {seconds!r}")
+    if seconds * 1000 > LEASE_MS_MAX:
+        raise RequestRejected(f"lease={seconds} s is over the limit of {LEASE_MS_MAX // 1000} s")
+    return max(1, round(seconds * 1000))
+
+
+def _max_deliveries(limit: int | None) -> int | None:
+    if limit is None:
+        return None
+    if (
+        isinstance(limit, bool)
+        or not isinstance(limit, int)
+        or not 1 <= limit <= MAX_DELIVERIES_MAX
+    ):
+        raise ValueError(f"max_deliveries must be an integer from 1 to {MAX_DELIVERIES_MAX}")
+    return limit
 
 
 def _target(queue: str | None, structure: str | None) -> tuple[str | None, bool | None]:
@@ -695,9 +924,39 @@ class BlockingClient:
         return self._run(self._client.enqueue, value, queue=queue, structure=structure)
 
     def dequeue(
-        self, *, queue: str | None = None, structure: str | None = None, wait: float | None = None
-    ) -> bytes | None:
-        return self._run(self._client.dequeue, queue=queue, structure=structure, wait=wait)
+        self,
+        *,
+        queue: str | None = None,
+        structure: str | None = None,
+        wait: float | None = None,
+        lease: float | None = None,
+        max_deliveries: int | None = None,
+    ) -> Any:
+        """bytes or None; with ``lease``, a Leased or None (see Client.dequeue)."""
+        return self._run(
+            self._client.dequeue, queue=queue, structure=structure, wait=wait,
+            lease=lease, max_deliveries=max_deliveries,
+        )  # fmt: skip
+
+    def ack(self, leased: Leased) -> bool:
+        return self._run(self._client.ack, leased)
+
+    def nack(self, leased: Leased) -> bool:
+        return self._run(self._client.nack, leased)
+
+    def ack_many(self, leased: Sequence[Leased]) -> list[bool]:
+        return self._run(self._client.ack_many, leased)
+
+    def nack_many(self, leased: Sequence[Leased]) -> list[bool]:
+        return self._run(self._client.nack_many, leased)
+
+    def extend(self, leased: Leased, seconds: float) -> bool:
+        return self._run(self._client.extend, leased, seconds)
+
+    def consume(self, queue: str | None = None, **options: Any) -> BlockingConsumer:
+        """``for msg in q.consume("jobs", prefetch=100, lease=30): ...; msg.ack()``
+        (options as in Client.consume; use it in ``with`` to give back the rest)."""
+        return BlockingConsumer(self._client.consume(queue, **options), self._portal)
 
     def enqueue_many(
         self, values: Sequence[bytes], *, queue: str | None = None, structure: str | None = None
@@ -711,10 +970,14 @@ class BlockingClient:
         queue: str | None = None,
         structure: str | None = None,
         wait: float | None = None,
-    ) -> list[bytes]:
+        lease: float | None = None,
+        max_deliveries: int | None = None,
+    ) -> Any:
+        """list[bytes]; with ``lease``, list[Leased] (see Client.dequeue_many)."""
         return self._run(
-            self._client.dequeue_many, count, queue=queue, structure=structure, wait=wait
-        )
+            self._client.dequeue_many, count, queue=queue, structure=structure, wait=wait,
+            lease=lease, max_deliveries=max_deliveries,
+        )  # fmt: skip
 
     def insert(
         self, values: Sequence[bytes], *, queue: str | None = None, structure: str | None = None

@@ -1,0 +1,286 @@
+"""Leased elements and the prefetching consumer (issue 12; seed 002's consumer).
+
+    async with skueue.connect(addr) as q:
+        async for msg in q.consume("jobs", prefetch=100, lease=30):
+            work(msg.value)
+            await msg.ack()            # or msg.nack(): back into the queue, at its tail
+
+A :class:`Leased` element is held for this connection until it is acked or nacked, its
+lease runs out, or the connection closes; then it goes back into its queue (at the tail)
+and is delivered again, with its delivery count one higher.  So nothing is lost when a
+consumer dies: at-least-once.
+
+The :class:`Consumer` keeps a local buffer of up to ``prefetch`` leased elements and refills
+it in the background with one leased ``dequeue_many`` whenever it falls below
+``replenish`` (half of ``prefetch`` by default), so a worker rarely waits on the network.
+Its messages are leased, so a consumer that dies loses nothing.  The buffer never holds
+the same element twice: an element comes again only after its lease ended, and a
+message whose lease ran out (by the client's clock, which ends it no later than the
+daemon does) is dropped from the buffer before a refill lands and is never handed out.
+Closing the consumer (leaving ``async with``, ``aclose()``, or the connection closing)
+returns what was fetched but not yet handed out, uncounted as a delivery.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import deque
+from collections.abc import Callable, Coroutine, Sequence
+from typing import TYPE_CHECKING, Any, Protocol
+
+import anyio
+import attrs
+
+if TYPE_CHECKING:
+    from anyio.from_thread import BlockingPortal
+
+REPLENISH_FRACTION = 0.5  # refill once the buffer is below this share of prefetch
+POLL_WAIT_S = 5.0  # a refill that finds the queue empty waits this long in the daemon
+
+
+@attrs.frozen
+class Leased:
+    """An element held for this connection: ack it when done, or nack it to return it.
+
+    ``deliveries`` counts its deliveries with a lease, this one included (1: the first);
+    ``reason`` says why it came back the last time ("" the first time; "nack",
+    "expired", "closed", "restart" or "leave").  ``deadline`` is when the lease ends on
+    this client's clock (``anyio.current_time()``): counted from when the request went
+    out, so the daemon ends it no sooner.  ``connection`` is the connection it belongs
+    to: after a reconnect its lease is over (the element went back), and an ack of it
+    is answered False without asking."""
+
+    value: bytes
+    lease: int
+    deliveries: int
+    reason: str
+    deadline: float
+    connection: int
+    ord: int
+    position: int | None
+
+
+class LeaseClient(Protocol):
+    """What a consumer and its messages use of :class:`skueue.client.api.Client`."""
+
+    request_timeout_s: float
+
+    async def ack(self, leased: Leased) -> bool: ...
+
+    async def nack(self, leased: Leased) -> bool: ...
+
+    async def extend(self, leased: Leased, seconds: float) -> bool: ...
+
+    async def release(self, leased: Sequence[Leased], *, keep: bool = False) -> list[bool]: ...
+
+    async def lease_many(
+        self,
+        count: int,
+        queue: str | None,
+        structure: str | None,
+        wait: float | None,
+        lease: float,
+        max_deliveries: int | None,
+    ) -> list[Leased]: ...
+
+    def _spawn(self, task: Callable[[], Coroutine[Any, Any, None]]) -> None: ...
+
+
+@attrs.define(eq=False)
+class Message:
+    """A leased element as a consumer hands it out, with its acknowledgements."""
+
+    leased: Leased
+    client: LeaseClient
+
+    @property
+    def value(self) -> bytes:
+        return self.leased.value
+
+    @property
+    def deliveries(self) -> int:
+        return self.leased.deliveries
+
+    @property
+    def reason(self) -> str:
+        return self.leased.reason
+
+    async def ack(self) -> bool:
+        """Done with it: gone for good.  False: its lease had ended (expired, or the
+        connection closed), so it went back and may be delivered again."""
+        return await self.client.ack(self.leased)
+
+    async def nack(self) -> bool:
+        """Return it into its queue now (at the tail), counted as a delivery."""
+        return await self.client.nack(self.leased)
+
+    async def extend(self, seconds: float) -> bool:
+        """Hold it ``seconds`` from now instead."""
+        return await self.client.extend(self.leased, seconds)
+
+
+class Consumer:
+    """``async for msg in client.consume(...)``; see the module's docstring."""
+
+    def __init__(
+        self,
+        client: LeaseClient,
+        queue: str | None,
+        structure: str | None,
+        *,
+        prefetch: int,
+        lease: float,
+        replenish: int | None,
+        max_deliveries: int | None,
+        idle: float | None,
+    ) -> None:
+        if isinstance(prefetch, bool) or not isinstance(prefetch, int) or prefetch < 1:
+            raise ValueError(f"prefetch must be a positive integer, not {prefetch!r}")
+        if replenish is None:
+            replenish = max(1, math.ceil(prefetch * REPLENISH_FRACTION))
+        if isinstance(replenish, bool) or not isinstance(replenish, int):
+            raise ValueError(f"replenish must be an integer, not {replenish!r}")
+        if not 1 <= replenish <= prefetch:
+            raise ValueError(f"replenish must be from 1 to prefetch ({prefetch}), not {replenish}")
+        if idle is not None and not idle > 0:
+            raise ValueError(f"idle must be a positive number of seconds, not {idle!r}")
+        self.client = client
+        self.queue, self.structure = queue, structure
+        self.prefetch, self.lease, self.replenish = prefetch, lease, replenish
+        self.max_deliveries = max_deliveries
+        self.idle = idle  # stop after this long with nothing to hand out (None: never)
+        self.buffer: deque[Leased] = deque()
+        self.refilling: anyio.Event | None = None  # set when the running refill ends
+        self.error: BaseException | None = None
+        self.closed = False
+        self.handed_out = 0
+
+    def __aiter__(self) -> Consumer:
+        return self
+
+    async def __aenter__(self) -> Consumer:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+    async def __anext__(self) -> Message:
+        if self.closed:
+            raise StopAsyncIteration
+        waited_since = anyio.current_time()
+        while True:
+            self._drop_expired()
+            if self.buffer:
+                leased = self.buffer.popleft()
+                self.handed_out += 1
+                if len(self.buffer) < self.replenish:
+                    self._refill_in_background()
+                return Message(leased, self.client)
+            if self.error is not None:
+                error, self.error = self.error, None
+                raise error
+            if self.idle is not None and anyio.current_time() - waited_since >= self.idle:
+                raise StopAsyncIteration
+            self._refill_in_background()
+            assert self.refilling is not None
+            with anyio.move_on_after(POLL_WAIT_S if self.idle is None else self.idle):
+                await self.refilling.wait()
+
+    def _drop_expired(self) -> None:
+        """Messages whose lease ran out went back to the queue: they are not handed out
+        (the daemon may deliver them again, here or to another consumer)."""
+        now = anyio.current_time()
+        if self.buffer and self.buffer[0].deadline <= now:
+            self.buffer = deque(m for m in self.buffer if m.deadline > now)
+
+    def _refill_in_background(self) -> None:
+        if self.refilling is not None or self.closed:
+            return
+        self.refilling = anyio.Event()
+        self.client._spawn(self._refill)
+
+    async def _refill(self) -> None:
+        assert self.refilling is not None
+        try:
+            want = self.prefetch - len(self.buffer)
+            if want > 0:
+                wait = POLL_WAIT_S if self.idle is None else min(POLL_WAIT_S, self.idle)
+                got = await self.client.lease_many(
+                    want, self.queue, self.structure, wait, self.lease, self.max_deliveries
+                )
+                self._drop_expired()  # before the new ones: never the same element twice
+                if self.closed:
+                    await self._give_back(got)
+                else:
+                    self.buffer.extend(got)
+        except Exception as e:  # noqa: BLE001 - handed to the consumer's next __anext__
+            self.error = e
+        finally:
+            done, self.refilling = self.refilling, None
+            done.set()
+
+    async def aclose(self) -> None:
+        """Stop: what was fetched but not handed out goes back, as it was."""
+        if self.closed:
+            return
+        self.closed = True
+        if self.refilling is not None:
+            with anyio.move_on_after(self.client.request_timeout_s):
+                await self.refilling.wait()
+        left, self.buffer = list(self.buffer), deque()
+        await self._give_back(left)
+
+    async def _give_back(self, leased: list[Leased]) -> None:
+        if leased:
+            await self.client.release(leased, keep=True)
+
+
+def leased_from(result: list[Any], deadline: float, connection: int) -> Leased:
+    """A leased remove's result ``[value, ord, position, lease, deliveries, reason]``."""
+    value, ord_, position, lease, deliveries, reason = result
+    return Leased(value, lease, deliveries, reason, deadline, connection, ord_, position)
+
+
+class BlockingMessage:
+    """A :class:`Message` for plain code: each call blocks until its answer."""
+
+    def __init__(self, message: Message, portal: BlockingPortal) -> None:
+        self.message, self._portal = message, portal
+        self.leased = message.leased
+        self.value, self.deliveries, self.reason = message.value, message.deliveries, message.reason
+
+    def ack(self) -> bool:
+        return self._portal.call(self.message.ack)
+
+    def nack(self) -> bool:
+        return self._portal.call(self.message.nack)
+
+    def extend(self, seconds: float) -> bool:
+        return self._portal.call(self.message.extend, seconds)
+
+
+class BlockingConsumer:
+    """``for msg in client.consume(...)``: a :class:`Consumer` for plain code."""
+
+    def __init__(self, consumer: Consumer, portal: BlockingPortal) -> None:
+        self.consumer, self._portal = consumer, portal
+
+    def __iter__(self) -> BlockingConsumer:
+        return self
+
+    def __next__(self) -> BlockingMessage:
+        try:
+            message = self._portal.call(self.consumer.__anext__)
+        except StopAsyncIteration:
+            raise StopIteration from None
+        return BlockingMessage(message, self._portal)
+
+    def __enter__(self) -> BlockingConsumer:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """What was fetched but not handed out goes back."""
+        self._portal.call(self.consumer.aclose)
