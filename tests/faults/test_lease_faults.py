@@ -3,30 +3,30 @@ mid-work, and a daemon that holds leases killed and restarted with its data dire
 
 - **Consumers die.**  4 durable daemons, 1,200 unique elements, 8 consumer processes
   (``tests/faults/lease_consumer.py``: prefetch 20, a lease far longer than the test);
-  half of them are killed with SIGKILL mid-work, then 4 new ones finish the queue.  From
-  the consumers' own records: every element was acked (an ack whose answer a killed
-  consumer never saw is indeterminate: then a later ack of it, or none, is fine); none
-  was acked twice; an element delivered again carries a higher delivery count (never
-  the same one twice; one that went into a killed consumer's buffer was delivered there
-  unseen), with the reason "closed" (its consumer's connection closed); and the queue
-  is empty.
+  half of them are killed with SIGKILL mid-work, then 4 new ones finish the queue.  The
+  consumers' own records, and the kills, go to the lease checker
+  (:mod:`skueue.check.leases`): every element acked exactly once (an ack whose answer a
+  killed consumer never saw is indeterminate) or left in the queue, none held by two
+  live leases at once, delivery counts that rise; and the queue is empty at the end.
 - **The daemon holding leases dies.**  Its leased elements come back when it restarts
   (reason "restart"); the acked ones stay gone; nothing else changes.
 """
 
 from __future__ import annotations
 
+import json
 import random
 import signal
 import subprocess
 import sys
-from collections import defaultdict
+import time
 from pathlib import Path
 
 import pytest
 import trio
 
 import skueue.client.api
+from skueue.check.leases import LeaseEvent, check_leases
 from skueue.client.consumer import Leased
 from tests.e2e.daemons import stop
 from tests.faults.test_crash_restart import Cluster
@@ -39,32 +39,26 @@ DEADLINE_S = 150.0
 REPO = Path(__file__).resolve().parents[2]
 
 
-def start_consumer(address: str, out: Path) -> subprocess.Popen[bytes]:
+def start_consumer(address: str, name: str, out: Path) -> subprocess.Popen[bytes]:
     return subprocess.Popen(
-        [sys.executable, "-m", "tests.faults.lease_consumer", address, QUEUE, str(out)],
+        [sys.executable, "-m", "tests.faults.lease_consumer", address, QUEUE, name, str(out)],
         cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
     )  # fmt: skip
 
 
-def records(paths: list[Path]) -> tuple[dict[str, list[tuple[int, str]]], dict[str, list[str]]]:
-    """Per value: its deliveries (count, reason) in each consumer's order, and the
-    outcomes of its acks ("True", "False", or "unknown" for one a kill cut off)."""
-    deliveries: dict[str, list[tuple[int, str]]] = defaultdict(list)
-    acks: dict[str, list[str]] = defaultdict(list)
+def events_of(paths: list[Path]) -> list[LeaseEvent]:
+    """The consumers' records; an ack written twice (before, and with its answer) keeps
+    the answer, and a torn last line (the kill came mid-write) is no event."""
+    out: dict[tuple[str, str, int, str], LeaseEvent] = {}
     for path in paths:
-        pending: set[str] = set()
         for line in path.read_text().splitlines():
-            kind, value, *rest = line.split(" ")
-            if kind == "got":
-                deliveries[value].append((int(rest[0]), rest[1]))
-            elif kind == "acking":
-                pending.add(value)
-            elif kind == "acked" and value in pending:  # a torn last line is no answer
-                pending.discard(value)
-                acks[value].append(rest[0] if rest else "unknown")
-        for value in pending:
-            acks[value].append("unknown")
-    return deliveries, acks
+            try:
+                event = LeaseEvent(**json.loads(line))
+            except (json.JSONDecodeError, TypeError):
+                continue
+            key = (event.consumer, event.event, event.lease or 0, str(event.invoke))
+            out[key] = event
+    return list(out.values())
 
 
 @pytest.mark.trio
@@ -75,7 +69,8 @@ async def test_consumers_killed_mid_work_lose_nothing_and_ack_nothing_twice(
     rng = random.Random(SEED)
     cluster = Cluster(tmp_path)
     produced = [f"e{i:05d}" for i in range(ELEMENTS)]
-    outs = [tmp_path / f"consumer{i}.log" for i in range(2 * CONSUMERS)]
+    outs = [tmp_path / f"consumer{i}.jsonl" for i in range(2 * CONSUMERS)]
+    kills: list[LeaseEvent] = []
     procs: list[subprocess.Popen[bytes]] = []
     try:
         cluster.start()
@@ -86,36 +81,32 @@ async def test_consumers_killed_mid_work_lose_nothing_and_ack_nothing_twice(
                 )
         with trio.fail_after(DEADLINE_S):
             for i in range(CONSUMERS):
-                procs.append(start_consumer(cluster.addresses[i % DAEMONS], outs[i]))
+                procs.append(start_consumer(cluster.addresses[i % DAEMONS], f"c{i}", outs[i]))
             await trio.sleep(rng.uniform(1.5, 2.5))  # mid-work
             victims = rng.sample(range(CONSUMERS), CONSUMERS // 2)
             for i in victims:
+                kills.append(LeaseEvent(f"c{i}", "close", time.monotonic(), time.monotonic()))
                 procs[i].send_signal(signal.SIGKILL)
             for i in range(CONSUMERS, CONSUMERS + len(victims)):
-                procs.append(start_consumer(cluster.addresses[i % DAEMONS], outs[i]))
+                procs.append(start_consumer(cluster.addresses[i % DAEMONS], f"c{i}", outs[i]))
             for proc in procs:
                 await trio.to_thread.run_sync(proc.wait)
         survivors = [p for i, p in enumerate(procs) if i not in victims]
         assert all(p.returncode == 0 for p in survivors), [
             p.stderr.read() for p in survivors if p.stderr and p.returncode
         ]
-        deliveries, acks = records([o for o in outs if o.exists()])
-        assert sorted(deliveries) == produced, "delivered: not exactly the produced elements"
-        for value in produced:
-            # Deliveries into a killed consumer's buffer were never handed out, so never
-            # written: the counts seen may skip some, but never repeat one.
-            counts = [d for d, _ in deliveries[value]]
-            assert len(set(counts)) == len(counts), (value, deliveries[value])
-            assert max(counts) <= 1 + len(victims), (value, deliveries[value])
-            assert all(reason == "closed" for d, reason in deliveries[value] if d > 1), value
-            answers = acks[value]
-            assert answers.count("True") <= 1, f"{value} acked twice: {answers}"
-            assert "True" in answers or "unknown" in answers, f"{value} never acked: {answers}"
-        redelivered = sum(1 for v in produced if max(d for d, _ in deliveries[v]) > 1)
-        print(f"{redelivered} of {ELEMENTS} elements were delivered again after the kills")
-        assert redelivered > 0  # the kills cut work off (prefetched and unacked elements)
         async with skueue.client.api.connect(cluster.addresses[1]) as q:
-            assert await q.dequeue(queue=QUEUE) is None  # nothing left behind
+            left = [v.decode() for v in await q.dequeue_many(ELEMENTS, queue=QUEUE)]
+        events = [*events_of([o for o in outs if o.exists()]), *kills]
+        verdict = check_leases(events, produced, left=left)
+        again = sum(1 for e in events if e.event == "lease" and (e.deliveries or 0) > 1)
+        print(
+            f"{verdict.elements} elements: {verdict.acked} acked, {again} delivered again "
+            f"after the kills, {verdict.indeterminate} acked unknown"
+        )
+        assert verdict.ok, "\n".join(verdict.problems[:20])
+        assert not left  # the new consumers finished the queue
+        assert again > 0  # the kills cut work off (prefetched, unacked)
         assert "bug:" not in cluster.logs()
     finally:
         for proc in procs:

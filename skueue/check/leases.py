@@ -1,0 +1,154 @@
+"""The lease checker (issue 12, item 8): what leased delivery promises, checked on the
+events the consumers recorded.
+
+Theory of operation
+-------------------
+A consumer records one :class:`LeaseEvent` per thing it did: ``lease`` (a leased remove
+got ``value``, with its lease id and delivery count), ``ack`` and ``nack`` (with the
+answer: True, False, or None when the consumer died before it came), and ``close`` (its
+connection closed: the harness that killed it, or the consumer itself at the end).
+Times are one clock for all consumers (the harness's monotonic clock).
+
+:func:`check_leases` then checks, per element:
+
+- **nothing lost, nothing acked twice**: acked exactly once (an answer True), or still
+  in the queue or its dead letters at the end; an ack whose answer never came may have
+  taken effect, so an element with one is neither lost nor double-acked by it;
+- **never held by two live leases at once**: a delivery must not complete before the
+  previous lease of that element could have ended, i.e. before the earliest of its nack
+  or ack, its deadline (the lease's request went out at ``invoke``, so the daemon's
+  deadline is no earlier than ``invoke + lease_s``) and its consumer's ``close``;
+- **delivery counts rise**: each delivery of an element counts more than the one before
+  (deliveries into a buffer that a killed consumer never handed out are not recorded,
+  so the counts may skip, never repeat or fall).
+
+The order between redeliveries is the queue's own (a returned element is a new
+insertion at the tail): the linearizability checkers see the plain operations.
+
+Pure: attrs only.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
+
+import attrs
+
+EVENTS = ("lease", "ack", "nack", "close")
+
+
+@attrs.frozen
+class LeaseEvent:
+    consumer: str  # the connection that held the lease
+    event: str  # one of EVENTS
+    invoke: float
+    response: float
+    value: str | None = None  # the element (None for "close")
+    lease: int | None = None  # the lease id (unique per consumer)
+    deliveries: int | None = None  # on "lease": this delivery's count
+    lease_s: float | None = None  # on "lease": the lease's length
+    ok: bool | None = None  # on "ack"/"nack": the answer; None: never came
+
+    def describe(self) -> str:
+        what = f"{self.event} {self.value} lease={self.lease}"
+        if self.deliveries is not None:
+            what += f" delivery={self.deliveries}"
+        if self.ok is not None or self.event in ("ack", "nack"):
+            what += f" -> {self.ok}"
+        return f"{self.consumer} {what} [{self.invoke}, {self.response}]"
+
+
+@attrs.frozen
+class LeaseVerdict:
+    problems: tuple[str, ...]
+    elements: int
+    acked: int
+    redelivered: int
+    indeterminate: int  # elements whose only ack never got its answer
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+
+def check_leases(
+    events: Iterable[LeaseEvent],
+    inserted: Iterable[str],
+    left: Sequence[str] = (),
+    dead: Sequence[str] = (),
+) -> LeaseVerdict:
+    """Check the consumers' ``events`` against the elements ``inserted`` (unique values)
+    and what was ``left`` in the queue and its ``dead`` letters at the end."""
+    events = list(events)
+    for e in events:
+        if e.event not in EVENTS:
+            raise ValueError(f"unknown lease event {e.event!r}")
+    closed = {e.consumer: e.invoke for e in events if e.event == "close"}
+    ends: dict[tuple[str, int], float] = {}  # a lease's ack or nack, as invoked
+    acks: dict[str, list[bool | None]] = defaultdict(list)
+    for e in events:
+        if e.event in ("ack", "nack") and e.lease is not None:
+            key = (e.consumer, e.lease)
+            ends[key] = min(ends.get(key, math.inf), e.invoke)
+            if e.event == "ack" and e.value is not None:
+                acks[e.value].append(e.ok)
+    deliveries: dict[str, list[LeaseEvent]] = defaultdict(list)
+    for e in events:
+        if e.event == "lease" and e.value is not None:
+            deliveries[e.value].append(e)
+    problems: list[str] = []
+    values = list(inserted)
+    known = set(values)
+    remaining = defaultdict(int)
+    for v in (*left, *dead):
+        remaining[v] += 1
+    indeterminate = redelivered = acked = 0
+    for v in values:
+        answers = acks.get(v, [])
+        done = answers.count(True)
+        acked += done > 0
+        if done > 1:
+            problems.append(f"{v} was acked {done} times")
+        if done and remaining[v]:
+            problems.append(f"{v} was acked and is still there")
+        elif remaining[v] > 1:
+            problems.append(f"{v} is there {remaining[v]} times")
+        if done + remaining[v] == 0:
+            if None in answers:
+                indeterminate += 1
+            else:
+                problems.append(f"{v} was lost: never acked, and not in the queue at the end")
+        history = sorted(deliveries.get(v, []), key=lambda e: e.response)
+        redelivered += len(history) > 1
+        problems.extend(_overlaps(v, history, ends, closed))
+    for v in deliveries.keys() - known:
+        problems.append(f"{v} was delivered but never inserted")
+    return LeaseVerdict(tuple(problems), len(values), acked, redelivered, indeterminate)
+
+
+def _overlaps(
+    value: str,
+    history: list[LeaseEvent],
+    ends: dict[tuple[str, int], float],
+    closed: dict[str, float],
+) -> list[str]:
+    """Deliveries of one element that came while the one before could still be live,
+    and delivery counts that do not rise."""
+    out = []
+    for before, after in zip(history, history[1:], strict=False):
+        assert before.lease is not None
+        ended = min(
+            ends.get((before.consumer, before.lease), math.inf),
+            before.invoke + (before.lease_s if before.lease_s is not None else math.inf),
+            closed.get(before.consumer, math.inf),
+        )
+        if after.response < ended:
+            out.append(
+                f"{value} was leased twice at once: {after.describe()} came while "
+                f"{before.describe()} could still hold it"
+            )
+        if (before.deliveries or 0) >= (after.deliveries or 0):
+            out.append(f"{value}: delivery {after.deliveries} came after {before.deliveries}")
+    return out
