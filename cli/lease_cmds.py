@@ -28,19 +28,23 @@ from typing import Any
 import anyio
 
 from skueue.cli.args import positive_float, positive_int
-from skueue.cli.client_cmds import add_node_option, add_timeout_option, json_element, with_client
+from skueue.cli.client_cmds import (
+    add_node_option,
+    add_timeout_option,
+    json_element,
+    queue_name,
+    with_client,
+)
 from skueue.client.api import DEFAULT_REQUEST_TIMEOUT_S, Client
 from skueue.client.consumer import Leased, Message
-from skueue.core.ops import QUEUE_NAME_CHARS_MAX, dead_letter_queue, queue_name_problem
+from skueue.core.ops import dead_letter_problem, dead_letter_queue
 
 LIST_LEASE_S = 30.0  # how long `skueue dlq` holds what it shows
 
 
 def dead_letter_owner(text: str) -> str:
     """A queue name that leaves room for its dead letters' ``.dlq``."""
-    problem = queue_name_problem(text)
-    if problem is None and len(dead_letter_queue(text)) > QUEUE_NAME_CHARS_MAX:
-        problem = f"a queue with dead letters has at most {QUEUE_NAME_CHARS_MAX - 4} characters"
+    problem = dead_letter_problem(queue_name(text))
     if problem is not None:
         raise argparse.ArgumentTypeError(problem)
     return text

@@ -101,7 +101,7 @@ def check_leases(
     problems: list[str] = []
     values = list(inserted)
     known = set(values)
-    remaining = defaultdict(int)
+    remaining: dict[str, int] = defaultdict(int)
     for v in (*left, *dead):
         remaining[v] += 1
     indeterminate = redelivered = acked = 0

@@ -44,13 +44,13 @@ from dataclasses import dataclass, field
 from skueue.core.effects import Complete, Effect
 from skueue.core.errors import ProtocolError
 from skueue.core.ops import (
-    QUEUE_NAME_CHARS_MAX,
     Element,
     Item,
     Op,
     OpKind,
     Redelivered,
     Structure,
+    dead_letter_problem,
     dead_letter_queue,
     insert_kind,
 )
@@ -170,8 +170,8 @@ class Leases:
         """A leased remove was submitted: its element, when it comes, is leased."""
         if op.kind.inserts or op.lease_ms < 0:
             raise ProtocolError(f"{op.describe()}: only a remove takes a lease")
-        if op.max_deliveries and len(dead_letter_queue(op.queue)) > QUEUE_NAME_CHARS_MAX:
-            raise ProtocolError(f"{op.describe()}: its name leaves no room for its dead letters")
+        if op.max_deliveries and dead_letter_problem(op.queue):
+            raise ProtocolError(f"{op.describe()}: {dead_letter_problem(op.queue)}")
         self.leasing[op.op_id] = op
 
     def due(self, now_ms: int) -> list[Lease]:

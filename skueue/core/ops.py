@@ -104,6 +104,14 @@ def dead_letter_queue(queue: str) -> str:
     return queue + DEAD_LETTER_SUFFIX
 
 
+def dead_letter_problem(queue: str) -> str | None:
+    """Why ``queue`` (a good name) cannot have dead letters, or None."""
+    if len(dead_letter_queue(queue)) > QUEUE_NAME_CHARS_MAX:
+        longest = QUEUE_NAME_CHARS_MAX - len(DEAD_LETTER_SUFFIX)
+        return f"a queue with dead letters has at most {longest} characters"
+    return None
+
+
 @lru_cache(maxsize=4096)
 def _good_name(name: str) -> bool:
     return queue_name_problem(name) is None

@@ -78,7 +78,7 @@ from typing import Any, Protocol
 import attrs
 import msgpack
 
-from skueue.core.ops import QUEUE_NAME_CHARS_MAX, queue_name_problem
+from skueue.core.ops import DEFAULT_QUEUE, dead_letter_problem, queue_name_problem
 from skueue.wire.client_replies import INVALID, TOO_LARGE, Done, ErrorReply, More
 from skueue.wire.errors import RemoteProtocolError
 
@@ -352,11 +352,9 @@ def _remove_numbers(request: RemoveRequest, options: dict[str, Any]) -> RemoveRe
             numbers[name] = value
     if "max_deliveries" in numbers and "lease_ms" not in numbers:
         return ErrorReply(request.rid, "remove: max_deliveries needs lease_ms", INVALID)
-    if "max_deliveries" in numbers and len(request.queue or "") > QUEUE_NAME_CHARS_MAX - 4:
-        message = (
-            f"remove: a queue with dead letters has at most {QUEUE_NAME_CHARS_MAX - 4} characters"
-        )
-        return ErrorReply(request.rid, message, INVALID)
+    problem = dead_letter_problem(request.queue or DEFAULT_QUEUE)
+    if "max_deliveries" in numbers and problem:
+        return ErrorReply(request.rid, f"remove: {problem}", INVALID)
     return attrs.evolve(request, **numbers) if numbers else request  # type: ignore[arg-type]
 
 
