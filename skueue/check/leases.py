@@ -25,16 +25,25 @@ Times are one clock for all consumers (the harness's monotonic clock).
 The order between redeliveries is the queue's own (a returned element is a new
 insertion at the tail): the linearizability checkers see the plain operations.
 
-Pure: attrs only.
+On disk, lease events are JSON Lines, one object per event with the field names of
+:class:`LeaseEvent` (the optional ones left out when unknown), read strictly like a
+history (:func:`read_events`: a malformed field raises :class:`HistoryError` naming it
+and the line).
+
+Pure: attrs and json only, no I/O beyond the file objects handed in.
 """
 
 from __future__ import annotations
 
+import json
 import math
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
+from typing import IO, Any
 
 import attrs
+
+from skueue.check.history import HistoryError
 
 EVENTS = ("lease", "ack", "nack", "close")
 
@@ -151,4 +160,61 @@ def _overlaps(
             )
         if (before.deliveries or 0) >= (after.deliveries or 0):
             out.append(f"{value}: delivery {after.deliveries} came after {before.deliveries}")
+    return out
+
+
+def event_to_json(e: LeaseEvent) -> dict[str, Any]:
+    return {k: v for k, v in attrs.asdict(e).items() if v is not None or k == "ok"}
+
+
+def event_from_json(d: object) -> LeaseEvent:
+    """One event from a decoded JSON object; unknown keys are ignored."""
+    if not isinstance(d, dict):
+        raise HistoryError(f"a lease event is a JSON object, not {type(d).__name__}")
+    consumer, event = d.get("consumer"), d.get("event")
+    if not isinstance(consumer, str) or not consumer:
+        raise HistoryError(f"field 'consumer' must be a non-empty string, got {consumer!r:.40}")
+    if event not in EVENTS:
+        raise HistoryError(f"field 'event' must be one of {list(EVENTS)}, got {event!r:.40}")
+    times = [d.get("invoke"), d.get("response")]
+    if not all(_number(t) for t in times) or times[1] < times[0]:  # type: ignore[operator]
+        raise HistoryError(f"fields 'invoke' <= 'response' must be finite numbers, got {times}")
+    value = d.get("value")
+    if (value is None) != (event == "close") or not isinstance(value, str | None):
+        wanted = "null" if event == "close" else "a string"
+        raise HistoryError(f"field 'value' of {event} must be {wanted}")
+    lease, deliveries, lease_s, ok = (d.get(k) for k in ("lease", "deliveries", "lease_s", "ok"))
+    if event != "close" and (type(lease) is not int or lease < 0):
+        raise HistoryError(f"field 'lease' of {event} must be a non-negative integer")
+    if event == "lease" and (type(deliveries) is not int or deliveries < 1):
+        raise HistoryError("field 'deliveries' of a lease must be a positive integer")
+    if lease_s is not None and not (_number(lease_s) and lease_s > 0):
+        raise HistoryError("field 'lease_s' must be a positive number")
+    if ok is not None and type(ok) is not bool:
+        raise HistoryError("field 'ok' must be true, false or null")
+    invoke, response = times
+    return LeaseEvent(consumer, event, invoke, response, value, lease, deliveries, lease_s, ok)  # type: ignore[arg-type]
+
+
+def _number(x: object) -> bool:
+    return type(x) in (int, float) and math.isfinite(x)  # type: ignore[arg-type]
+
+
+def write_events(events: Iterable[LeaseEvent], file_obj: IO[str]) -> None:
+    for e in events:
+        file_obj.write(json.dumps(event_to_json(e)) + "\n")
+
+
+def read_events(file_obj: Iterable[str]) -> list[LeaseEvent]:
+    """JSON Lines of lease events; blank lines are skipped; errors name the line."""
+    out = []
+    for lineno, line in enumerate(file_obj, start=1):
+        if not line.strip():
+            continue
+        try:
+            out.append(event_from_json(json.loads(line)))
+        except json.JSONDecodeError as e:
+            raise HistoryError(f"line {lineno}: invalid JSON: {e.msg}") from None
+        except HistoryError as e:
+            raise HistoryError(f"line {lineno}: {e}") from None
     return out

@@ -26,7 +26,8 @@ import pytest
 import trio
 
 import skueue.client.api
-from skueue.check.leases import LeaseEvent, check_leases
+from skueue.check.history import HistoryError
+from skueue.check.leases import LeaseEvent, check_leases, event_from_json
 from skueue.client.consumer import Leased
 from tests.e2e.daemons import stop
 from tests.faults.test_crash_restart import Cluster
@@ -53,8 +54,8 @@ def events_of(paths: list[Path]) -> list[LeaseEvent]:
     for path in paths:
         for line in path.read_text().splitlines():
             try:
-                event = LeaseEvent(**json.loads(line))
-            except (json.JSONDecodeError, TypeError):
+                event = event_from_json(json.loads(line))
+            except (json.JSONDecodeError, HistoryError):
                 continue
             key = (event.consumer, event.event, event.lease or 0, str(event.invoke))
             out[key] = event

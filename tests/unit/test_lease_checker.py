@@ -3,7 +3,12 @@ passes, and each broken promise is found and named."""
 
 from __future__ import annotations
 
-from skueue.check.leases import LeaseEvent, check_leases
+import io
+
+import pytest
+
+from skueue.check.history import HistoryError
+from skueue.check.leases import LeaseEvent, check_leases, read_events, write_events
 
 
 def lease(c: str, v: str, n: int, t: float, d: int = 1, s: float = 10.0) -> LeaseEvent:
@@ -61,3 +66,32 @@ def test_a_delivery_count_that_does_not_rise_is_found() -> None:
 def test_an_element_nobody_inserted_is_found() -> None:
     problems = check_leases([lease("A", "q", 1, 0.0)], [], left=[]).problems
     assert problems == ("q was delivered but never inserted",)
+
+
+def test_events_round_trip_through_json_lines() -> None:
+    buffer = io.StringIO()
+    write_events(GOOD, buffer)
+    assert read_events(io.StringIO(buffer.getvalue())) == GOOD
+
+
+@pytest.mark.parametrize(
+    ("line", "message"),
+    [
+        ('{"consumer": "A", "event": "peek", "invoke": 0, "response": 1}', "field 'event'"),
+        ('{"consumer": "", "event": "ack", "invoke": 0, "response": 1}', "field 'consumer'"),
+        ('{"consumer": "A", "event": "close", "invoke": 2, "response": 1}', "'invoke' <="),
+        ('{"consumer": "A", "event": "ack", "invoke": 0, "response": 1, "lease": 1}', "'value'"),
+        ('{"consumer": "A", "event": "ack", "invoke": 0, "response": 1, "value": "x"}', "'lease'"),
+        (
+            '{"consumer": "A", "event": "lease", "invoke": 0, "response": 1, "value": "x", '
+            '"lease": 1, "deliveries": 0}',
+            "'deliveries'",
+        ),
+        ("[1]", "a JSON object"),
+        ("{", "invalid JSON"),
+    ],
+)
+def test_malformed_events_are_refused_with_their_line(line: str, message: str) -> None:
+    with pytest.raises(HistoryError, match=message) as raised:
+        read_events(io.StringIO("\n" + line + "\n"))
+    assert "line 2" in str(raised.value)
