@@ -113,7 +113,7 @@ def run_consume(args: argparse.Namespace) -> int:
             ok = True
         else:
             ok = await anyio.to_thread.run_sync(run_command, args.command, args.queue, msg)
-        done = await (msg.ack() if ok else msg.nack())
+        done = bool(await (msg.ack() if ok else msg.nack()))
         tally["acked" if ok else "nacked"] += done
         tally["lost"] += not done  # its lease had ended: it went back, comes again
 

@@ -73,6 +73,10 @@ class LeaseClient(Protocol):
 
     async def release(self, leased: Sequence[Leased], *, keep: bool = False) -> list[bool]: ...
 
+    async def ack_many(self, leased: Sequence[Leased]) -> list[bool]: ...
+
+    async def nack_many(self, leased: Sequence[Leased]) -> list[bool]: ...
+
     async def lease_many(
         self,
         count: int,
@@ -92,6 +96,7 @@ class Message:
 
     leased: Leased
     client: LeaseClient
+    consumer: Consumer | None = None  # the consumer that handed it out (for wait=False)
 
     @property
     def value(self) -> bytes:
@@ -105,13 +110,24 @@ class Message:
     def reason(self) -> str:
         return self.leased.reason
 
-    async def ack(self) -> bool:
+    async def ack(self, *, wait: bool = True) -> bool | None:
         """Done with it: gone for good.  False: its lease had ended (expired, or the
-        connection closed), so it went back and may be delivered again."""
+        connection closed), so it went back and may be delivered again.
+
+        ``wait=False`` (a message from a consumer): return at once, as AMQP's basic.ack
+        does; the consumer sends the acks in batches, one request in flight, and counts
+        the answers that came back False in ``consumer.late_acks``."""
+        if not wait and self.consumer is not None:
+            self.consumer.end_soon("ack", self.leased)
+            return None
         return await self.client.ack(self.leased)
 
-    async def nack(self) -> bool:
-        """Return it into its queue now (at the tail), counted as a delivery."""
+    async def nack(self, *, wait: bool = True) -> bool | None:
+        """Return it into its queue now (at the tail), counted as a delivery;
+        ``wait=False`` as for :meth:`ack`."""
+        if not wait and self.consumer is not None:
+            self.consumer.end_soon("nack", self.leased)
+            return None
         return await self.client.nack(self.leased)
 
     async def extend(self, seconds: float) -> bool:
@@ -154,6 +170,11 @@ class Consumer:
         self.error: BaseException | None = None
         self.closed = False
         self.handed_out = 0
+        # Acks and nacks sent without waiting (Message.ack(wait=False)), batched.
+        self.pending: dict[str, list[Leased]] = {"ack": [], "nack": []}
+        self.ending: anyio.Event | None = None  # set when the running batch ends
+        self.late_acks = 0  # answered False: the lease had ended, the element comes again
+        self.answered_at: float | None = None  # when the last batch's answer came
 
     def __aiter__(self) -> Consumer:
         return self
@@ -175,7 +196,7 @@ class Consumer:
                 self.handed_out += 1
                 if len(self.buffer) < self.replenish:
                     self._refill_in_background()
-                return Message(leased, self.client)
+                return Message(leased, self.client, self)
             if self.error is not None:
                 error, self.error = self.error, None
                 raise error
@@ -219,14 +240,43 @@ class Consumer:
             done, self.refilling = self.refilling, None
             done.set()
 
+    def end_soon(self, how: str, leased: Leased) -> None:
+        """Ack or nack ``leased`` in the next batch (one request in flight at a time:
+        whatever comes meanwhile goes in the one after)."""
+        self.pending[how].append(leased)
+        if self.ending is None:
+            self.ending = anyio.Event()
+            self.client._spawn(self._end_pending)
+
+    async def _end_pending(self) -> None:
+        assert self.ending is not None
+        try:
+            while self.pending["ack"] or self.pending["nack"]:
+                acks, nacks = self.pending["ack"], self.pending["nack"]
+                self.pending = {"ack": [], "nack": []}
+                try:
+                    if acks:
+                        self.late_acks += (await self.client.ack_many(acks)).count(False)
+                    if nacks:
+                        await self.client.nack_many(nacks)
+                    self.answered_at = anyio.current_time()
+                except Exception as e:  # noqa: BLE001 - handed to the next __anext__
+                    self.error = e
+        finally:
+            done, self.ending = self.ending, None
+            done.set()
+
     async def aclose(self) -> None:
-        """Stop: what was fetched but not handed out goes back, as it was."""
+        """Stop: the acks and nacks not yet sent go, and what was fetched but not handed
+        out goes back, as it was."""
         if self.closed:
             return
         self.closed = True
-        if self.refilling is not None:
-            with anyio.move_on_after(self.client.request_timeout_s):
+        with anyio.move_on_after(self.client.request_timeout_s):
+            if self.refilling is not None:
                 await self.refilling.wait()
+            while self.ending is not None:
+                await self.ending.wait()
         left, self.buffer = list(self.buffer), deque()
         await self._give_back(left)
 
@@ -250,10 +300,10 @@ class BlockingMessage:
         self.value, self.deliveries, self.reason = message.value, message.deliveries, message.reason
 
     def ack(self) -> bool:
-        return self._portal.call(self.message.ack)
+        return bool(self._portal.call(self.message.ack))
 
     def nack(self) -> bool:
-        return self._portal.call(self.message.nack)
+        return bool(self._portal.call(self.message.nack))
 
     def extend(self, seconds: float) -> bool:
         return self._portal.call(self.message.extend, seconds)

@@ -199,3 +199,21 @@ def test_skueue_consume_acks_what_its_command_did_and_nacks_the_rest(
     assert [(r["text"], r["deliveries"], r["reason"]) for r in records] == [("bad", 2, "nack")]
     printed = run_cli("consume", "cmd.dlq", "--node", node, "-n", "1")
     assert printed.returncode == 0 and printed.stdout == "bad\n", printed
+
+
+@pytest.mark.trio
+async def test_acks_that_do_not_wait_are_sent_in_batches_and_flushed_at_the_close(
+    skueued_cluster: StartCluster,
+) -> None:
+    cluster = skueued_cluster(2, "queue", ("--in-memory",))
+    values = [b"n%03d" % i for i in range(200)]
+    with anyio.fail_after(TIMEOUT_S):
+        async with skueue.client.api.connect(cluster.addresses[0]) as q:
+            await q.enqueue_many(values, queue="fast")
+            async with q.consume("fast", prefetch=50, lease=30, idle=1.0) as messages:
+                async for msg in messages:
+                    assert await msg.ack(wait=False) is None
+            assert messages.late_acks == 0
+            assert await q.dequeue(queue="fast") is None  # every ack went, none late
+            stats = (await q.stats())["queues"]["fast"]
+            assert (stats["leased"], stats["acked"]) == (200, 200)
