@@ -189,8 +189,11 @@ class Host:
         self._expires(request, deadline)
         submitted = []
         for index, (kind, value) in enumerate(ops):
+            # A blocking remove's first attempt goes at once, like any remove: only the
+            # attempts after an empty one are patient (_try_again).  Patient from the
+            # start, a consumer's refill of a full queue waited for the idle pace.
             op = self.process.new_op(
-                kind, value, request.queue, wait_until is not None, lease_ms, max_deliveries
+                kind, value, request.queue, False, lease_ms, max_deliveries
             )
             self.ops[op.op_id] = (request, index)
             submitted.append(op)
