@@ -10,7 +10,9 @@ violation of each kind) and, for histories of at most ``EXACT_OPS_MAX`` operatio
 records the exact checker needs.
 
 - :mod:`.session`: which master, and the session built for it.
-- :mod:`.readers`: text lines in; strict history records, log events and malformed lines out.
+- :mod:`.readers`: text lines in; strict history records, log events, lease events and
+  malformed lines out.
+- :mod:`.leases`: the lease events' per-element checks and summary.
 - :mod:`.scan`: the two distributed primitives the checks are made of (a prefix scan in a
   global order, and the dyadic cover of an index range).
 - :mod:`.certificate`, :mod:`.patterns`, :mod:`.lifo`: the checkers of

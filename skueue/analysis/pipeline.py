@@ -3,7 +3,7 @@
 Theory of operation
 -------------------
 1. Stage: every input line is parsed once into ``OUT/lines`` (Parquet, partitioned by
-   ``kind``: record, event, malformed).  Everything after reads that table.
+   ``kind``: record, event, lease, malformed).  Everything after reads that table.
 2. Check: :func:`.checks.check_histories`; every violation row lands in
    ``OUT/violations``.
 3. Statistics: throughput, latency, storage per process, log events and batch sizes,
@@ -24,7 +24,7 @@ from typing import Any, Final
 import attrs
 from pyspark.sql import DataFrame, SparkSession
 
-from skueue.analysis import plots, stats
+from skueue.analysis import leases, plots, stats
 from skueue.analysis.checks import check_histories
 from skueue.analysis.readers import InputError, Inputs, line_counts, load, stage
 from skueue.analysis.report import render
@@ -60,7 +60,7 @@ def analyze(
         result.malformed = [
             r.asDict() for r in inputs.malformed.limit(MALFORMED_SHOWN).collect()
         ]
-        result.tables.append("lines (partitioned by kind: record, event, malformed)")
+        result.tables.append("lines (partitioned by kind: record, event, lease, malformed)")
 
     lines = sum(sum(f.values()) for f in result.files.values())
     with sized_shuffle_partitions(spark, lines, fixed=options.partitions_fixed) as partitions:
@@ -96,6 +96,10 @@ def _check_and_summarise(
         with clock("logs"):
             progress("log events")
             _log_stats(inputs.events, result, out)
+    if inputs.leases is not None and any(f.get("lease") for f in result.files.values()):
+        with clock("leases"):
+            progress("lease events")
+            result.leases = leases.summarise(inputs.leases)
 
 
 class _Clock:

@@ -1,4 +1,5 @@
-"""Input files to DataFrames: history records, daemon log events, malformed lines.
+"""Input files to DataFrames: history records, daemon log events, lease events, malformed
+lines.
 
 Theory of operation
 -------------------
@@ -41,12 +42,13 @@ import attrs
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+from skueue.analysis.leases import is_lease_event, leases_of
 from skueue.check.history import INSERT_OPS, OPS, REMOVE_OPS
 
 HISTORY_SCHEMA: Final = (
     "process variant, seq bigint, op string, value variant, invoke double, "
     "response double, position bigint, ord bigint, phase variant, event string, "
-    "_corrupt_record string"
+    "consumer string, _corrupt_record string"
 )
 _INT_TYPES: Final = ("TINYINT", "SMALLINT", "INT", "BIGINT")
 TEXT_SHOWN_MAX: Final = 200
@@ -69,6 +71,8 @@ class Inputs:
     """``file, reason, text`` (text cut to :data:`TEXT_SHOWN_MAX` characters)."""
     names: dict[int, str]
     """History id -> a name for the report: ``history`` or the file's path."""
+    leases: DataFrame | None = None
+    """Lease events (:mod:`skueue.analysis.leases`): ``consumer, event, invoke, ...``."""
 
 
 # -- paths ------------------------------------------------------------------------------
@@ -221,7 +225,8 @@ def classify(lines: DataFrame) -> DataFrame:
     parsed = lines.select("file", "text", j.alias("j"))
     pj = parsed["j"]
     kind = (
-        F.when(pj["event"].isNotNull() & pj["op"].isNull(), "event")
+        F.when(is_lease_event(pj), "lease")
+        .when(pj["event"].isNotNull() & pj["op"].isNull(), "event")
         .when(valid_record(pj, F.col("text")), "record")
         .otherwise("malformed")
     )
@@ -243,7 +248,7 @@ def classify(lines: DataFrame) -> DataFrame:
         # Optional (absent in older histories): e.g. "drain" for a bench's final drain.
         F.when(record & (F.schema_of_variant(j["phase"]) == "STRING"),
                F.variant_get(j["phase"], "$", "string")).alias("phase"),
-        F.when(F.col("kind") == "event", F.col("text"))
+        F.when(F.col("kind").isin("event", "lease"), F.col("text"))
         .when(F.col("kind") == "malformed", F.substring("text", 1, TEXT_SHOWN_MAX))
         .alias("text"),
         F.when(F.col("kind") == "malformed", F.expr(_reason_sql("text"))).alias("reason"),
@@ -281,7 +286,8 @@ def load(spark: SparkSession, directory: str, *, per_file: bool = False) -> Inpu
     records = records.select(hid.cast("int").alias("hid"), *records.columns)
     malformed = lines.where(F.col("kind") == "malformed").select("file", "reason", "text")
     events = events_of(lines.where(F.col("kind") == "event").select("file", "text"))
-    return Inputs(records, events, malformed, names)
+    leases = leases_of(lines.where(F.col("kind") == "lease").select("file", "text"))
+    return Inputs(records, events, malformed, names, leases)
 
 
 def events_of(event_lines: DataFrame) -> DataFrame:
@@ -306,12 +312,15 @@ def events_of(event_lines: DataFrame) -> DataFrame:
 
 
 def line_counts(spark: SparkSession, directory: str) -> dict[str, dict[str, int]]:
-    """``{file: {"record": n, "event": n, "malformed": n}}`` of a :func:`stage` directory."""
+    """``{file: {"record": n, "event": n, "lease": n, "malformed": n}}`` of a
+    :func:`stage` directory."""
     lines = spark.read.parquet(directory)
     out: dict[str, dict[str, int]] = {}
     if "kind" not in lines.columns:
         return out
     for row in lines.groupBy("file", "kind").count().collect():
-        counts = out.setdefault(row["file"], {"record": 0, "event": 0, "malformed": 0})
+        counts = out.setdefault(
+            row["file"], {"record": 0, "event": 0, "lease": 0, "malformed": 0}
+        )
         counts[row["kind"]] = int(row["count"])
     return out

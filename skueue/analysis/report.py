@@ -53,6 +53,7 @@ def render(a: Analysis) -> str:
     out += _checks(a)
     out += _history_stats(a)
     out += _logs(a)
+    out += _leases(a)
     out += ["", "## Tables and plots", ""]
     out += [f"- Parquet: `{t}`" for t in a.tables]
     out += [f"- ![{p.stem}]({p.name})" for p in a.plots]
@@ -180,6 +181,33 @@ def _logs(a: Analysis) -> list[str]:
     else:
         out += ["No batch sizes in the logs: the daemons log one `batch up` event per batch "
                 "at debug level (`skueued --log-level debug --log-format json`)."]
+    return out
+
+
+def _leases(a: Analysis) -> list[str]:
+    s = a.leases
+    if s is None:
+        return []
+    out = ["", "## Leases", ""]
+    out += _table(["event", "count"], sorted(s["events"].items()))
+    acks = s["acks"]
+    out += ["", f"Acks answered: {acks['acked']} acked, {acks['late']} late (the lease had "
+            f"ended: the element came again), {acks['unanswered']} never (the consumer died "
+            "first).", ""]
+    out += ["Elements by their highest delivery count (2 or more: delivered again):", ""]
+    out += _table(["deliveries", "elements"],
+                  [(r["deliveries"], r["elements"]) for r in s["elements_by_deliveries"]])
+    lat = s["latency_ms"]
+    if lat:
+        out += ["", f"Lease latency, delivery to ack or nack ({lat['n']} leases): p50 "
+                f"{lat['p50']:g} ms, p90 {lat['p90']:g} ms, p99 {lat['p99']:g} ms."]
+    if s["problem_count"]:
+        out += ["", f"**{s['problem_count']} lease problem(s)** (acked twice, leased twice "
+                "at once, or delivery counts that do not rise); the first:", ""]
+        out += [f"- {p}" for p in s["problems"]]
+    else:
+        out += ["", "No lease problem: no element acked twice, none leased twice at once, "
+                "delivery counts rise."]
     return out
 
 

@@ -52,6 +52,8 @@ class Analysis:
     plots: list[Path] = attrs.field(factory=list)
     tables: list[str] = attrs.field(factory=list)
     seconds: dict[str, float] = attrs.field(factory=dict)
+    leases: dict[str, Any] | None = None
+    """The lease events' summary and problems (skueue/analysis/leases.py), if any."""
     shuffle_partitions: int = 0
     """What the checks and statistics ran with (sized from the input unless set)."""
 
@@ -65,8 +67,12 @@ class Analysis:
 
     @property
     def ok(self) -> bool:
-        """Every history checked and found linearizable (hence also sequentially consistent)."""
-        return all(c.problem is None and c.verdicts["linearizable"].ok for c in self.checks)
+        """Every history checked and found linearizable (hence also sequentially
+        consistent), and no lease event breaks a lease's promises."""
+        leases_ok = self.leases is None or not self.leases["problem_count"]
+        return leases_ok and all(
+            c.problem is None and c.verdicts["linearizable"].ok for c in self.checks
+        )
 
 
 def fairness(rows: Sequence[Mapping[str, Any]]) -> dict[str, float]:
@@ -101,6 +107,7 @@ def summary_json(result: Analysis) -> dict[str, Any]:
             }
             for c in result.checks
         ],
+        "leases": result.leases,
         "seconds": {k: round(v, 3) for k, v in result.seconds.items()},
         "shuffle_partitions": result.shuffle_partitions,
     }

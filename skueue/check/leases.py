@@ -94,32 +94,24 @@ def check_leases(
     for e in events:
         if e.event not in EVENTS:
             raise ValueError(f"unknown lease event {e.event!r}")
-    closed = {e.consumer: e.invoke for e in events if e.event == "close"}
-    ends: dict[tuple[str, int], float] = {}  # a lease's ack or nack, as invoked
-    acks: dict[str, list[bool | None]] = defaultdict(list)
+    closed = closes(events)
+    by_value: dict[str, list[LeaseEvent]] = defaultdict(list)
     for e in events:
-        if e.event in ("ack", "nack") and e.lease is not None:
-            key = (e.consumer, e.lease)
-            ends[key] = min(ends.get(key, math.inf), e.invoke)
-            if e.event == "ack" and e.value is not None:
-                acks[e.value].append(e.ok)
-    deliveries: dict[str, list[LeaseEvent]] = defaultdict(list)
-    for e in events:
-        if e.event == "lease" and e.value is not None:
-            deliveries[e.value].append(e)
+        if e.value is not None:
+            by_value[e.value].append(e)
     problems: list[str] = []
     values = list(inserted)
-    known = set(values)
     remaining: dict[str, int] = defaultdict(int)
     for v in (*left, *dead):
         remaining[v] += 1
     indeterminate = redelivered = acked = 0
     for v in values:
-        answers = acks.get(v, [])
+        own = by_value.get(v, [])
+        answers = [e.ok for e in own if e.event == "ack"]
         done = answers.count(True)
         acked += done > 0
-        if done > 1:
-            problems.append(f"{v} was acked {done} times")
+        redelivered += sum(e.event == "lease" for e in own) > 1
+        problems.extend(element_problems(v, own, closed))
         if done and remaining[v]:
             problems.append(f"{v} was acked and is still there")
         elif remaining[v] > 1:
@@ -129,25 +121,37 @@ def check_leases(
                 indeterminate += 1
             else:
                 problems.append(f"{v} was lost: never acked, and not in the queue at the end")
-        history = sorted(deliveries.get(v, []), key=lambda e: e.response)
-        redelivered += len(history) > 1
-        problems.extend(_overlaps(v, history, ends, closed))
-    for v in deliveries.keys() - known:
+    for v in by_value.keys() - set(values):
         problems.append(f"{v} was delivered but never inserted")
     return LeaseVerdict(tuple(problems), len(values), acked, redelivered, indeterminate)
 
 
-def _overlaps(
-    value: str,
-    history: list[LeaseEvent],
-    ends: dict[tuple[str, int], float],
-    closed: dict[str, float],
+def closes(events: Iterable[LeaseEvent]) -> dict[str, float]:
+    """When each consumer's connection closed (its first ``close`` event)."""
+    out: dict[str, float] = {}
+    for e in events:
+        if e.event == "close":
+            out[e.consumer] = min(out.get(e.consumer, math.inf), e.invoke)
+    return out
+
+
+def element_problems(
+    value: str, events: Sequence[LeaseEvent], closed: dict[str, float]
 ) -> list[str]:
-    """Deliveries of one element that came while the one before could still be live,
-    and delivery counts that do not rise."""
+    """What one element's own events break, needing nothing else (so ``skueue analyze``
+    runs it per element): acked twice, leased twice at once, delivery counts that do not
+    rise.  ``closed``: :func:`closes` of all the events."""
     out = []
+    done = sum(1 for e in events if e.event == "ack" and e.ok is True)
+    if done > 1:
+        out.append(f"{value} was acked {done} times")
+    ends: dict[tuple[str, int | None], float] = {}  # a lease's ack or nack, as invoked
+    for e in events:
+        if e.event in ("ack", "nack"):
+            key = (e.consumer, e.lease)
+            ends[key] = min(ends.get(key, math.inf), e.invoke)
+    history = sorted((e for e in events if e.event == "lease"), key=lambda e: e.response)
     for before, after in zip(history, history[1:], strict=False):
-        assert before.lease is not None
         ended = min(
             ends.get((before.consumer, before.lease), math.inf),
             before.invoke + (before.lease_s if before.lease_s is not None else math.inf),
