@@ -87,9 +87,11 @@ def check_leases(
     inserted: Iterable[str],
     left: Sequence[str] = (),
     dead: Sequence[str] = (),
+    taken: Sequence[str] = (),
 ) -> LeaseVerdict:
     """Check the consumers' ``events`` against the elements ``inserted`` (unique values)
-    and what was ``left`` in the queue and its ``dead`` letters at the end."""
+    and what was ``left`` in the queue and its ``dead`` letters at the end; ``taken``:
+    the elements removed for good by plain (unleased) removes, each as good as an ack."""
     events = list(events)
     for e in events:
         if e.event not in EVENTS:
@@ -104,14 +106,19 @@ def check_leases(
     remaining: dict[str, int] = defaultdict(int)
     for v in (*left, *dead):
         remaining[v] += 1
+    taken_count: dict[str, int] = defaultdict(int)
+    for v in taken:
+        taken_count[v] += 1
     indeterminate = redelivered = acked = 0
     for v in values:
         own = by_value.get(v, [])
         answers = [e.ok for e in own if e.event == "ack"]
-        done = answers.count(True)
+        done = answers.count(True) + taken_count[v]
         acked += done > 0
         redelivered += sum(e.event == "lease" for e in own) > 1
         problems.extend(element_problems(v, own, closed))
+        if done > 1 and taken_count[v]:
+            problems.append(f"{v} was taken {taken_count[v]} time(s) and acked")
         if done and remaining[v]:
             problems.append(f"{v} was acked and is still there")
         elif remaining[v] > 1:

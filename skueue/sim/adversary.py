@@ -26,6 +26,13 @@ dies in the process's next step before the step's log write is synced: that inpu
 same operation, before the client's next one).  Every restart checks the replay.  With
 ``crashes=0`` nothing is logged and a seed replays exactly the schedule it did before.
 
+Leases (``lease_ratio``): that share of the removes take a lease of 20, 100 or 500 steps
+(the step counter is the lease clock, given to the process just before a leased remove,
+as the daemon does, and to random processes now and then, which expires leases).  At
+random moments a random live lease is acked or nacked; before the drain every lease
+still held is nacked.  The run's ``lease_events`` go to :func:`skueue.check.leases.
+check_leases`.  With ``lease_ratio=0`` nothing of this draws a random number.
+
 A run ends when every client operation has completed and every join and leave has gone
 through.  With ``drain=True`` a drain client then removes elements one at a time (each
 after the previous completed) until the structure reports empty, so a test can check
@@ -40,13 +47,22 @@ from dataclasses import dataclass
 from functools import partial
 
 from skueue.check.history import Record
+from skueue.check.leases import LeaseEvent
 from skueue.core.effects import Complete, Effect, Send
-from skueue.core.ops import Op, OpKind, Structure, insert_kind, remove_kind
+from skueue.core.ops import (
+    DEFAULT_QUEUE,
+    Op,
+    OpKind,
+    Structure,
+    dead_letter_queue,
+    insert_kind,
+    remove_kind,
+)
 from skueue.core.parts.membership_state import HANDOVER_BYTES_MAX
 from skueue.core.process import Process
 from skueue.overlay.labels import Kind
 from skueue.sim.cluster import build_cluster, process_ids
-from skueue.sim.crashes import CrashSteps, Deliver, Join, Leave, Request, Tick
+from skueue.sim.crashes import Clock, CrashSteps, Deliver, EndLease, Join, Leave, Request, Tick
 from skueue.sim.recorder import Recorder
 from skueue.sim.rounds import SimStuck, diagnose
 
@@ -73,6 +89,8 @@ class AsyncConfig:
     crashes: int = 0  # crash/restart events during the run (skueue/sim/crashes.py)
     crash_before_sync_ratio: float = 0.3  # ... that lose the input of their step
     snapshot_every: int = 0  # a process's snapshot every this many inputs (0: never)
+    lease_ratio: float = 0.0  # removes that take a lease (skueue/core/leases.py)
+    max_deliveries: int = 0  # a leased remove's delivery limit (0: none)
 
     def __post_init__(self) -> None:
         if self.processes < 1:
@@ -92,6 +110,9 @@ class AsyncResult:
     steps: int
     messages: int
     drained: list[str]  # elements the drain client removed, in order
+    lease_events: list[LeaseEvent]  # what the consumers did (skueue/check/leases.py)
+    taken: list[str]  # elements the clients removed without a lease (not the drain's)
+    dead: list[str]  # the dead letters the drain took after the queue
 
 
 class AsyncSim(CrashSteps):
@@ -131,6 +152,16 @@ class AsyncSim(CrashSteps):
         self.drain_op: int | None = None
         self.drained: list[str] = []
         self.drain_done = not config.drain
+        # Leases: the leased removes waiting (their invoke and length), the live leases
+        # by (process, lease id) with their element, and the events for the checker.
+        self.leased_ops: dict[tuple[str, int], tuple[int, int]] = {}
+        self.live: dict[tuple[str, int], str] = {}
+        self.lease_events: list[LeaseEvent] = []
+        self.taken: list[str] = []
+        # With a delivery limit, the drain takes the dead letters too, after the queue.
+        self.dead: list[str] = []
+        self.dead_op: int | None = None
+        self.dead_done = not (config.drain and config.lease_ratio and config.max_deliveries)
         # Crashes (none: nothing below draws a random number or logs anything).
         self.start_crashes(
             config.seed, config.crashes, config.snapshot_every, config.crash_before_sync_ratio
@@ -164,6 +195,29 @@ class AsyncSim(CrashSteps):
 
     def _completed(self, process: Process, done: Complete) -> None:
         record = self.recorder.completed(process.process_id, done, self.steps)
+        leased = self.leased_ops.pop((process.process_id, done.op_id), None)
+        # (A leased remove still on its way when its process left got no lease.)
+        lease = None if leased is None else process.leases.get(done.op_id)
+        if leased is not None and lease is not None and record.value is not None:
+            invoke, length = leased
+            self.live[(process.process_id, done.op_id)] = record.value
+            self.lease_events.append(LeaseEvent(
+                process.process_id, "lease", invoke, self.steps, record.value, done.op_id,
+                lease.deliveries, length,
+            ))  # fmt: skip
+        elif process is self.drain_process and done.op_id == self.dead_op:
+            self.dead_op = None
+            if record.value is None:
+                self.dead_done = True
+            else:
+                self.dead.append(record.value)
+            return
+        elif (
+            not (process is self.drain_process and done.op_id == self.drain_op)
+            and record.op in ("dequeue", "pop")
+            and record.value is not None
+        ):
+            self.taken.append(record.value)
         if process is self.drain_process and done.op_id == self.drain_op:
             self.drain_op = None
             if record.value is None:
@@ -171,12 +225,21 @@ class AsyncSim(CrashSteps):
             else:
                 self.drained.append(record.value)
 
-    def _submit(self, process: Process, kind: OpKind) -> int:
+    def _submit(
+        self, process: Process, kind: OpKind, may_lease: bool = True, queue: str = DEFAULT_QUEUE
+    ) -> int:
         process = self.retried(process)
         value = None
+        lease_ms = 0
         if kind.inserts:
             value = f"{process.process_id}-{process.next_op_id}".ljust(self.config.value_bytes, ".")
-        op = Op(process.next_op_id, kind, value)  # what the request's new_op makes
+        elif may_lease and self.config.lease_ratio and self.rng.random() < self.config.lease_ratio:
+            lease_ms = self.rng.choice((20, 100, 500))
+            process = self.input(process, Clock(self.steps))  # its lease starts now
+            self.leased_ops[(process.process_id, process.next_op_id)] = (self.steps, lease_ms)
+        limit = self.config.max_deliveries if lease_ms else 0
+        # What the request's new_op makes:
+        op = Op(process.next_op_id, kind, value, queue, lease_ms=lease_ms, max_deliveries=limit)
         self.recorder.invoked(process.process_id, op, self.steps)
         self.input(process, Request(op))
         return op.op_id
@@ -221,11 +284,13 @@ class AsyncSim(CrashSteps):
         if event == "leave":
             candidates = [p for p in staying if p is not self.drain_process]
             anchor = self.anchor_process()
+            leaving = None
             if self.config.leave_anchor and anchor in candidates:
-                assert anchor is not None
-                self.input(self.retried(anchor), Leave())
+                leaving = anchor
             elif candidates:
-                self.input(self.retried(rng.choice(candidates)), Leave())
+                leaving = rng.choice(candidates)
+            if leaving is not None:
+                self._leave(leaving)
             return
         assert isinstance(event, OpKind)
         clients = [p for p in self.order if not p.leaving and not p.departed]
@@ -245,7 +310,55 @@ class AsyncSim(CrashSteps):
         if rng.random() < 0.001:
             self.mood = rng.choice(("uniform", "newest", "starve"))
             self.victim = rng.choice(self.ids)
+        if self.config.lease_ratio:
+            self._lease_moves()
         self._maybe_drain()
+
+    def _leave(self, process: Process) -> None:
+        """A process leaves: its leases go back (for the lease checker, its consumers'
+        leases end here, as when a daemon's connections close)."""
+        if self.config.lease_ratio:
+            pid = process.process_id
+            self.lease_events.append(LeaseEvent(pid, "close", self.steps, self.steps))
+            for key in [k for k in self.live if k[0] == pid]:
+                del self.live[key]  # returned by the leave: nobody acks them any more
+        self.input(self.retried(process), Leave())
+
+    def _lease_moves(self) -> None:
+        """Now and then a process's clock moves on (leases expire), or a consumer acks or
+        nacks one of its leases."""
+        rng = self.rng
+        roll = rng.random()
+        if roll < 0.05:
+            holders = [p for p in self.order if not p.departed and p.leases.needs_clock()]
+            if holders:
+                # A lost request's retry first: a clock that returns leases makes ops.
+                self.input(self.retried(rng.choice(holders)), Clock(self.steps))
+        elif roll < 0.08 and self.live:
+            key = rng.choice(sorted(self.live))
+            self._end_lease(key, "ack" if rng.random() < 0.7 else "nack")
+
+    def _end_lease(self, key: tuple[str, int], how: str) -> None:
+        pid, lease_id = key
+        value = self.live.pop(key)
+        process = self.processes[pid]
+        if not process.departed:
+            process = self.retried(process)  # a nack makes an op: a lost request first
+        ok = process.leases.get(lease_id) is not None  # False: it expired, or went at a leave
+        self.lease_events.append(
+            LeaseEvent(pid, how, self.steps, self.steps, value, lease_id, ok=ok)
+        )
+        if not process.departed:
+            self.input(process, EndLease(lease_id, how))
+
+    def _leases_settled(self) -> bool:
+        """Every lease still held is nacked; True once none is held and no returned
+        element is still on its way back in (then the drain may start)."""
+        for key in sorted(self.live):
+            self._end_lease(key, "nack")
+        return not any(
+            p.leases.table.leases or p.leases.returning for p in self.order if not p.departed
+        )
 
     def anchor_process(self) -> Process | None:
         """The process whose left node holds the anchor's counters (the driver's view);
@@ -268,13 +381,25 @@ class AsyncSim(CrashSteps):
 
     def _maybe_drain(self) -> None:
         workload_done = not self.script and self.recorder.pending == 0 and self.settled()
+        if self.drain_done and not self.dead_done and self.dead_op is None:
+            dead = dead_letter_queue(DEFAULT_QUEUE)
+            self.dead_op = self._submit(self.drain_process, OpKind.DEQUEUE, False, dead)
+            return
         if self.drain_done or not workload_done or self.drain_op is not None:
             return
+        if self.config.lease_ratio and not self._leases_settled():
+            return
         remove = remove_kind(self.config.structure)
-        self.drain_op = self._submit(self.drain_process, remove)
+        self.drain_op = self._submit(self.drain_process, remove, may_lease=False)
 
     def finished(self) -> bool:
-        return not self.script and self.recorder.pending == 0 and self.drain_done and self.settled()
+        return (
+            not self.script
+            and self.recorder.pending == 0
+            and self.drain_done
+            and self.dead_done
+            and self.settled()
+        )
 
     def run(self) -> AsyncResult:
         while not self.finished():
@@ -286,5 +411,6 @@ class AsyncSim(CrashSteps):
                 )
             self.step()
         return AsyncResult(
-            self.config, self.recorder.records, self.steps, self.messages, self.drained
-        )
+            self.config, self.recorder.records, self.steps, self.messages, self.drained,
+            self.lease_events, self.taken, self.dead,
+        )  # fmt: skip

@@ -101,14 +101,37 @@ class Join:
         return "join"
 
 
-Input = Request | Deliver | Tick | Leave | Join
+@dataclass(frozen=True, slots=True)
+class Clock:
+    """The lease clock (skueue/core/leases.py): the driver's time, an input."""
+
+    now: int
+
+    def describe(self) -> str:
+        return f"clock {self.now}"
+
+
+@dataclass(frozen=True, slots=True)
+class EndLease:
+    """A consumer ends a lease: ``how`` is "ack" or a return reason ("nack", ...)."""
+
+    lease_id: int
+    how: str
+
+    def describe(self) -> str:
+        return f"{self.how} lease #{self.lease_id}"
+
+
+Input = Request | Deliver | Tick | Leave | Join | Clock | EndLease
 
 
 def do(process: Process, item: Input) -> list[Effect]:
     """The core call an input stands for, the first time and in the replay alike."""
     match item:
         case Request(op):
-            made = process.new_op(op.kind, op.value)
+            made = process.new_op(
+                op.kind, op.value, op.queue, lease_ms=op.lease_ms, max_deliveries=op.max_deliveries
+            )
             if made != op:
                 raise DeterminismError(f"made operation {made.describe()}, not {op.describe()}")
             return process.submit(made)
@@ -120,6 +143,13 @@ def do(process: Process, item: Input) -> list[Effect]:
             return process.leave()
         case Join():
             return process.join()
+        case Clock(now):
+            return process.clock(now)
+        case EndLease(lease_id, "ack"):
+            process.leases.ack(lease_id)
+            return []
+        case EndLease(lease_id, how):
+            return process.release(lease_id, how) or []
     raise TypeError(f"not an input of the core: {item!r}")
 
 

@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 
 from skueue.check.history import Record
 from skueue.core.effects import Complete
-from skueue.core.ops import Element, Op, plain_or_none
+from skueue.core.ops import DEFAULT_QUEUE, Element, Op, plain_or_none
 
 
 def as_text(value: Element | None) -> str | None:
@@ -37,6 +37,7 @@ class Recorder:
             response=now,
             position=done.position,
             ord=done.ord,
+            queue=None if op.queue == DEFAULT_QUEUE else op.queue,
         )
         self.records.append(record)
         return record
