@@ -10,7 +10,7 @@ from pathlib import Path
 import attrs
 import pytest
 
-from skueue.core.ops import Structure
+from skueue.core.ops import Redelivered, Structure
 from skueue.runtime.entry_store import SnapshotEntryStore, attach, dump, load, named_records
 from skueue.runtime.errors import DaemonError
 from skueue.runtime.limits import Limits
@@ -76,6 +76,30 @@ def test_a_snapshot_names_records_and_comes_back_with_the_store(tmp_path: Path) 
     with pytest.raises(Exception, match="entry store"):
         load(io.BytesIO(file.getvalue()), None)
     store.close()
+
+
+def test_a_returned_element_keeps_its_count_and_reason_through_a_snapshot(
+    tmp_path: Path,
+) -> None:
+    """Leases (issue 12): an element that came back carries its delivery count and why;
+    its bytes are in the pages like any other, the rest beside the tables."""
+    store = open_store(tmp_path)
+    process = attach(build_cluster(["p0"], Structure.QUEUE)["p0"], store)
+    table = next(iter(process.nodes.values())).store.table("default")
+    table.put(1, Redelivered(b"again", 3, "expired"))
+    table.put(2, b"plain")
+    store.before_snapshot()
+    file = io.BytesIO()
+    dump(process, file, store)
+    store.inner.abandon()  # kill -9 right after the snapshot
+    again = open_store(tmp_path)
+    restored = load(io.BytesIO(file.getvalue()), again)
+    assert again.keep_only(named_records(restored)) == 0
+    table = next(iter(restored.nodes.values())).store.table("default")
+    assert table.get(1, "w") == (True, Redelivered(b"again", 3, "expired"))
+    assert table.get(2, "w") == (True, b"plain")
+    assert not again.extras  # taken: nothing of it is left beside the tables
+    again.close()
 
 
 def test_entry_page_limits_are_checked() -> None:
