@@ -4,7 +4,15 @@ from __future__ import annotations
 
 import sys
 
-from skueue.cli import analyze_cmd, bench_cmd, client_cmds, experiment_cmd, lease_cmds, sim_cmd
+from skueue.cli import (
+    analyze_cmd,
+    bench_cmd,
+    client_cmds,
+    experiment_cmd,
+    keygen_cmd,
+    lease_cmds,
+    sim_cmd,
+)
 from skueue.cli.args import EXIT_INTERRUPTED, Parser, add_version
 
 
@@ -16,6 +24,7 @@ def build_parser() -> Parser:
     )
     client_cmds.add_parsers(sub)
     lease_cmds.add_parsers(sub)
+    keygen_cmd.add_parser(sub)
     sim_cmd.add_parser(sub)
     bench_cmd.add_parser(sub)
     analyze_cmd.add_parser(sub)

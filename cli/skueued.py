@@ -31,6 +31,8 @@ from skueue.runtime.errors import DaemonError
 from skueue.runtime.input_log import SyncPolicy
 from skueue.runtime.limits import Limits
 from skueue.runtime.logging import configure
+from skueue.runtime.peer_auth import ClusterKeys
+from skueue.runtime.state import log
 
 # A frame holds one value and the request around it.
 VALUE_ROOM_BYTES = 1024
@@ -88,6 +90,12 @@ def build_parser() -> Parser:
         "--peers", default="", metavar="ADDR,...", help="the other members of a static cluster"
     )
     p.add_argument("--join", metavar="SEED", help="join the cluster the daemon at SEED is in")
+    p.add_argument(
+        "--cluster-key",
+        metavar="FILE",
+        help="the cluster's secret key (skueue keygen makes one; the same on every member): "
+        "every peer link proves both ends hold it",
+    )
     p.add_argument(
         "--id",
         dest="process_id",
@@ -163,6 +171,16 @@ def main(argv: list[str] | None = None) -> int:
     if args.in_memory and args.data_dir:
         fail("skueued", "--in-memory and --data-dir exclude each other")
     configure(args.log_format, args.log_level)
+    try:
+        keys = ClusterKeys.load(Path(args.cluster_key)) if args.cluster_key else None
+    except DaemonError as e:
+        fail("skueued", str(e))
+    if keys is None and not listen.is_loopback():
+        log.warning(
+            "listening beyond loopback without a cluster key: anyone who can reach the port "
+            "can act as a member (start every member with --cluster-key)",
+            listen=str(listen),
+        )
     if args.snapshot_bytes < 4096:
         fail("skueued", f"--snapshot-bytes must be at least 4096, not {args.snapshot_bytes}")
     try:
@@ -182,6 +200,7 @@ def main(argv: list[str] | None = None) -> int:
         data_dir=Path(args.data_dir) if args.data_dir else None,
         data_root=None if args.in_memory else DEFAULT_DATA_ROOT,
         fsync=fsync,
+        cluster_keys=keys,
     )
     try:
         trio.run(serve, config)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import ipaddress
+
 import attrs
 
 
@@ -16,6 +18,15 @@ class Address:
 
     def __str__(self) -> str:
         return f"[{self.host}]:{self.port}" if ":" in self.host else f"{self.host}:{self.port}"
+
+    def is_loopback(self) -> bool:
+        """Only this machine can reach it (a name other than localhost counts as not)."""
+        if self.host == "localhost":
+            return True
+        try:
+            return ipaddress.ip_address(self.host).is_loopback
+        except ValueError:
+            return False
 
 
 def parse_address(text: str) -> Address:

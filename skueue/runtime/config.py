@@ -10,6 +10,7 @@ from skueue.core.ops import Structure
 from skueue.runtime.address import Address
 from skueue.runtime.input_log import SyncPolicy
 from skueue.runtime.limits import Limits
+from skueue.runtime.peer_auth import ClusterKeys
 
 
 @attrs.frozen
@@ -30,4 +31,6 @@ class DaemonConfig:
     # command line's default); None too: in memory.
     data_root: Path | None = None
     fsync: SyncPolicy = SyncPolicy()
+    # The cluster key(s) every peer link proves (runtime/peer_auth.py); None: no key.
+    cluster_keys: ClusterKeys | None = None
 

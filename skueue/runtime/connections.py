@@ -109,6 +109,22 @@ async def _receive_by_deadline(
     raise ConnectionTimeout(f"closed after {deadlines.idle_s:g} s idle")
 
 
+async def next_frame(
+    stream: trio.abc.ReceiveStream, decoder: FrameDecoder, rest: list[Any], timeout_s: float
+) -> tuple[Any, list[Any]]:
+    """The next frame (from ``rest``, the frames already decoded, or the stream) and the
+    frames decoded after it; a peer that sends none in ``timeout_s`` is an error."""
+    rest = list(rest)
+    with trio.move_on_after(timeout_s):
+        while not rest:
+            data = await stream.receive_some(HELLO_BYTES_MAX)
+            if not data:
+                raise RemoteProtocolError("connection closed in the handshake")
+            rest.extend(decoder.feed(data))
+        return rest[0], rest[1:]
+    raise RemoteProtocolError(f"no handshake frame within {timeout_s:g} s")
+
+
 async def first_frame(
     stream: trio.abc.ReceiveStream,
     decoder: FrameDecoder,

@@ -71,8 +71,9 @@ class Daemon(Replay, IncomingConnections):
             nursery.start_soon(trio.serve_listeners, self._on_connection, listeners)
             self.directory = Directory(self.process_id, self.address)
             self.links = PeerLinks(
-                self.process_id, self.address, self.limits, nursery, self.directory
-            )
+                self.process_id, self.address, self.limits, nursery, self.directory,
+                self.config.cluster_keys,
+            )  # fmt: skip
             input_log = self._open_input_log()
             if input_log is None:
                 self.links.ready.set()

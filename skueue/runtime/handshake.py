@@ -1,5 +1,7 @@
 """The peer handshake: ``["hello-peer", id, address, nonce]`` from the daemon that opens a
-link, answered with ``["hello-peer", id, address, nonce, handled]``, checked.
+link, answered with ``["hello-peer", id, address, nonce, handled]``, checked.  With a
+cluster key, each hello ends with ``{"challenge": ..., "proof": ...}`` and the opener's
+first frame proves it knows the key too (:mod:`skueue.runtime.peer_auth`).
 
 ``handled`` is how many of the opener's frames the answering daemon has handled: the
 opener sends again everything after it (:mod:`skueue.runtime.link_sender`).
@@ -7,7 +9,6 @@ opener sends again everything after it (:mod:`skueue.runtime.link_sender`).
 The nonce is new at every start of a daemon: a hello that comes back with our own nonce
 was our own (an address of ours in ``--peers``), and a known id with a new nonce is a
 member that restarted (see :meth:`skueue.runtime.peers.PeerLinks.same_incarnation`).
-Authentication will live here too.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import trio
 
 from skueue.runtime.address import Address, AddressError, parse_address
 from skueue.runtime.errors import DaemonError
+from skueue.runtime.peer_auth import auth_map
 from skueue.wire.errors import RemoteProtocolError
 
 
@@ -30,10 +32,14 @@ class PeerGreeting:
     address: str  # as advertised
     nonce: str | None
     handled: int  # of our frames (0 in an opener's hello, which does not say)
+    auth: dict[str, Any] | None = None  # challenge (and proof) with a cluster key
 
 
 def parse_peer_hello(hello: Any) -> PeerGreeting:
-    """Check ``["hello-peer", id, address, nonce?, handled?]``."""
+    """Check ``["hello-peer", id, address, nonce?, handled?, {auth}?]``."""
+    auth = None
+    if isinstance(hello, list) and len(hello) > 3 and isinstance(hello[-1], dict):
+        auth, hello = auth_map(hello[-1]), hello[:-1]
     if (
         not isinstance(hello, list)
         or len(hello) not in (3, 4, 5)
@@ -48,7 +54,7 @@ def parse_peer_hello(hello: Any) -> PeerGreeting:
             'hello-peer: expected ["hello-peer", id, address, nonce, handled?]'
         )
     nonce = hello[3] if len(hello) >= 4 else None
-    return PeerGreeting(hello[1], hello[2], nonce, hello[4] if len(hello) == 5 else 0)
+    return PeerGreeting(hello[1], hello[2], nonce, hello[4] if len(hello) == 5 else 0, auth)
 
 
 def reachable(advertised: str, stream: trio.SocketStream) -> Address:

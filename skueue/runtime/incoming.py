@@ -13,10 +13,11 @@ from typing import Any
 
 import trio
 
-from skueue.runtime.connections import frames, put
+from skueue.runtime.connections import frames, next_frame, put
 from skueue.runtime.handshake import parse_peer_hello, reachable
 from skueue.runtime.inputs import PeerControl, PeerGone, PeerHello, PeerInput
 from skueue.runtime.link_receiver import Inbound, Numbering
+from skueue.runtime.peer_auth import AUTH_FRAME, mismatch, new_challenge
 from skueue.runtime.peers import parse_peer_frame
 from skueue.runtime.sessions import DISCONNECTED
 from skueue.runtime.state import DaemonState, log
@@ -51,6 +52,11 @@ class IncomingConnections(DaemonState):
         greeting = parse_peer_hello(hello)
         peer = greeting.process
         address = reachable(greeting.address, stream)
+        keys = self.config.cluster_keys
+        if keys is not None or greeting.auth is not None:
+            # Before anything of ours changes (a peer's previous session is ended below
+            # only for a peer that proved it holds the key).
+            rest = await self._authenticate(stream, decoder, greeting, rest)
         if not self.links.same_incarnation(peer, greeting.nonce):
             raise RemoteProtocolError(
                 f"{peer} restarted without its state (in memory, or with another data "
@@ -69,7 +75,8 @@ class IncomingConnections(DaemonState):
                 previous[1].cancel()
             try:
                 async with inbound.lock:
-                    await stream.send_all(pack(self.links.hello(inbound.handled)))
+                    if keys is None:  # with a key, our hello went with the handshake
+                        await stream.send_all(pack(self.links.hello(inbound.handled)))
                     log.debug("peer connected", peer=peer, handled=inbound.handled)
                     raw = socket.socket(fileno=stream.socket.fileno())
                     inbound.attach(raw)
@@ -85,6 +92,35 @@ class IncomingConnections(DaemonState):
                     inbound.detach(raw)
                     raw.detach()  # the descriptor is the stream's
                     self.inbox_send.send_nowait(PeerGone(peer, session))  # the inbox is large
+
+    async def _authenticate(
+        self, stream: trio.SocketStream, decoder: FrameDecoder, greeting: Any, rest: list[Any]
+    ) -> list[Any]:
+        """The acceptor's half of the cluster-key handshake (runtime/peer_auth.py): our
+        hello with our challenge and proof, then the opener's proof, checked.  Returns
+        the frames that came after it.  ``handled`` in our hello is read without waiting
+        for the peer's previous session: it can only be lower than the truth, which makes
+        the peer send again frames this daemon then skips."""
+        assert self.links is not None
+        keys, peer = self.config.cluster_keys, greeting.process
+        theirs = None if greeting.auth is None else greeting.auth.get("challenge")
+        if keys is None or theirs is None:
+            raise RemoteProtocolError(mismatch(keys, peer))
+        challenge = new_challenge()
+        proof = keys.proof("accept", theirs, challenge, peer, self.process_id)
+        handled = self.inbound[peer].handled if peer in self.inbound else 0
+        auth = {"challenge": challenge, "proof": proof}
+        await stream.send_all(pack(self.links.hello(handled, auth)))
+        frame, rest = await next_frame(stream, decoder, rest, self.limits.handshake_timeout_s)
+        if not (
+            isinstance(frame, list)
+            and len(frame) == 2
+            and frame[0] == AUTH_FRAME
+            and keys.verify(frame[1], "open", challenge, theirs, peer, self.process_id)
+        ):
+            log.warning("a peer failed the cluster-key check; closing", claimed=peer)
+            raise RemoteProtocolError("peer authentication failed")
+        return rest
 
     async def _read_peer(
         self,

@@ -35,6 +35,7 @@ from skueue.runtime.errors import DaemonError
 from skueue.runtime.handshake import PeerGreeting, parse_peer_hello
 from skueue.runtime.limits import Limits
 from skueue.runtime.link_sender import LinkSender, read_acks
+from skueue.runtime.peer_auth import AUTH_FRAME, ClusterKeys, mismatch, new_challenge
 from skueue.wire.errors import RemoteProtocolError
 from skueue.wire.framing import FrameDecoder, pack
 from skueue.wire.peer import decode_message
@@ -71,8 +72,10 @@ class PeerLinks:
         limits: Limits,
         nursery: trio.Nursery,
         directory: Directory,
+        keys: ClusterKeys | None = None,
     ) -> None:
         self.process_id = process_id
+        self.keys = keys  # the cluster key(s): every link proves both ends hold one
         self.address = address
         self.limits = limits
         self.nursery = nursery
@@ -187,10 +190,13 @@ class PeerLinks:
         self.mark_down(peer)
         return False
 
-    def hello(self, handled: int | None = None) -> list[Any]:
-        """Our hello; in answer to a peer's, with how many of its frames we handled."""
+    def hello(self, handled: int | None = None, auth: dict[str, str] | None = None) -> list[Any]:
+        """Our hello; in answer to a peer's, with how many of its frames we handled; with a
+        cluster key, our challenge (and, answering, our proof)."""
         hello: list[Any] = ["hello-peer", self.process_id, str(self.address), self.nonce]
-        return hello if handled is None else [*hello, handled]
+        if handled is not None:
+            hello.append(handled)
+        return hello if auth is None else [*hello, auth]
 
     async def _open(
         self, address: Address, timeout_s: float
@@ -202,7 +208,9 @@ class PeerLinks:
             while True:
                 try:
                     stream = await trio.open_tcp_stream(address.host, address.port)
-                    await stream.send_all(pack(self.hello()))
+                    challenge = new_challenge() if self.keys is not None else None
+                    auth = None if challenge is None else {"challenge": challenge}
+                    await stream.send_all(pack(self.hello(auth=auth)))
                     decoder = FrameDecoder(self.limits.frame_bytes_max)
                     hello, _ = await first_frame(stream, decoder, self.limits.handshake_timeout_s)
                     if isinstance(hello, list) and len(hello) >= 3 and hello[0] == "error":
@@ -211,15 +219,43 @@ class PeerLinks:
                         await stream.aclose()
                         raise DaemonError(f"{address} refused this daemon: {hello[2]!s:.300}")
                     try:
-                        return stream, parse_peer_hello(hello)
+                        greeting = parse_peer_hello(hello)
                     except RemoteProtocolError:
                         await stream.aclose()
                         raise RemoteProtocolError(f"{address} is not a skueued peer") from None
+                    await self._prove(stream, address, greeting, challenge)
+                    return stream, greeting
                 except (OSError, trio.BrokenResourceError, RemoteProtocolError) as e:
                     last_error = str(e)
                 await trio.sleep(delay)
                 delay = min(RETRY_MAX_S, delay * 2)
         raise DaemonError(f"cannot reach peer {address} within {timeout_s:g} s: {last_error}")
+
+    async def _prove(
+        self,
+        stream: trio.SocketStream,
+        address: Address,
+        greeting: PeerGreeting,
+        challenge: str | None,
+    ) -> None:
+        """With a cluster key: check the acceptor's proof, then send ours (peer_auth.py).
+        A peer with no key, another key or a key where we have none is refused for good:
+        trying again cannot help."""
+        keys = self.keys
+        if keys is None and greeting.auth is None:
+            return
+        if keys is None or greeting.auth is None or challenge is None:
+            await stream.aclose()
+            raise DaemonError(mismatch(keys, f"the daemon at {address}"))
+        theirs, proof = greeting.auth.get("challenge"), greeting.auth.get("proof")
+        opener, acceptor = self.process_id, greeting.process
+        if theirs is None or not keys.verify(proof, "accept", challenge, theirs, opener, acceptor):
+            await stream.aclose()
+            raise DaemonError(
+                f"the daemon at {address} failed the cluster-key check: it holds another key"
+            )
+        proof = keys.proof("open", theirs, challenge, opener, acceptor)
+        await stream.send_all(pack([AUTH_FRAME, proof]))
 
     async def _writer(
         self,

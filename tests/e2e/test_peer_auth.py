@@ -1,0 +1,149 @@
+"""Peer authentication on real daemons (issue 13, item 1): a cluster with a key serves as
+before; a "peer" without the key, with a wrong key, or replaying a handshake it recorded
+is refused every time, before the daemon takes a frame of it, and the cluster's queue is
+untouched; a daemon with no key and one with a key refuse each other in one line.
+
+``SKUEUE_FAULTS=long`` makes the 10^4 tries of the issue; CI makes 300 of each kind.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+
+import skueue.client.api
+from skueue.cluster.loadgen import LoadConfig, run_load
+from skueue.runtime.peer_auth import AUTH_FRAME, ClusterKeys, generate_key, new_challenge
+from skueue.wire.framing import FrameDecoder, pack
+from tests.e2e.daemons import HOST, Cluster, free_ports, spawn, stop
+from tests.e2e.oracle import assert_history_ok
+
+StartCluster = Callable[..., Cluster]
+TRIES = 10_000 if os.environ.get("SKUEUE_FAULTS") == "long" else 300
+TIMEOUT_S = 120.0
+
+
+def key_file(path: Path) -> Path:
+    path.write_text(generate_key() + "\n")
+    return path
+
+
+def impostor(address: str, claims: str, answer: Callable[[str, str], Any]) -> bool:
+    """Open a peer link to ``address`` claiming to be ``claims``, answer the daemon's
+    challenge with ``answer(its challenge, ours)`` (None: send no challenge at all), and
+    tell whether the daemon kept the link (True: it took the impostor)."""
+    host, port = address.rsplit(":", 1)
+    decoder = FrameDecoder(1 << 20)
+    mine = new_challenge()
+    with socket.create_connection((host, int(port)), timeout=2) as s:
+        first = answer("", mine)
+        s.sendall(pack(hello(claims, None if first is None else mine)))
+        got: list[Any] = []
+        while not got:
+            data = s.recv(65536)
+            if not data:
+                return False
+            got = decoder.feed(data)
+        if first is None or got[0][0] == "error":
+            return False
+        s.sendall(pack([AUTH_FRAME, answer(got[0][-1]["challenge"], mine)]))
+        s.settimeout(0.5)
+        try:
+            while s.recv(65536):
+                pass
+        except TimeoutError:
+            return True  # still open: the daemon went on with the link
+    return False
+
+
+def hello(process: str, challenge: str | None) -> list[Any]:
+    auth = [] if challenge is None else [{"challenge": challenge}]
+    return ["hello-peer", process, f"{HOST}:1", "feedfacefeedface", *auth]
+
+
+def test_impostors_are_refused_and_the_queue_is_untouched(
+    skueued_cluster: StartCluster, tmp_path: Path
+) -> None:
+    """Each try has no key, a wrong key, or the proof of a handshake recorded with the
+    right key, replayed; every other one claims to be a real member (whose own link must
+    not suffer), the rest a new one (which a daemon without a key would take)."""
+    key = key_file(tmp_path / "cluster.key")
+    cluster = skueued_cluster(3, "queue", ("--cluster-key", str(key), "--in-memory"))
+    target, member = cluster.addresses[0], cluster.addresses[1]
+    with skueue.client.api.connect_blocking(target) as q:
+        q.enqueue_many([b"%d" % i for i in range(50)])
+    right = ClusterKeys.load(key)
+    wrong = ClusterKeys.load(key_file(tmp_path / "wrong.key"))
+    # What a listener on the wire saw of an earlier handshake with the right key.
+    recorded = right.proof("open", new_challenge(), new_challenge(), "evil-1", target)
+    answers: list[Callable[[str, str], Any]] = [
+        lambda theirs, mine: None,
+        lambda theirs, mine: wrong.proof("open", theirs, mine, member, target),
+        lambda theirs, mine: recorded,
+    ]
+    kept = sum(
+        impostor(target, member if i % 2 else f"evil-{i}", answers[i % 3]) for i in range(TRIES)
+    )
+    assert kept == 0, f"{kept} of {TRIES} impostors were kept"
+    with skueue.client.api.connect_blocking(cluster.addresses[2]) as q:
+        got = q.dequeue_many(100)
+    assert got == [b"%d" % i for i in range(50)]  # the members' links kept working
+    assert "a peer failed the cluster-key check" in cluster.stderr()
+
+
+@pytest.mark.trio
+async def test_a_cluster_with_a_key_serves_a_linearizable_workload(
+    skueued_cluster: StartCluster, tmp_path: Path
+) -> None:
+    key = key_file(tmp_path / "cluster.key")
+    cluster = skueued_cluster(3, "queue", ("--cluster-key", str(key), "--in-memory"))
+    config = LoadConfig(
+        nodes=tuple(cluster.addresses), clients=4, ops=600, insert_ratio=0.6, value_bytes=16,
+        seed=5, drain=True, structure="queue",
+    )  # fmt: skip
+    with anyio.fail_after(TIMEOUT_S):
+        result = await run_load(config)
+    assert_history_ok(result, config)
+
+
+def test_a_member_without_the_key_and_one_with_another_are_refused(
+    skueued_cluster: StartCluster, tmp_path: Path
+) -> None:
+    key = key_file(tmp_path / "cluster.key")
+    cluster = skueued_cluster(2, "queue", ("--cluster-key", str(key), "--in-memory"))
+    other = key_file(tmp_path / "other.key")
+    for extra, says in (
+        ((), "has no cluster key and this daemon requires one"),
+        (("--cluster-key", str(other)), "failed the cluster-key check"),
+    ):
+        port = free_ports(1)[0]
+        args = ["--listen", f"{HOST}:{port}", "--peers", ",".join(cluster.addresses),
+                "--in-memory", *extra]  # fmt: skip
+        daemon = spawn(args, tmp_path, f"outsider-{port}")
+        try:
+            code = daemon.proc.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            stop([daemon])
+            raise
+        err = daemon.stderr()
+        assert code == 1 and says in err, err
+        assert "Traceback" not in err
+
+
+def test_keygen_writes_a_private_key_file_and_refuses_to_replace_it(tmp_path: Path) -> None:
+    out = tmp_path / "k"
+    cli = [sys.executable, "-m", "skueue.cli.skueue", "keygen", "--out", str(out)]
+    first = subprocess.run(cli, capture_output=True, text=True, timeout=30, check=False)
+    assert first.returncode == 0, first.stderr
+    assert oct(out.stat().st_mode & 0o777) == "0o600"
+    assert len(ClusterKeys.load(out).keys) == 1
+    again = subprocess.run(cli, capture_output=True, text=True, timeout=30, check=False)
+    assert again.returncode == 2 and "exists" in again.stderr
