@@ -112,14 +112,22 @@ async def _receive_by_deadline(
 async def next_frame(
     stream: trio.abc.ReceiveStream, decoder: FrameDecoder, rest: list[Any], timeout_s: float
 ) -> tuple[Any, list[Any]]:
-    """The next frame (from ``rest``, the frames already decoded, or the stream) and the
-    frames decoded after it; a peer that sends none in ``timeout_s`` is an error."""
+    """The next frame of a handshake (from ``rest``, the frames already decoded, or the
+    stream) and the frames decoded after it.  Like the hello it may take no more than
+    ``HELLO_BYTES_MAX`` bytes: a peer not yet authenticated holds little memory; one that
+    sends none in ``timeout_s`` is an error."""
     rest = list(rest)
+    received = 0
     with trio.move_on_after(timeout_s):
         while not rest:
+            if received > HELLO_BYTES_MAX:
+                raise RemoteProtocolError(
+                    f"a handshake frame exceeds the limit of {HELLO_BYTES_MAX} bytes"
+                )
             data = await stream.receive_some(HELLO_BYTES_MAX)
             if not data:
                 raise RemoteProtocolError("connection closed in the handshake")
+            received += len(data)
             rest.extend(decoder.feed(data))
         return rest[0], rest[1:]
     raise RemoteProtocolError(f"no handshake frame within {timeout_s:g} s")

@@ -147,3 +147,29 @@ def test_keygen_writes_a_private_key_file_and_refuses_to_replace_it(tmp_path: Pa
     assert len(ClusterKeys.load(out).keys) == 1
     again = subprocess.run(cli, capture_output=True, text=True, timeout=30, check=False)
     assert again.returncode == 2 and "exists" in again.stderr
+
+
+def test_a_huge_frame_in_the_handshake_is_refused_unread(
+    skueued_cluster: StartCluster, tmp_path: Path
+) -> None:
+    """Before its proof a peer may send no more than a hello's worth of bytes: a frame
+    that announces 16 MiB is cut off after a few KiB, and the daemon serves on."""
+    key = key_file(tmp_path / "cluster.key")
+    cluster = skueued_cluster(1, "queue", ("--cluster-key", str(key), "--in-memory"))
+    host, port = cluster.addresses[0].rsplit(":", 1)
+    with socket.create_connection((host, int(port)), timeout=5) as s:
+        s.sendall(pack(hello("evil", new_challenge())))
+        s.recv(65536)  # the daemon's hello
+        s.sendall((16 << 20).to_bytes(4, "big") + b"\x00" * 8192)
+        s.settimeout(5)
+        answer = b""
+        try:
+            while chunk := s.recv(65536):  # the daemon's error, then its close
+                answer += chunk
+        except ConnectionResetError:
+            pass
+    assert b"exceeds the limit" in answer or not answer  # closed, not waiting for 16 MiB
+    with skueue.client.api.connect_blocking(cluster.addresses[0]) as q:
+        q.enqueue(b"still here")
+        assert q.dequeue() == b"still here"
+    assert "handshake frame exceeds" in cluster.stderr()
