@@ -26,6 +26,7 @@ from skueue.cli.args import Parser, add_version, fail
 from skueue.cli.running import leaves
 from skueue.core.ops import Structure
 from skueue.runtime.address import AddressError, parse_address, parse_addresses
+from skueue.runtime.client_auth import ClientTokens
 from skueue.runtime.daemon import Daemon, DaemonConfig
 from skueue.runtime.errors import DaemonError
 from skueue.runtime.input_log import SyncPolicy
@@ -90,6 +91,12 @@ def build_parser() -> Parser:
         "--peers", default="", metavar="ADDR,...", help="the other members of a static cluster"
     )
     p.add_argument("--join", metavar="SEED", help="join the cluster the daemon at SEED is in")
+    p.add_argument(
+        "--client-tokens",
+        metavar="FILE",
+        help="serve only clients with one of these tokens (lines of ROLE TOKEN, ROLE client "
+        "or admin; admin may also make the daemon join or leave)",
+    )
     p.add_argument(
         "--cluster-key",
         metavar="FILE",
@@ -173,12 +180,19 @@ def main(argv: list[str] | None = None) -> int:
     configure(args.log_format, args.log_level)
     try:
         keys = ClusterKeys.load(Path(args.cluster_key)) if args.cluster_key else None
+        tokens = ClientTokens.load(Path(args.client_tokens)) if args.client_tokens else None
     except DaemonError as e:
         fail("skueued", str(e))
     if keys is None and not listen.is_loopback():
         log.warning(
             "listening beyond loopback without a cluster key: anyone who can reach the port "
             "can act as a member (start every member with --cluster-key)",
+            listen=str(listen),
+        )
+    if tokens is None and not listen.is_loopback():
+        log.warning(
+            "listening beyond loopback without client tokens: anyone who can reach the port "
+            "can use the queue and make the daemon leave (--client-tokens FILE)",
             listen=str(listen),
         )
     if args.snapshot_bytes < 4096:
@@ -201,6 +215,7 @@ def main(argv: list[str] | None = None) -> int:
         data_root=None if args.in_memory else DEFAULT_DATA_ROOT,
         fsync=fsync,
         cluster_keys=keys,
+        client_tokens=tokens,
     )
     try:
         trio.run(serve, config)

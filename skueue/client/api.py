@@ -763,6 +763,7 @@ async def connect(
     request_timeout_s: float | None = None,
     admin: bool = False,
     retry: bool = True,
+    token: str | None = None,
 ) -> AsyncIterator[Client]:
     """Connect to a daemon (default ``$SKUEUE_NODE``, else 127.0.0.1:7400).
 
@@ -773,7 +774,9 @@ async def connect(
     opened again, and the enqueues and dequeues that were waiting are sent again: the
     daemon answers each with the outcome of its first attempt, so none is applied twice
     and no dequeued element is lost with a broken reply (within the daemon's retry
-    window; see the README)."""
+    window; see the README).  ``token`` (default ``$SKUEUE_TOKEN``): the credential a
+    daemon started with ``--client-tokens`` asks for."""
+    token = token or os.environ.get("SKUEUE_TOKEN") or None
     if request_timeout_s is None:
         request_timeout_s = DEFAULT_REQUEST_TIMEOUT_S
     if not request_timeout_s > 0:
@@ -783,7 +786,7 @@ async def connect(
 
     def new_hello() -> ClientHello:
         session = secrets.token_hex(16) if retry else None  # a session is one daemon's
-        return ClientHello(PROTOCOL_VERSION, request_timeout_s, admin, session)
+        return ClientHello(PROTOCOL_VERSION, request_timeout_s, admin, session, token)
 
     hello = new_hello()
     target, opened = await open_first(seeds, hello, timeout_s)
@@ -1013,6 +1016,7 @@ def connect_blocking(
     timeout_s: float = CONNECT_TIMEOUT_S,
     request_timeout_s: float | None = None,
     admin: bool = False,
+    token: str | None = None,
 ) -> BlockingClient:
     """A connected :class:`BlockingClient` for scripts:
 
@@ -1021,5 +1025,6 @@ def connect_blocking(
 
     or ``q = skueue.connect_blocking(addr)`` ... ``q.close()``."""
     return BlockingClient(
-        address, timeout_s=timeout_s, request_timeout_s=request_timeout_s, admin=admin
-    )
+        address, timeout_s=timeout_s, request_timeout_s=request_timeout_s, admin=admin,
+        token=token,
+    )  # fmt: skip

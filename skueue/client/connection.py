@@ -11,10 +11,17 @@ import anyio
 import anyio.abc
 import attrs
 
-from skueue.client.errors import BadAddress, NodeUnavailable, NodeUnreachable, error_from, reason
+from skueue.client.errors import (
+    BadAddress,
+    NodeUnavailable,
+    NodeUnreachable,
+    RequestRejected,
+    error_from,
+    reason,
+)
 from skueue.runtime.address import AddressError, parse_address
 from skueue.wire.client_protocol import ClientHello
-from skueue.wire.client_replies import ErrorReply, Welcome, parse_reply
+from skueue.wire.client_replies import UNAUTHORIZED, ErrorReply, Welcome, parse_reply
 from skueue.wire.errors import RemoteProtocolError
 from skueue.wire.framing import FrameDecoder, pack
 
@@ -72,6 +79,8 @@ async def _greet(
     except RemoteProtocolError:
         greeting = None
     if isinstance(greeting, ErrorReply):
+        if greeting.code == UNAUTHORIZED:
+            raise RequestRejected(f"{target}: {greeting.message}")
         refusal = error_from(greeting, target)
         if isinstance(refusal, NodeUnavailable):
             raise refusal

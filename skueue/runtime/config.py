@@ -8,6 +8,7 @@ import attrs
 
 from skueue.core.ops import Structure
 from skueue.runtime.address import Address
+from skueue.runtime.client_auth import ClientTokens
 from skueue.runtime.input_log import SyncPolicy
 from skueue.runtime.limits import Limits
 from skueue.runtime.peer_auth import ClusterKeys
@@ -33,4 +34,6 @@ class DaemonConfig:
     fsync: SyncPolicy = SyncPolicy()
     # The cluster key(s) every peer link proves (runtime/peer_auth.py); None: no key.
     cluster_keys: ClusterKeys | None = None
+    # The tokens clients must present, with their roles (runtime/client_auth.py).
+    client_tokens: ClientTokens | None = None
 

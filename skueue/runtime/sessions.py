@@ -45,6 +45,7 @@ import attrs
 import structlog
 import trio
 
+from skueue.runtime.client_auth import ClientTokens
 from skueue.runtime.connections import (
     ConnectionTimeout,
     ReadDeadlines,
@@ -66,6 +67,8 @@ from skueue.wire.client_protocol import (
     ADMIN_REQUESTS,
     ClientHello,
     ClientRequest,
+    JoinClusterRequest,
+    LeaveRequest,
     oversized_request_id,
     parse_client_hello,
     parse_request,
@@ -73,7 +76,15 @@ from skueue.wire.client_protocol import (
     reply_frames,
     request_id,
 )
-from skueue.wire.client_replies import INVALID, TIMEOUT, TOO_LARGE, UNAVAILABLE, Done, ErrorReply
+from skueue.wire.client_replies import (
+    INVALID,
+    TIMEOUT,
+    TOO_LARGE,
+    UNAUTHORIZED,
+    UNAVAILABLE,
+    Done,
+    ErrorReply,
+)
 from skueue.wire.client_replies import Reply as ClientReply
 from skueue.wire.errors import RemoteProtocolError
 from skueue.wire.framing import (
@@ -118,8 +129,10 @@ class ClientSessions:
         limits: Limits,
         inbox: trio.MemorySendChannel[Any],
         welcome: Callable[[], list[Any]],
+        tokens: ClientTokens | None = None,
     ) -> None:
         self.limits = limits
+        self.tokens = tokens  # None: clients need no token (runtime/client_auth.py)
         self.inbox = inbox
         self.welcome = welcome
         self.clients: dict[int, ClientSession] = {}
@@ -184,6 +197,16 @@ class ClientSessions:
         """Serve one client that said ``hello``, until it disconnects or misbehaves.
         (Without ``hello``: a version 1 client with no options.)"""
         greeting = ClientHello(1) if hello is None else parse_client_hello(hello)
+        role = "admin" if self.tokens is None else self.tokens.role_of(greeting.token)
+        if role is None:
+            log.warning("refused a client without a good token")
+            message = (
+                "this daemon serves only clients with a token: pass connect(token=...) or "
+                "set $SKUEUE_TOKEN"
+            )
+            with trio.move_on_after(REFUSAL_SEND_S), contextlib.suppress(*DISCONNECTED):
+                await stream.send_all(pack(ErrorReply(None, message, UNAUTHORIZED).frame()))
+            return
         refusal = self._refusal(greeting.admin)
         if refusal is not None:
             log.warning("refused a client", error=refusal)
@@ -199,6 +222,7 @@ class ClientSessions:
             greeting.admin,
             greeting.version,
             greeting.session,
+            role=role,
         )
         self.clients[client] = session
         self.admins += session.admin
@@ -287,6 +311,10 @@ class ClientSessions:
                 raise _Ending(e.message, request_id(frame), INVALID) from None
             if isinstance(request, ErrorReply):
                 self._answer(session, request)
+                continue
+            if isinstance(request, LeaveRequest | JoinClusterRequest) and session.role != "admin":
+                message = "join and leave need an admin token"
+                self._answer(session, ErrorReply(request.rid, message, UNAUTHORIZED))
                 continue
             if session.admin and not isinstance(request, ADMIN_REQUESTS):
                 message = "an admin connection may only ask for stats, join and leave"

@@ -37,7 +37,9 @@ class DaemonState:
         self.config = config
         self.limits = config.limits
         self.inbox_send, self.inbox = trio.open_memory_channel[Input](self.limits.inbox_items_max)
-        self.sessions = ClientSessions(self.limits, self.inbox_send, self.welcome)
+        self.sessions = ClientSessions(
+            self.limits, self.inbox_send, self.welcome, config.client_tokens
+        )
         self.ready = trio.Event()
         self.host: Host | None = None
         self.address: Address = config.listen

@@ -7,6 +7,7 @@ Frames are msgpack arrays:
     client -> daemon   ["hello-client", version, {options}]   first frame; options optional:
                          "request_timeout_ms": int > 0         time this client's requests out
                          "admin": bool                         an administrative connection
+                         "token": str                          the client's credential
                        ["insert", rid, [value, ...], {queue}?]  enqueue / push
                        ["remove", rid, count, {queue}?]         dequeue / pop
                        ["ack", rid, [lease, ...]]               leased elements done with
@@ -97,6 +98,7 @@ class ClientHello:
     # Names the client's session: its requests are unique by (session, rid) across its
     # connections, so that a retry gets the first attempt's outcome (runtime/retries.py).
     session: str | None = None
+    token: str | None = None  # the client's credential (runtime/client_auth.py)
 
     def frame(self) -> list[Any]:
         options: dict[str, Any] = {}
@@ -106,10 +108,13 @@ class ClientHello:
             options["admin"] = True
         if self.session is not None:
             options["session"] = self.session
+        if self.token is not None:
+            options["token"] = self.token
         return ["hello-client", self.version, options]
 
 
 SESSION_CHARS_MAX = 64
+TOKEN_CHARS_MAX = 256
 
 
 def parse_client_hello(frame: Any) -> ClientHello:
@@ -138,8 +143,13 @@ def parse_client_hello(frame: Any) -> ClientHello:
         raise RemoteProtocolError(
             f"hello: session must be a string of 1 to {SESSION_CHARS_MAX} characters"
         )
+    token = options.get("token")
+    if token is not None and (type(token) is not str or not 0 < len(token) <= TOKEN_CHARS_MAX):
+        raise RemoteProtocolError(
+            f"hello: token must be a string of 1 to {TOKEN_CHARS_MAX} characters"
+        )
     timeout_s = None if timeout_ms is None else timeout_ms / 1000
-    return ClientHello(version, timeout_s, admin, session)
+    return ClientHello(version, timeout_s, admin, session, token)
 
 
 class RequestLimits(Protocol):

@@ -25,6 +25,7 @@ UNAVAILABLE = "unavailable"  # nothing was done; retry later or elsewhere
 TOO_LARGE = "too-large"  # over a limit
 INVALID = "invalid"  # a bad field
 REFUSED = "refused"  # the cluster refused it (a queue of the other structure); nothing done
+UNAUTHORIZED = "unauthorized"  # no good token, or one whose role may not do this; nothing done
 
 
 @dataclass(frozen=True, slots=True)

@@ -20,6 +20,7 @@ import anyio
 import pytest
 
 import skueue.client.api
+from skueue.client.errors import RequestRejected
 from skueue.cluster.loadgen import LoadConfig, run_load
 from skueue.runtime.peer_auth import AUTH_FRAME, ClusterKeys, generate_key, new_challenge
 from skueue.wire.framing import FrameDecoder, pack
@@ -173,3 +174,30 @@ def test_a_huge_frame_in_the_handshake_is_refused_unread(
         q.enqueue(b"still here")
         assert q.dequeue() == b"still here"
     assert "handshake frame exceeds" in cluster.stderr()
+
+
+def test_clients_need_a_token_and_only_admins_may_make_a_daemon_leave(
+    skueued_cluster: StartCluster, tmp_path: Path
+) -> None:
+    tokens = tmp_path / "tokens"
+    user, admin = generate_key(), generate_key()
+    tokens.write_text(f"# who may use the queue\nclient {user}\nadmin {admin}\n")
+    cluster = skueued_cluster(2, "queue", ("--client-tokens", str(tokens), "--in-memory"))
+    node = cluster.addresses[0]
+    for bad in (None, "x" * 32):
+        with pytest.raises(RequestRejected, match="serves only clients with a token"):
+            skueue.client.api.connect_blocking(node, token=bad)
+    with skueue.client.api.connect_blocking(node, token=user) as q:
+        q.enqueue(b"ok")
+        assert q.dequeue() == b"ok"
+        with pytest.raises(RequestRejected, match="need an admin token"):
+            q.leave()
+        assert q.stats()["processes"] == 2
+    env = {**os.environ, "SKUEUE_TOKEN": admin}
+    cli = [sys.executable, "-m", "skueue.cli.skueue", "stats", "--node", node]
+    shown = subprocess.run(cli, capture_output=True, text=True, timeout=30, env=env, check=False)
+    assert shown.returncode == 0 and "processes: 2" in shown.stdout, shown.stderr
+    env.pop("SKUEUE_TOKEN")
+    refused = subprocess.run(cli, capture_output=True, text=True, timeout=30, env=env, check=False)
+    assert refused.returncode == 1 and "token" in refused.stderr
+    assert len(refused.stderr.strip().splitlines()) == 1
