@@ -110,8 +110,9 @@ class IncomingConnections(DaemonState):
         proof = keys.proof("accept", theirs, challenge, peer, self.process_id)
         handled = self.inbound[peer].handled if peer in self.inbound else 0
         auth = {"challenge": challenge, "proof": proof}
-        await stream.send_all(pack(self.links.hello(handled, auth)))
-        frame, rest = await next_frame(stream, decoder, rest, self.limits.handshake_timeout_s)
+        with self.sessions.unknown(stream):  # still a stranger: it counts as one
+            await stream.send_all(pack(self.links.hello(handled, auth)))
+            frame, rest = await next_frame(stream, decoder, rest, self.limits.handshake_timeout_s)
         if not (
             isinstance(frame, list)
             and len(frame) == 2

@@ -46,8 +46,11 @@ class Limits:
     # A connection that would go over it is closed.  Peer links are not counted: a
     # member's link must not be cut for a stranger's bytes.
     partial_frame_bytes_total_max: int = 64 * 1024 * 1024
-    # Connections that have not said hello yet, and the size of that first frame.
+    # Connections that have not said who they are yet (no hello, or a peer before its
+    # cluster-key proof): in all (past it the oldest is closed), from one address (past
+    # it the newcomer is refused), and the size of that first frame.
     hello_pending_max: int = 256
+    hello_pending_per_source_max: int = 32
     hello_bytes_max: int = 4096
     # Connections that said they are administrative (stats, join, leave only), on top of
     # clients_max, so that an operator can always get in.

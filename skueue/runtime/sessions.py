@@ -38,7 +38,8 @@ from __future__ import annotations
 
 import contextlib
 import itertools
-from collections.abc import Callable
+from collections import Counter
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import attrs
@@ -121,6 +122,13 @@ class _Ending(RemoteProtocolError):
         self.code = code
 
 
+def _source(stream: trio.SocketStream) -> str:
+    try:
+        return str(stream.socket.getpeername()[0])
+    except OSError:
+        return "?"
+
+
 class ClientSessions:
     """Every connected client; the owner task delivers replies through :meth:`deliver`."""
 
@@ -141,6 +149,7 @@ class ClientSessions:
         # Connections that have not said hello yet, oldest first, and how to end each.
         self.hello_waiting: dict[int, trio.CancelScope] = {}
         self.hello_numbers = itertools.count()
+        self.pending_from: Counter[str] = Counter()  # ... by source address
         # Bytes of client frames not yet whole, all connections together.
         self.buffers = BufferBudget(limits.partial_frame_bytes_total_max)
         # Removed elements whose reply never reached a client (see the module docstring).
@@ -151,6 +160,23 @@ class ClientSessions:
     ) -> tuple[Any, list[Any]]:
         """The first frame of a new connection (peer or client), within the limits of a
         connection that has not said who it is yet."""
+        with self.unknown(stream):
+            return await first_frame(
+                stream, decoder, self.limits.handshake_timeout_s, self.limits.hello_bytes_max
+            )
+        raise AssertionError("unreachable: unknown() raises when it cancels")
+
+    @contextlib.contextmanager
+    def unknown(self, stream: trio.SocketStream) -> Iterator[None]:
+        """A connection that has not said who it is yet (its hello; a peer's cluster-key
+        proof): one of at most ``hello_pending_max``, and of ``hello_pending_per_source_max``
+        from its address."""
+        source = _source(stream)
+        if self.pending_from[source] >= self.limits.hello_pending_per_source_max:
+            raise RemoteProtocolError(
+                f"too many connections from {source} that have not said who they are "
+                f"(limit {self.limits.hello_pending_per_source_max})"
+            )
         if len(self.hello_waiting) >= self.limits.hello_pending_max:
             # Full: the oldest goes, not the newcomer.  A real peer or client says hello
             # at once, so it is rarely the oldest; refusing newcomers instead would let
@@ -158,19 +184,24 @@ class ClientSessions:
             oldest = next(iter(self.hello_waiting))
             self.hello_waiting.pop(oldest).cancel()
         number = next(self.hello_numbers)
-        with trio.CancelScope() as scope:
-            self.hello_waiting[number] = scope
-            try:
-                return await first_frame(
-                    stream, decoder, self.limits.handshake_timeout_s, self.limits.hello_bytes_max
-                )
-            finally:
-                self.hello_waiting.pop(number, None)
-        limit = self.limits.hello_pending_max
-        raise RemoteProtocolError(
-            f"too many connections waiting to say hello (limit {limit}); this, the oldest, "
-            "is closed"
-        )
+        self.pending_from[source] += 1
+        try:
+            with trio.CancelScope() as scope:
+                self.hello_waiting[number] = scope
+                try:
+                    yield
+                finally:
+                    self.hello_waiting.pop(number, None)
+        finally:
+            self.pending_from[source] -= 1
+            if not self.pending_from[source]:
+                del self.pending_from[source]
+        if scope.cancelled_caught:
+            limit = self.limits.hello_pending_max
+            raise RemoteProtocolError(
+                f"too many connections waiting to say hello (limit {limit}); this, the "
+                "oldest, is closed"
+            )
 
     @property
     def hello_pending(self) -> int:

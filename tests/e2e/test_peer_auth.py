@@ -201,3 +201,49 @@ def test_clients_need_a_token_and_only_admins_may_make_a_daemon_leave(
     refused = subprocess.run(cli, capture_output=True, text=True, timeout=30, env=env, check=False)
     assert refused.returncode == 1 and "token" in refused.stderr
     assert len(refused.stderr.strip().splitlines()) == 1
+
+
+def rss_kb(pid: int) -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1])
+    raise AssertionError("no VmRSS")
+
+
+def test_connections_that_never_finish_their_handshake_cost_bounded_memory(
+    skueued_cluster: StartCluster, tmp_path: Path
+) -> None:
+    """Strangers that open connections and stall (half a hello; or a keyed hello and no
+    proof), thousands of them, 200 open at a time: the daemon stays up, serves a client
+    with a token, and its memory does not grow with them."""
+    key = key_file(tmp_path / "cluster.key")
+    token = generate_key()
+    (tmp_path / "tokens").write_text(f"client {token}\n")
+    cluster = skueued_cluster(
+        1, "queue",
+        ("--cluster-key", str(key), "--client-tokens", str(tmp_path / "tokens"), "--in-memory"),
+    )  # fmt: skip
+    daemon = cluster.daemons[0]
+    host, port = cluster.addresses[0].rsplit(":", 1)
+    before = rss_kb(daemon.pid)
+    stalls = [pack(hello(f"evil-{i}", new_challenge())) for i in range(2)]
+    stalls[0] = stalls[0][: len(stalls[0]) // 2]  # half a hello
+    open_now: list[socket.socket] = []
+    tries = 10 * TRIES  # 3,000 in CI, 10^5 in the long profile
+    for i in range(tries):
+        s = socket.create_connection((host, int(port)), timeout=5)
+        s.sendall(stalls[i % 2])
+        open_now.append(s)
+        if len(open_now) >= 200:
+            open_now.pop(0).close()
+    peak = rss_kb(daemon.pid)
+    for s in open_now:
+        s.close()
+    with skueue.client.api.connect_blocking(cluster.addresses[0], token=token) as q:
+        q.enqueue(b"served")
+        assert q.dequeue() == b"served"
+    after = rss_kb(daemon.pid)
+    print(f"{tries} stalled connections: RSS {before} kB before, {peak} kB with 200 open, "
+          f"{after} kB after")  # fmt: skip
+    assert daemon.alive()
+    assert peak - before < 64 * 1024 and after - before < 32 * 1024, (before, peak, after)

@@ -169,6 +169,27 @@ async def test_connections_that_have_not_said_hello_are_bounded() -> None:
         await hello(h)
 
 
+async def test_one_address_may_hold_only_so_many_connections_that_said_nothing() -> None:
+    """Past hello_pending_per_source_max from one address, its newcomers are refused (the
+    silent ones stay: refusing them would let a stranger close a neighbour's)."""
+    limits = Limits(hello_pending_per_source_max=2, handshake_timeout_s=30)
+    async with serving(limits) as h:
+        waiting = [await h.client() for _ in range(2)]
+        await trio.sleep(0.1)
+        assert h.sessions.hello_pending == 2
+        third = await h.client()
+        closing = await third.until_closed()
+        assert "too many connections from 127.0.0.1 that have not said who they are" in (
+            closing[0][2]
+        )
+        for c in waiting:
+            await c.aclose()
+        with trio.fail_after(3):
+            while h.sessions.hello_pending:
+                await trio.sleep(0.01)
+        await hello(h)  # once they went, the address is welcome again
+
+
 async def test_a_large_hello_is_refused_before_it_is_read() -> None:
     async with serving(Limits(hello_bytes_max=100)) as h:
         c = await h.client()
