@@ -62,7 +62,7 @@ class ClientTokens:
         if type(token) is not str:
             return None
         found = None
-        given = token.encode()
+        given = token.encode("utf-8", "surrogatepass")
         for role, known in self.tokens:
             if hmac.compare_digest(given, known.encode()):
                 found = role

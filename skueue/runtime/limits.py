@@ -47,8 +47,8 @@ class Limits:
     # member's link must not be cut for a stranger's bytes.
     partial_frame_bytes_total_max: int = 64 * 1024 * 1024
     # Connections that have not said who they are yet (no hello, or a peer before its
-    # cluster-key proof): in all (past it the oldest is closed), from one address (past
-    # it the newcomer is refused), and the size of that first frame.
+    # cluster-key proof): in all, and from one address (past either, the oldest of them
+    # is closed), and the size of that first frame.
     hello_pending_max: int = 256
     hello_pending_per_source_max: int = 32
     hello_bytes_max: int = 4096

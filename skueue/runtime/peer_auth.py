@@ -99,14 +99,18 @@ class ClusterKeys:
     ) -> bool:
         if type(proof) is not str:
             return False
+        # As bytes: compare_digest refuses str with non-ASCII characters (a TypeError a
+        # peer could provoke at will).
+        given = proof.encode("utf-8", "surrogatepass")
         return any(
-            hmac.compare_digest(proof, _mac(k, role, mine, theirs, opener, acceptor))
+            hmac.compare_digest(given, _mac(k, role, mine, theirs, opener, acceptor).encode())
             for k in self.keys
         )
 
 
 def _mac(key: bytes, role: str, mine: str, theirs: str, opener: str, acceptor: str) -> str:
-    message = "\0".join(("skueue-peer " + role, mine, theirs, opener, acceptor)).encode()
+    parts = ("skueue-peer " + role, mine, theirs, opener, acceptor)
+    message = "\0".join(parts).encode("utf-8", "surrogatepass")
     return hmac.new(key, message, sha256).hexdigest()
 
 

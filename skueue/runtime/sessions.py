@@ -38,7 +38,6 @@ from __future__ import annotations
 
 import contextlib
 import itertools
-from collections import Counter
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -149,7 +148,7 @@ class ClientSessions:
         # Connections that have not said hello yet, oldest first, and how to end each.
         self.hello_waiting: dict[int, trio.CancelScope] = {}
         self.hello_numbers = itertools.count()
-        self.pending_from: Counter[str] = Counter()  # ... by source address
+        self.pending_from: dict[str, dict[int, None]] = {}  # ... by address, oldest first
         # Bytes of client frames not yet whole, all connections together.
         self.buffers = BufferBudget(limits.partial_frame_bytes_total_max)
         # Removed elements whose reply never reached a client (see the module docstring).
@@ -170,21 +169,24 @@ class ClientSessions:
     def unknown(self, stream: trio.SocketStream) -> Iterator[None]:
         """A connection that has not said who it is yet (its hello; a peer's cluster-key
         proof): one of at most ``hello_pending_max``, and of ``hello_pending_per_source_max``
-        from its address."""
+        from its address; past either, the oldest of them is closed."""
+        # Full (from this address, or in all): the oldest goes, not the newcomer.  A real
+        # peer or client says who it is at once, so it is rarely the oldest; refusing
+        # newcomers instead would let a few silent connections lock everyone out (and,
+        # per address, everyone behind the same NAT).
         source = _source(stream)
-        if self.pending_from[source] >= self.limits.hello_pending_per_source_max:
-            raise RemoteProtocolError(
-                f"too many connections from {source} that have not said who they are "
-                f"(limit {self.limits.hello_pending_per_source_max})"
-            )
+        mine = self.pending_from.setdefault(source, {})
+        if len(mine) >= self.limits.hello_pending_per_source_max:
+            oldest = next(iter(mine))
+            del mine[oldest]
+            closing = self.hello_waiting.pop(oldest, None)  # None: closed for the total
+            if closing is not None:
+                closing.cancel()
         if len(self.hello_waiting) >= self.limits.hello_pending_max:
-            # Full: the oldest goes, not the newcomer.  A real peer or client says hello
-            # at once, so it is rarely the oldest; refusing newcomers instead would let
-            # a few hundred silent connections lock everyone out.
             oldest = next(iter(self.hello_waiting))
             self.hello_waiting.pop(oldest).cancel()
         number = next(self.hello_numbers)
-        self.pending_from[source] += 1
+        mine[number] = None
         try:
             with trio.CancelScope() as scope:
                 self.hello_waiting[number] = scope
@@ -193,14 +195,14 @@ class ClientSessions:
                 finally:
                     self.hello_waiting.pop(number, None)
         finally:
-            self.pending_from[source] -= 1
-            if not self.pending_from[source]:
-                del self.pending_from[source]
+            mine.pop(number, None)
+            if not mine:
+                self.pending_from.pop(source, None)
         if scope.cancelled_caught:
-            limit = self.limits.hello_pending_max
             raise RemoteProtocolError(
-                f"too many connections waiting to say hello (limit {limit}); this, the "
-                "oldest, is closed"
+                f"too many connections waiting to say who they are (limits "
+                f"{self.limits.hello_pending_max}, {self.limits.hello_pending_per_source_max} "
+                f"from {source}); this, the oldest, is closed"
             )
 
     @property

@@ -73,9 +73,10 @@ def hello(process: str, challenge: str | None) -> list[Any]:
 def test_impostors_are_refused_and_the_queue_is_untouched(
     skueued_cluster: StartCluster, tmp_path: Path
 ) -> None:
-    """Each try has no key, a wrong key, or the proof of a handshake recorded with the
-    right key, replayed; every other one claims to be a real member (whose own link must
-    not suffer), the rest a new one (which a daemon without a key would take)."""
+    """Each try has no key, a wrong key, the proof of a handshake recorded with the right
+    key, replayed, or a proof that is not even ASCII; every other one claims to be a real
+    member (whose own link must not suffer), the rest a new one (which a daemon without a
+    key would take)."""
     key = key_file(tmp_path / "cluster.key")
     cluster = skueued_cluster(3, "queue", ("--cluster-key", str(key), "--in-memory"))
     target, member = cluster.addresses[0], cluster.addresses[1]
@@ -89,9 +90,11 @@ def test_impostors_are_refused_and_the_queue_is_untouched(
         lambda theirs, mine: None,
         lambda theirs, mine: wrong.proof("open", theirs, mine, member, target),
         lambda theirs, mine: recorded,
+        lambda theirs, mine: "é" * 64,  # not ASCII: once a TypeError in compare_digest
     ]
     kept = sum(
-        impostor(target, member if i % 2 else f"evil-{i}", answers[i % 3]) for i in range(TRIES)
+        impostor(target, member if i % 2 else f"evil-{i}", answers[i % len(answers)])
+        for i in range(TRIES)
     )
     assert kept == 0, f"{kept} of {TRIES} impostors were kept"
     with skueue.client.api.connect_blocking(cluster.addresses[2]) as q:
