@@ -70,7 +70,7 @@ ns_pids() { ip netns pids "$1" 2>/dev/null || true; }
 # it (never rm -rf: --state-dir may name a directory holding other things).
 clear_state() {
     local keep_logs=${1:-0}
-    rm -f -- "$STATE_DIR/daemons" "$STATE_DIR/network.err"
+    rm -f -- "$STATE_DIR/daemons" "$STATE_DIR/network.err" "$STATE_DIR/cluster.key"
     [ "$keep_logs" -eq 1 ] || rm -f -- "$STATE_DIR/${PREFIX}"[0-9]*.log
     rmdir -- "$STATE_DIR" 2>/dev/null || true
     rmdir -- "$DEFAULT_STATE_ROOT" 2>/dev/null || true  # only if empty too
@@ -210,6 +210,10 @@ cmd_start() {
     build_network "$n" 2>"$STATE_DIR/network.err" \
         || fail_start "cannot build the namespace network: $(cat "$STATE_DIR/network.err")"
 
+    # The hosts talk over a (virtual) network: their links prove a cluster key, made here
+    # for this cluster (32 random bytes as hex, what `skueue keygen` writes).
+    (umask 077 && od -An -tx1 -N32 /dev/urandom | tr -d ' \n' >"$STATE_DIR/cluster.key") \
+        || fail_start "cannot write $STATE_DIR/cluster.key"
     local i j peers address ns log pid
     local -a addresses=() pids=()
     for ((i = 0; i < n; i++)); do addresses+=("$(address_of "$i")"); done
@@ -225,6 +229,7 @@ cmd_start() {
         # --in-memory: this demo keeps nothing, so that stop leaves nothing behind.
         PYTHONUNBUFFERED=1 setsid ip netns exec "$ns" "$SKUEUED" \
             --listen "$address" --peers "$peers" --id "$ns" --in-memory \
+            --cluster-key "$STATE_DIR/cluster.key" \
             --structure "$STRUCTURE" --log-format "$LOG_FORMAT" \
             </dev/null >"$log" 2>&1 &
         pids+=("$!")

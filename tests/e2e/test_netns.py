@@ -122,6 +122,10 @@ def test_netns_cluster_serves_and_leaves_nothing(netns_state: Path) -> None:
         ["ip", "netns", "exec", f"{PREFIX}0"], sys.executable, ADDRESSES, WORKLOAD_ELEMENTS
     )
     workload_s = time.monotonic() - workload_began
+    # The hosts' links prove the cluster key the script made (issue 13).
+    assert (netns_state / "cluster.key").stat().st_mode & 0o077 == 0
+    logs = "".join((netns_state / f"{PREFIX}{i}.log").read_text() for i in range(HOSTS))
+    assert "without a cluster key" not in logs, logs[-2000:]
 
     stopped = run(SCRIPT, "stop", "--state-dir", netns_state)
     assert stopped.returncode == 0, stopped.stderr
