@@ -46,7 +46,7 @@ import random
 from dataclasses import dataclass
 from functools import partial
 
-from skueue.check.history import Record
+from skueue.check.history import REMOVE_OPS, Record
 from skueue.check.leases import LeaseEvent
 from skueue.core.effects import Complete, Effect, Send
 from skueue.core.ops import (
@@ -195,6 +195,9 @@ class AsyncSim(CrashSteps):
 
     def _completed(self, process: Process, done: Complete) -> None:
         record = self.recorder.completed(process.process_id, done, self.steps)
+        if process is self.drain_process and done.op_id in (self.drain_op, self.dead_op):
+            self._drain_answer(done.op_id == self.dead_op, record.value)
+            return
         leased = self.leased_ops.pop((process.process_id, done.op_id), None)
         # (A leased remove still on its way when its process left got no lease.)
         lease = None if leased is None else process.leases.get(done.op_id)
@@ -205,25 +208,17 @@ class AsyncSim(CrashSteps):
                 process.process_id, "lease", invoke, self.steps, record.value, done.op_id,
                 lease.deliveries, length,
             ))  # fmt: skip
-        elif process is self.drain_process and done.op_id == self.dead_op:
-            self.dead_op = None
-            if record.value is None:
-                self.dead_done = True
-            else:
-                self.dead.append(record.value)
-            return
-        elif (
-            not (process is self.drain_process and done.op_id == self.drain_op)
-            and record.op in ("dequeue", "pop")
-            and record.value is not None
-        ):
+        elif record.op in REMOVE_OPS and record.value is not None:
             self.taken.append(record.value)
-        if process is self.drain_process and done.op_id == self.drain_op:
-            self.drain_op = None
-            if record.value is None:
-                self.drain_done = True
-            else:
-                self.drained.append(record.value)
+
+    def _drain_answer(self, dead: bool, value: str | None) -> None:
+        """An answer of the drain: of the queue, or (``dead``) of its dead letters."""
+        if dead:
+            self.dead_op, self.dead_done, out = None, value is None, self.dead
+        else:
+            self.drain_op, self.drain_done, out = None, value is None, self.drained
+        if value is not None:
+            out.append(value)
 
     def _submit(
         self, process: Process, kind: OpKind, may_lease: bool = True, queue: str = DEFAULT_QUEUE
