@@ -21,6 +21,7 @@ from pathlib import Path
 import attrs
 
 from skueue.runtime.errors import DaemonError
+from skueue.runtime.secret_files import entries
 
 ROLES = ("client", "admin")
 TOKEN_CHARS_MIN = 16
@@ -34,15 +35,8 @@ class ClientTokens:
 
     @classmethod
     def load(cls, path: Path) -> ClientTokens:
-        try:
-            text = path.read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError) as e:
-            raise DaemonError(f"--client-tokens {path}: cannot read it: {e}") from None
         tokens = []
-        for number, line in enumerate(text.splitlines(), 1):
-            line = line.strip()
-            if not line or line.startswith("#"):
-                continue
+        for number, line in entries(path, "--client-tokens"):
             role, _, token = line.partition(" ")
             token = token.strip()
             if role not in ROLES or not TOKEN_CHARS_MIN <= len(token) <= TOKEN_CHARS_MAX:

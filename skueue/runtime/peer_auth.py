@@ -40,6 +40,7 @@ from typing import Any
 import attrs
 
 from skueue.runtime.errors import DaemonError
+from skueue.runtime.secret_files import entries
 from skueue.wire.errors import RemoteProtocolError
 
 KEY_BYTES = 32
@@ -66,15 +67,8 @@ class ClusterKeys:
     @classmethod
     def load(cls, path: Path) -> ClusterKeys:
         """Read a key file: one hex key per line; blank lines and ``#`` comments skipped."""
-        try:
-            text = path.read_text(encoding="ascii")
-        except (OSError, UnicodeDecodeError) as e:
-            raise DaemonError(f"--cluster-key {path}: cannot read it: {e}") from None
         keys = []
-        for number, line in enumerate(text.splitlines(), 1):
-            line = line.strip()
-            if not line or line.startswith("#"):
-                continue
+        for number, line in entries(path, "--cluster-key"):
             try:
                 key = bytes.fromhex(line)
             except ValueError:
