@@ -118,7 +118,8 @@ def check_leases(
         redelivered += sum(e.event == "lease" for e in own) > 1
         problems.extend(element_problems(v, own, closed))
         if done > 1 and taken_count[v]:
-            problems.append(f"{v} was taken {taken_count[v]} time(s) and acked")
+            acks = done - taken_count[v]
+            problems.append(f"{v} was removed {taken_count[v]} time(s) and acked {acks}")
         if done and remaining[v]:
             problems.append(f"{v} was acked and is still there")
         elif remaining[v] > 1:

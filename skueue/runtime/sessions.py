@@ -159,11 +159,11 @@ class ClientSessions:
     ) -> tuple[Any, list[Any]]:
         """The first frame of a new connection (peer or client), within the limits of a
         connection that has not said who it is yet."""
-        with self.unknown(stream):
-            return await first_frame(
+        with self.unknown(stream):  # raises if it closes this connection for a newer one
+            first = await first_frame(
                 stream, decoder, self.limits.handshake_timeout_s, self.limits.hello_bytes_max
             )
-        raise AssertionError("unreachable: unknown() raises when it cancels")
+        return first
 
     @contextlib.contextmanager
     def unknown(self, stream: trio.SocketStream) -> Iterator[None]:

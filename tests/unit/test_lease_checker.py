@@ -95,3 +95,12 @@ def test_malformed_events_are_refused_with_their_line(line: str, message: str) -
     with pytest.raises(HistoryError, match=message) as raised:
         read_events(io.StringIO("\n" + line + "\n"))
     assert "line 2" in str(raised.value)
+
+
+def test_an_element_removed_for_good_and_also_acked_is_found() -> None:
+    events = [lease("A", "x", 1, 0.0), end("A", "ack", "x", 1, 1.0)]
+    problems = check_leases(events, ["x", "y"], taken=["x", "y", "y"]).problems
+    assert problems == (
+        "x was removed 1 time(s) and acked 1",
+        "y was removed 2 time(s) and acked 0",
+    )

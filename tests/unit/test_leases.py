@@ -12,26 +12,25 @@ drained exactly once, never held by two leases at once, and delivery counts that
 from __future__ import annotations
 
 import random
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import pytest
 
-from skueue.core.effects import Complete, Effect, Send
 from skueue.core.errors import ProtocolError
 from skueue.core.ops import DEFAULT_QUEUE, Item, Op, OpKind, Redelivered, Structure, plain
-from skueue.core.process import Process
 from skueue.sim.cluster import build_cluster, process_ids
+from tests.unit.test_named_queues import Rounds
 
 
 @dataclass
-class Rounds:
-    processes: dict[str, Process]
-    now_ms: int = 0
-    ops: dict[tuple[str, int], Op] = field(default_factory=dict)
-    done: dict[tuple[str, int], Complete] = field(default_factory=dict)
-    flight: list[Send] = field(default_factory=list)
+class LeaseRounds(Rounds):
+    """The named-queue tests' synchronous rounds, with a clock and lease returns."""
 
-    def submit(self, pid: str, kind: OpKind, value: Item | None = None, **options: object) -> Op:
+    now_ms: int = 0
+
+    def submit(  # type: ignore[override]
+        self, pid: str, kind: OpKind, value: Item | None = None, **options: object
+    ) -> Op:
         process = self.processes[pid]
         op = process.new_op(kind, value, **options)  # type: ignore[arg-type]
         self.ops[(pid, op.op_id)] = op
@@ -50,22 +49,9 @@ class Rounds:
         self._take(pid, effects)
         return True
 
-    def run(self, rounds_max: int = 400, after: int = 30) -> None:
-        """Until every operation completed and the returns landed (``after`` rounds)."""
-        for _ in range(rounds_max):
-            if len(self.done) == len(self.ops) and not any(
-                p.leases.returning for p in self.processes.values()
-            ):
-                after -= 1
-                if after < 0:
-                    return
-            arriving, self.flight = self.flight, []
-            for send in arriving:
-                pid = send.to.process
-                self._take(pid, self.processes[pid].handle(send.to, send.message))
-            for pid, process in self.processes.items():
-                self._take(pid, process.tick())
-        raise AssertionError(f"{len(self.ops) - len(self.done)} operations never completed")
+    def settled(self) -> bool:
+        """... and the returned elements are inserted again."""
+        return super().settled() and not any(p.leases.returning for p in self.processes.values())
 
     def result(self, pid: str, op: Op) -> Item | None:
         return self.done[(pid, op.op_id)].value
@@ -82,17 +68,12 @@ class Rounds:
                 return out
             out.append(item)
 
-    def _take(self, pid: str, effects: list[Effect]) -> None:
-        for e in effects:
-            if isinstance(e, Complete):
-                self.done[(pid, e.op_id)] = e
-            else:
-                self.flight.append(e)
 
-
-def cluster(n: int = 3, structure: Structure = Structure.QUEUE) -> tuple[Rounds, list[str]]:
+def cluster(
+    n: int = 3, structure: Structure = Structure.QUEUE
+) -> tuple[LeaseRounds, list[str]]:
     pids = process_ids(n)
-    return Rounds(build_cluster(pids, structure=structure)), pids
+    return LeaseRounds(build_cluster(pids, structure=structure)), pids
 
 
 def test_a_leased_dequeue_holds_its_element_until_the_ack() -> None:

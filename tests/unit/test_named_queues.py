@@ -45,7 +45,7 @@ class Rounds:
         """Until every operation completed, then ``after`` more rounds (an insert
         completes before its Put lands; an idle tree never stops turning)."""
         for _ in range(rounds_max):
-            if len(self.done) == len(self.ops):
+            if self.settled():
                 after -= 1
                 if after < 0:
                     return
@@ -56,6 +56,10 @@ class Rounds:
             for pid, process in self.processes.items():
                 self._take(pid, process.tick())
         raise AssertionError(f"{len(self.ops) - len(self.done)} operations never completed")
+
+    def settled(self) -> bool:
+        """Every operation completed (a driver with more to wait for says so here)."""
+        return len(self.done) == len(self.ops)
 
     def _take(self, pid: str, effects: list[Effect]) -> None:
         for e in effects:
