@@ -165,6 +165,7 @@ def interrupt(args: list[str], fake: FakeDaemon) -> tuple[int, str, str]:
     [
         ["enqueue", "x"],
         ["dequeue"],
+        ["consume", "jobs"],
         ["bench", "--ops", "100", "--clients", "2"],
     ],
 )
