@@ -8,6 +8,14 @@ Every named queue has its own counters (:class:`QueueAnchors`), created when its
 batch reaches the anchor: ranks are per queue, like positions, because linearizability
 is a property of each object on its own (it is local), and the checkers check each
 queue's history alone.
+
+Deleting a queue (issue 12) retires its counters: the queue's remaining range goes back
+with the grants, for the deleting node to clear, and the name is free again.  Positions
+and ranks are never reused: Gets and Puts of the old queue may still be on their way,
+and they must never meet a new queue of the same name.  One number does it, ``floor``:
+above every position and rank any deleted queue used.  A queue made afterwards starts
+above it (a stack's positions are offset by its ``base``), so the anchor remembers
+nothing per deleted name.
 """
 
 from __future__ import annotations
@@ -15,7 +23,16 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from skueue.core.batch import Batch, Batches, Refusal, RunGrant, SectionGrants, is_insert_run
+from skueue.core.batch import (
+    Batch,
+    Batches,
+    Deletes,
+    Deletion,
+    Refusal,
+    RunGrant,
+    SectionGrants,
+    is_insert_run,
+)
 from skueue.core.ops import (
     DEFAULT_QUEUE,
     QUEUES_MAX,
@@ -38,6 +55,11 @@ class AnchorPolicy(Protocol):
     def export(self) -> tuple[int, ...]: ...
 
     def describe(self) -> str: ...
+
+    def retire(self, count: int) -> tuple[RunGrant, int]:
+        """``count`` deletes take what the queue holds: the range removed, with the first
+        delete's rank, and the least floor above every position and rank it used."""
+        ...
 
 
 @dataclass(slots=True)
@@ -71,14 +93,21 @@ class QueueAnchor:
     def describe(self) -> str:
         return f"queue[{self.first}..{self.last}] ord={self.ord_next}"
 
+    def retire(self, count: int) -> tuple[RunGrant, int]:
+        removed = RunGrant(self.first, self.size(), self.ord_next)
+        return removed, max(self.last, self.ord_next + count)
+
 
 @dataclass(slots=True)
 class StackAnchor:
-    """``last`` is the stack size; ``ticket`` counts Pushes ever assigned and never decreases."""
+    """``last`` is the stack size; ``ticket`` counts Pushes ever assigned and never
+    decreases.  The stack's positions are ``base + 1 .. base + last``: ``base`` is 0
+    unless the name was deleted before (above every position the old stack used)."""
 
     last: int = 0
     ticket: int = 0
     ord_next: int = 0
+    base: int = 0
 
     def assign(self, batch: Batch) -> tuple[RunGrant, ...]:
         grants = []
@@ -86,7 +115,11 @@ class StackAnchor:
             if is_insert_run(i):
                 grants.append(
                     RunGrant(
-                        self.last + 1, count, self.ord_next, ticket=self.ticket + 1, ticket_step=1
+                        self.base + self.last + 1,
+                        count,
+                        self.ord_next,
+                        ticket=self.ticket + 1,
+                        ticket_step=1,
                     )
                 )
                 self.last += count
@@ -95,28 +128,41 @@ class StackAnchor:
                 # Pops take the top first: positions last, last-1, ..., all paired with
                 # the current ticket so that they skip entries pushed later.
                 available = min(count, self.last)
-                grants.append(
-                    RunGrant(self.last, available, self.ord_next, ticket=self.ticket, step=-1)
-                )
+                grants.append(self._pops(available))
                 self.last -= available
             self.ord_next += slots
         return tuple(grants)
+
+    def _pops(self, available: int) -> RunGrant:
+        return RunGrant(self.base + self.last, available, self.ord_next, self.ticket, step=-1)
 
     def size(self) -> int:
         return self.last
 
     def export(self) -> tuple[int, ...]:
-        return (self.last, self.ticket, self.ord_next)
+        return (self.last, self.ticket, self.ord_next, self.base)
 
     def describe(self) -> str:
-        return f"stack[{self.last}] ticket={self.ticket} ord={self.ord_next}"
+        base = f" base={self.base}" if self.base else ""
+        return f"stack[{self.last}] ticket={self.ticket} ord={self.ord_next}{base}"
+
+    def retire(self, count: int) -> tuple[RunGrant, int]:
+        # Every position a Push ever got is at most base + ticket.
+        return self._pops(self.last), max(self.base + self.ticket, self.ord_next + count)
+
+
+def new_anchor(stack: bool, floor: int) -> AnchorPolicy:
+    """The counters of a queue made now: empty, above ``floor``."""
+    if stack:
+        return StackAnchor(ord_next=floor, base=floor)
+    return QueueAnchor(floor + 1, floor, floor)
 
 
 def import_anchor(state: tuple[int, ...], stack: bool) -> AnchorPolicy:
     """Rebuild a handed-over anchor; the state is exactly what ``export`` gave."""
     if stack:
-        last, ticket, ord_next = state
-        return StackAnchor(last, ticket, ord_next)
+        last, ticket, ord_next, base = state
+        return StackAnchor(last, ticket, ord_next, base)
     first, last, ord_next = state
     return QueueAnchor(first, last, ord_next)
 
@@ -131,6 +177,8 @@ class QueueAnchors:
     refused whole: its operations complete with an error, and nothing else changes."""
 
     queues: dict[str, AnchorPolicy] = field(default_factory=dict)
+    # Above every position and rank of every deleted queue (see the module doc).
+    floor: int = 0
 
     @classmethod
     def starting(cls, structure: Structure) -> QueueAnchors:
@@ -150,12 +198,28 @@ class QueueAnchors:
                 if len(self.queues) >= QUEUES_MAX:
                     refused.append((key, REFUSED_TOO_MANY_QUEUES))
                     continue
-                policy = self.queues[name] = StackAnchor() if stack else QueueAnchor()
+                policy = self.queues[name] = new_anchor(stack, self.floor)
             elif isinstance(policy, StackAnchor) != stack:
                 refused.append((key, REFUSED_OTHER_STRUCTURE))
                 continue
             grants.append((key, policy.assign(batch)))
         return tuple(grants), tuple(refused)
+
+    def delete(self, deletes: Deletes) -> tuple[Deletion, ...]:
+        """Retire every queue named in ``deletes`` (after the cycle's runs): what each
+        held is removed, its name is free, and the floor rises above it.  Deleting a
+        name that holds no queue removes nothing."""
+        out: list[Deletion] = []
+        for name, count in deletes:
+            policy = self.queues.pop(name, None)
+            if policy is None:
+                out.append(((name, False), RunGrant(self.floor + 1, 0, self.floor)))
+                self.floor += count  # the deletes' ranks
+                continue
+            removed, floor = policy.retire(count)
+            out.append(((name, isinstance(policy, StackAnchor)), removed))
+            self.floor = max(self.floor, floor)
+        return tuple(out)
 
     def describe_queues(self) -> dict[str, tuple[int, str]]:
         """Each queue's size and structure, by name."""
@@ -164,20 +228,25 @@ class QueueAnchors:
             for name, policy in sorted(self.queues.items())
         }
 
-    def export(self) -> tuple[QueueCounters, ...]:
-        """Every queue's counters, for the next anchor (SPEC §8, anchor change)."""
-        return tuple(
+    def export(self) -> tuple[tuple[QueueCounters, ...], int]:
+        """Every queue's counters and the floor, for the next anchor (SPEC §8, anchor
+        change)."""
+        counters = tuple(
             (name, isinstance(policy, StackAnchor), policy.export())
             for name, policy in sorted(self.queues.items())
         )
+        return counters, self.floor
 
     def describe(self) -> str:
-        return " ".join(f"{name}:{p.describe()}" for name, p in sorted(self.queues.items()))
+        floor = f" floor={self.floor}" if self.floor else ""
+        return " ".join(f"{name}:{p.describe()}" for name, p in sorted(self.queues.items())) + floor
 
 
-def import_anchors(state: tuple[QueueCounters, ...]) -> QueueAnchors:
-    """Rebuild a handed-over anchor's counters; ``state`` is what ``export`` gave."""
-    return QueueAnchors({name: import_anchor(counters, stack) for name, stack, counters in state})
+def import_anchors(state: tuple[QueueCounters, ...], floor: int) -> QueueAnchors:
+    """Rebuild a handed-over anchor's counters; ``state`` and ``floor`` are what
+    ``export`` gave."""
+    queues = {name: import_anchor(counters, stack) for name, stack, counters in state}
+    return QueueAnchors(queues, floor)
 
 
 @dataclass(slots=True)
@@ -226,8 +295,8 @@ class AnchorSeat:
         self.policy = policy
         self.trigger = UpdateTrigger()
 
-    def hand_over(self) -> tuple[QueueCounters, ...]:
-        """Give the seat up; returns the counters the next anchor needs."""
+    def hand_over(self) -> tuple[tuple[QueueCounters, ...], int]:
+        """Give the seat up; returns the counters and floor the next anchor needs."""
         assert self.policy is not None
         state = self.policy.export()
         self.policy = self.trigger = None

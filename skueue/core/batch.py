@@ -21,6 +21,12 @@ and sorted by it, so that combining is a merge and the anchor walks the queues i
 fixed order.  One cycle of the tree serves every active queue; a queue with no
 operations costs nothing in it.
 
+Deleting a queue (issue 12) is not a run: ``deletes`` counts, per name, the delete
+operations of the cycle, and the anchor applies them after the cycle's runs of that name
+(:meth:`skueue.core.anchor.QueueAnchors.delete`).  What it removed comes back as one
+:class:`RunGrant` per name, split by :func:`split_deletions`: the first delete in tree
+order gets the whole range, the others an empty queue.
+
 ``joins`` and ``leaves`` (on :class:`Batches`) are the update-phase counters of SPEC §8
 (summed on combine); ``nodes`` counts the integrated nodes whose batches went into this
 one, so that the anchor knows the size of the ring for the paper's update trigger
@@ -113,6 +119,8 @@ QueueKey = tuple[str, bool]
 so that operations of both kinds on one name can meet in a combined batch; the anchor
 decides which one the name is."""
 Section = tuple[QueueKey, Batch]
+Deletes = tuple[tuple[str, int], ...]
+"""Per queue name, in name order, how many delete operations a batch carries."""
 
 
 def _merge(a: tuple[Section, ...], b: tuple[Section, ...]) -> tuple[Section, ...]:
@@ -128,6 +136,17 @@ def _merge(a: tuple[Section, ...], b: tuple[Section, ...]) -> tuple[Section, ...
     return tuple(sorted(merged.items()))
 
 
+def _merge_deletes(a: Deletes, b: Deletes) -> Deletes:
+    if not b:
+        return a
+    if not a:
+        return b
+    merged = dict(a)
+    for name, count in b:
+        merged[name] = merged.get(name, 0) + count
+    return tuple(sorted(merged.items()))
+
+
 @dataclass(frozen=True, slots=True)
 class Batches:
     """What goes up the tree in one cycle: a batch per queue with operations, sorted by
@@ -138,6 +157,7 @@ class Batches:
     leaves: int = 0
     nodes: int = 0
     patient: int = 0  # of the operations, blocking dequeues' attempts (they hurry no one)
+    deletes: Deletes = ()
 
     def combine(self, other: Batches) -> Batches:
         return Batches(
@@ -146,11 +166,12 @@ class Batches:
             self.leaves + other.leaves,
             self.nodes + other.nodes,
             self.patient + other.patient,
+            _merge_deletes(self.deletes, other.deletes),
         )
 
     @property
     def operations(self) -> int:
-        return sum(b.operations for _, b in self.sections)
+        return sum(b.operations for _, b in self.sections) + sum(n for _, n in self.deletes)
 
     @property
     def is_empty(self) -> bool:
@@ -170,6 +191,7 @@ class Batches:
     def describe(self) -> str:
         parts = [f"{name}{'(stack)' if stack else ''}{b.describe()}"
                  for (name, stack), b in self.sections]  # fmt: skip
+        parts += [f"delete:{name}x{n}" for name, n in self.deletes]
         extra = f" j{self.joins}" if self.joins else ""
         extra += f" l{self.leaves}" if self.leaves else ""
         return (" ".join(parts) or "()") + extra
@@ -202,6 +224,27 @@ def batches_problem(b: Batches) -> str | None:
         problem = batch_problem(batch, stack) or (None if batch.operations else "no operation")
         if problem:
             return f"queue {name!r}: {problem}"
+    names = [name for name, _ in b.deletes]
+    if any(x >= y for x, y in itertools.pairwise(names)):
+        return "the deleted queues are not in order, or one comes twice"
+    if not all(1 <= n <= RUN_OPS_MAX for _, n in b.deletes):
+        return "a queue's delete count is out of range"
+    return None
+
+
+def deletion_problem(g: RunGrant, stack: bool) -> str | None:
+    """What is wrong with the range a delete removes (a grant of a queue's or a stack's
+    remove run, of any length), or None."""
+    if not (0 <= g.ord_first <= RANK_MAX and 0 <= g.ticket <= RANK_MAX):
+        return "rank or ticket out of range"
+    if g.available < 0 or g.ticket_step != 0 or g.step != (-1 if stack else 1):
+        return f"steps {(g.step, g.ticket_step)} do not fit a {'stack' if stack else 'queue'}"
+    if g.available and not (
+        1 <= g.first <= POSITION_MAX and 1 <= g.position(g.available - 1) <= POSITION_MAX
+    ):
+        return "positions out of range"
+    if not stack and g.ticket != 0:
+        return "a queue has no tickets"
     return None
 
 
@@ -258,6 +301,10 @@ class RunGrant:
 
 
 SectionGrants = tuple[QueueKey, tuple[RunGrant, ...]]
+Deletion = tuple[QueueKey, RunGrant]
+"""A deleted queue (its name, and whether it was a stack) and what its deletes got: the
+positions removed (``available`` of them; 0 for a queue that held nothing or did not
+exist) and the first delete's rank."""
 Refusal = tuple[QueueKey, int]  # a queue whose operations the anchor refused, and why
 
 
@@ -269,6 +316,27 @@ def split_refusals(
         return [tuple(refused)]
     tables = [dict(sub.sections) for sub in subs]
     return [tuple(r for r in refused if r[0] in t) for t in tables]
+
+
+def split_deletions(
+    deleted: Sequence[Deletion], subs: Sequence[Batches]
+) -> list[tuple[Deletion, ...]]:
+    """Each sub-batch's share of the deletions, in order: the first sub-batch that
+    deletes a queue gets the whole range it held; the later ones find it empty.  Ranks
+    are handed out one per delete operation, like a run's."""
+    if len(subs) == 1:
+        return [tuple(deleted)]
+    out: list[list[Deletion]] = [[] for _ in subs]
+    tables = [dict(sub.deletes) for sub in subs]
+    for key, g in deleted:
+        first, available, ord_first = g.first, g.available, g.ord_first
+        for j, table in enumerate(tables):
+            count = table.get(key[0], 0)
+            if count:
+                out[j].append((key, RunGrant(first, available, ord_first, g.ticket, g.step)))
+                available = 0
+                ord_first += count
+    return [tuple(x) for x in out]
 
 
 def split_section_grants(

@@ -39,10 +39,14 @@ class Complete:
     # The anchor refused the operation (its queue is of the other structure, or a new
     # queue found the cluster full): nothing was done, ``ord`` is -1, this says why.
     error: str | None = None
+    # A delete's: how many elements it removed (``value`` and ``position`` are None).
+    removed: int | None = None
 
     def describe(self) -> str:
         if self.error is not None:
             return f"complete #{self.op_id} refused: {self.error}"
+        if self.removed is not None:
+            return f"complete #{self.op_id} deleted {self.removed} ord={self.ord}"
         return f"complete #{self.op_id} value={self.value!r} ord={self.ord} pos={self.position}"
 
 

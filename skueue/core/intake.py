@@ -9,6 +9,10 @@ rank (``ord``) and ticket.
 
 Queue: the buffer is the Definition-5 batch, one operation after another.
 
+Delete (issue 12): the anchor applies a cycle's deletes of a queue after the cycle's
+runs of it.  So that program order holds, operations on a queue issued after its delete
+wait for the next batch (``deferred``), and a delete is never in a batch behind them.
+
 Stack (SPEC §7, paper §VI): a Pop that arrives while the buffer holds an unmatched Push
 takes the last such Push at once: the pair never needs the anchor or the DHT.  So the
 unmatched operations always have the form (pops, pushes), and the batch sent up is
@@ -22,8 +26,17 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from skueue.core.batch import Batch, QueueKey, Refusal, RunGrant, Section, SectionGrants
-from skueue.core.ops import Item, Op, Structure
+from skueue.core.batch import (
+    Batch,
+    Deletes,
+    Deletion,
+    QueueKey,
+    Refusal,
+    RunGrant,
+    Section,
+    SectionGrants,
+)
+from skueue.core.ops import Item, Op, OpKind, Structure
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,6 +51,9 @@ class Assignment:
     combined_value: Item | None = None
     combined: bool = False
     refused: int = 0  # why the anchor refused the operation's queue (ops.REFUSALS), or 0
+    # A delete's: the queue it retired and the positions it removes (none for every
+    # delete of the queue in the cycle but the first).
+    deleted: Deletion | None = None
 
 
 @dataclass(slots=True)
@@ -127,33 +143,63 @@ class OwnBuffers:
     queues: dict[QueueKey, OwnBuffer] = field(default_factory=dict)
     ops: list[Op] = field(default_factory=list)  # all of them, in issue order
     patient: int = 0  # how many of them are blocking dequeues' attempts
+    deletes: dict[str, Op] = field(default_factory=dict)  # by queue name (one each)
+    # Operations on a queue issued after its delete: they go in the next batch.
+    deferred: list[Op] = field(default_factory=list)
 
     def __len__(self) -> int:
-        return len(self.ops)
+        return len(self.ops) + len(self.deferred)
 
     def add(self, op: Op) -> None:
+        if op.queue in self.deletes:
+            self.deferred.append(op)
+            return
+        self.ops.append(op)
+        if op.kind is OpKind.DELETE:
+            self.deletes[op.queue] = op
+            return
         key = op.key
         buffer = self.queues.get(key)
         if buffer is None:
             buffer = self.queues[key] = OwnBuffer(Structure.STACK if key[1] else Structure.QUEUE)
         buffer.add(op)
-        self.ops.append(op)
         self.patient += op.patient
+
+    def next_buffer(self) -> OwnBuffers:
+        """The buffer that follows this one when its batch goes: the deferred operations."""
+        following = OwnBuffers()
+        for op in self.deferred:
+            following.add(op)
+        return following
+
+    def all_ops(self) -> list[Op]:
+        """Every operation here, in issue order (the deferred ones came last)."""
+        return [*self.ops, *self.deferred]
 
     @property
     def urgent(self) -> bool:
         """An operation here should not wait for the idle pace."""
-        return len(self.ops) > self.patient
+        return len(self.ops) > self.patient or bool(self.deferred)
 
     def sections(self) -> tuple[Section, ...]:
         return tuple(sorted((key, buffer.batch()) for key, buffer in self.queues.items()))
 
+    def deletions(self) -> Deletes:
+        return tuple(sorted((name, 1) for name in self.deletes))
+
     def assign(
-        self, grants: tuple[SectionGrants, ...], refused: tuple[Refusal, ...] = ()
+        self,
+        grants: tuple[SectionGrants, ...],
+        refused: tuple[Refusal, ...] = (),
+        deleted: tuple[Deletion, ...] = (),
     ) -> list[Assignment]:
         """Each queue's operations, with what the anchor gave that queue, or why it
-        refused it."""
+        refused it; then the deletes, after every run of their queue."""
         out = [a for key, runs in grants for a in self.queues[key].assign(runs)]
         for key, why in refused:
             out.extend(Assignment(op, -1, None, refused=why) for op in self.queues[key].ops)
+        out.extend(
+            Assignment(self.deletes[key[0]], g.ord_first, None, deleted=(key, g))
+            for key, g in deleted
+        )
         return out

@@ -64,6 +64,9 @@ class OpKind(enum.Enum):
     DEQUEUE = "dequeue"
     PUSH = "push"
     POP = "pop"
+    # Removes every element the queue holds and retires its name (issue 12): see
+    # :meth:`skueue.core.anchor.QueueAnchors.delete`.  It names a queue of either kind.
+    DELETE = "delete"
 
     @property
     def inserts(self) -> bool:
@@ -72,7 +75,7 @@ class OpKind(enum.Enum):
 
     @property
     def structure(self) -> Structure:
-        return Structure.QUEUE if self in (OpKind.ENQUEUE, OpKind.DEQUEUE) else Structure.STACK
+        return Structure.STACK if self in (OpKind.PUSH, OpKind.POP) else Structure.QUEUE
 
 
 def insert_kind(structure: Structure) -> OpKind:

@@ -47,7 +47,9 @@ from skueue.runtime.errors import DaemonError
 log = structlog.get_logger("skueued")
 
 FORMAT = "skueue-input-log"
-VERSION = 4  # 2: the core gained Hurry; 3: batches, grants and anchors per named queue; 4: leases
+# 2: the core gained Hurry; 3: batches, grants and anchors per named queue; 4: leases;
+# 5: deleting queues (batches, grants and anchors changed; the "d" record)
+VERSION = 5
 _HEADER = struct.Struct(">II")
 # The largest record read back (a record holds one client request or one peer frame).
 RECORD_BYTES_MAX = 64 * 1024 * 1024

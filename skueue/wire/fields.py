@@ -106,18 +106,23 @@ def _runs(counts: Any, slots: Any) -> Batch:
 
 def encode_batch(b: Batches) -> list[Any]:
     sections = [[name, stack, list(r.counts), list(r.slots)] for (name, stack), r in b.sections]
-    return [sections, b.joins, b.leaves, b.nodes, b.patient]
+    deletes = [[name, count] for name, count in b.deletes]
+    return [sections, b.joins, b.leaves, b.nodes, b.patient, deletes]
 
 
 def decode_batch(x: Any) -> Batches:
-    sections, joins, leaves, nodes, patient = _list(x, "batches", 5)
+    sections, joins, leaves, nodes, patient, deletes = _list(x, "batches", 6)
     decoded = []
     for section in _list(sections, "batches"):
         name, stack, counts, slots = _list(section, "batch", 4)
         key = (queue_name(name, "batch queue"), _bool(stack, "batch stack"))
         decoded.append((key, _runs(counts, slots)))
+    deleted = []
+    for pair in _list(deletes, "batch deletes"):
+        name, count = _list(pair, "batch delete", 2)
+        deleted.append((queue_name(name, "deleted queue"), _int(count, "deletes")))
     return Batches(tuple(decoded), _int(joins, "joins"), _int(leaves, "leaves"),
-                   _int(nodes, "nodes"), _int(patient, "patient"))  # fmt: skip
+                   _int(nodes, "nodes"), _int(patient, "patient"), tuple(deleted))  # fmt: skip
 
 
 def encode_grant(g: RunGrant) -> list[int]:

@@ -57,6 +57,8 @@ from skueue.core.messages.stages import (
     MESSAGE_KINDS,
     BatchUp,
     DhtBundle,
+    Drop,
+    DropAck,
     Get,
     GetReply,
     Grants,
@@ -418,7 +420,7 @@ def random_field(hint: str, pids: list[str], rng: random.Random) -> Any:
         return node_ref(rng.choice(pids), rng.choice(list(Kind)))
 
     if "DhtMessage" in hint:  # a bundle: two or more random DHT messages
-        kinds = [Put, Get, GetReply, PutAck]
+        kinds = [Put, Get, GetReply, PutAck, Drop, DropAck]
         return tuple(random_of(rng.choice(kinds), pids, rng) for _ in range(rng.randrange(2, 5)))
     if "NodeRef" in hint:
         return tuple(node() for _ in range(rng.randrange(3))) if "tuple" in hint else node()
@@ -428,6 +430,12 @@ def random_field(hint: str, pids: list[str], rng: random.Random) -> Any:
     def name() -> str:
         return rng.choice([DEFAULT_QUEUE, "jobs", "", "no spaces"])
 
+    if "QueueRef, RunGrant]" in hint:  # Grants.deleted
+
+        def removes() -> RunGrant:
+            return RunGrant(num(), num(), num(), num(), rng.choice((1, -1)))
+
+        return tuple(((name(), rng.random() < 0.5), removes()) for _ in range(rng.randrange(3)))
     if "RunGrant" in hint:
         return tuple(
             ((name(), rng.random() < 0.5), tuple(RunGrant(num(), num(), num())
@@ -436,10 +444,11 @@ def random_field(hint: str, pids: list[str], rng: random.Random) -> Any:
         )  # fmt: skip
     if "Batch" in hint:
         batch = Batch.of(*(num() for _ in range(rng.randrange(4))))
-        return Batches((((name(), rng.random() < 0.5), batch),), num(), num(), num())
+        deletes = tuple((name(), num()) for _ in range(rng.randrange(2)))
+        return Batches((((name(), rng.random() < 0.5), batch),), num(), num(), num(), 0, deletes)
     if "QueueCounters" in hint:
         return tuple(
-            (name(), rng.random() < 0.5, tuple(num() for _ in range(3)))
+            (name(), rng.random() < 0.5, tuple(num() for _ in range(rng.choice([3, 4]))))
             for _ in range(rng.randrange(3))
         )
     if "Entr" in hint:  # Entry, Entries

@@ -33,6 +33,7 @@ from skueue.sim.rounds import SyncConfig, SyncSim
 from skueue.wire.errors import RemoteProtocolError
 from skueue.wire.peer import decode_message, encode_message
 from tests.unit.test_hurry import hurry_messages
+from tests.unit.test_queue_delete import delete_messages
 
 
 def through_wire(message: Any) -> Any:
@@ -69,6 +70,7 @@ def sim_messages() -> tuple[Any, ...]:
     for structure in Structure:
         run_sim(structure, wire=True, seen=seen)
     seen.extend(hurry_messages())  # only a paced driver sends them, not the simulator
+    seen.extend(encode_message(m) for m in delete_messages())  # the simulator deletes none
     by_kind: dict[str, list[Any]] = {}
     for m in seen:
         by_kind.setdefault(m[0], []).append(m)
@@ -247,8 +249,10 @@ def bools_allowed(kind: str, i: int, field: Any) -> list[Any]:
         return [queue[1] for queue, _ in field]
     if (kind, i) == ("AnchorHandover", 1):
         return [queue[1] for queue in field]
-    if (kind, i) in (("Put", 8), ("Get", 6)):
+    if (kind, i) in (("Put", 8), ("Get", 6), ("Drop", 6)):
         return [field[1]]
+    if (kind, i) == ("Grants", 5):
+        return [queue[1] for queue, _ in field]
     return []
 
 

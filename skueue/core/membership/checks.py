@@ -157,11 +157,11 @@ def _anchor_state_ok(state: tuple[QueueCounters, ...]) -> bool:
 
 
 def _counters_ok(counters: tuple[int, ...], stack: bool) -> bool:
-    if len(counters) != 3 or not all(0 <= x <= POSITION_MAX for x in counters):
+    if len(counters) != (4 if stack else 3) or not all(0 <= x <= POSITION_MAX for x in counters):
         return False
     if stack:
-        last, ticket, _ = counters
-        return last <= ticket
+        last, ticket, _, base = counters
+        return last <= ticket and base + ticket <= POSITION_MAX
     first, last, _ = counters
     return first >= 1 and last >= first - 1
 

@@ -174,17 +174,17 @@ def _root_next(node: NodeState) -> list[Effect]:
         return _start_stage(node, ph.stage + 1)
     ph.end()
     if ph.absorber is not None:  # the anchor itself left
-        handover = AnchorHandover(node.seat.hand_over())
+        handover = AnchorHandover(*node.seat.hand_over())
         node.ring.depart()
         return [Send(ph.absorber, handover)]
     if node.ring.view.is_anchor:
         return _update_over(node)
-    return [Send(node.ring.view.pred, AnchorHandover(node.seat.hand_over()))]
+    return [Send(node.ring.view.pred, AnchorHandover(*node.seat.hand_over()))]
 
 
 def _on_anchor_handover(node: NodeState, msg: AnchorHandover) -> list[Effect]:
     if node.ring.view.is_anchor:
-        node.seat.take(import_anchors(msg.state))
+        node.seat.take(import_anchors(msg.state, msg.floor))
         return _update_over(node)
     # Walk to the minimum: leftwards, or across the cycle edge from the maximum.
     nxt = node.ring.view.succ if node.ring.view.succ_across_cycle else node.ring.view.pred

@@ -47,8 +47,8 @@ QueueName = Annotated[str, QueueNameRule()]
 QueueRef = tuple[QueueName, bool]  # a queue: its name, and True for a stack
 DEFAULT_QUEUE_REF: QueueRef = (DEFAULT_QUEUE, False)
 # One queue's anchor counters in a hand-over: name, stack, (first, last, ord) for a
-# queue or (last, ticket, ord) for a stack.
-QueueCounters = tuple[QueueName, bool, Annotated[tuple[int, ...], Items(3, 3)]]
+# queue or (last, ticket, ord, base) for a stack.
+QueueCounters = tuple[QueueName, bool, Annotated[tuple[int, ...], Items(3, 4)]]
 Generation = Annotated[int, Range(-1)]  # a batch number, or -1 for "none yet"
 PartCount = Annotated[int, Range(0, PARTS_MAX + 1)]
 PartIndex = Annotated[int, Range(0, PARTS_MAX)]

@@ -21,6 +21,7 @@ from skueue.core.messages.field_types import (
     Range,
 )
 from skueue.core.ops import QUEUES_MAX
+from skueue.dht.keys import POSITION_MAX
 from skueue.overlay.labels import NodeRef
 from skueue.overlay.routing import Route
 
@@ -241,9 +242,11 @@ class AnchorHandover:
     """The anchor's counters travel to the new minimum node (SPEC §8, anchor change)."""
 
     state: Annotated[tuple[QueueCounters, ...], Items(0, QUEUES_MAX)]  # every queue's
+    # Above every position and rank of the queues deleted so far (core/anchor.py).
+    floor: Annotated[int, Range(0, POSITION_MAX + 1)] = 0
 
     def describe(self) -> str:
-        return f"AnchorHandover of {len(self.state)} queues {self.state[:3]}"
+        return f"AnchorHandover of {len(self.state)} queues {self.state[:3]} floor={self.floor}"
 
 
 @dataclass(frozen=True, slots=True)

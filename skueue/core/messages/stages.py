@@ -53,6 +53,9 @@ class Grants:
     # The queues of the batch whose operations the anchor refused, with why
     # (``skueue.core.ops.REFUSALS``); their operations complete with an error.
     refused: tuple[tuple[QueueRef, Annotated[int, Range(1, 3)]], ...] = ()
+    # The queues the batch's deletes retired, with the range each removed (for the
+    # receiver's first delete of it) and their ranks (``skueue.core.batch.Deletion``).
+    deleted: tuple[tuple[QueueRef, RunGrant], ...] = ()
 
     def describe(self) -> str:
         flags = " update" if self.update else ""
@@ -60,7 +63,8 @@ class Grants:
             f"{name}:" + "".join(g.describe() for g in grants) for (name, _), grants in self.grants
         )
         refused = "".join(f" {name}:refused{why}" for (name, _), why in self.refused)
-        return f"Grants #{self.number} {runs}{refused}{flags}"
+        deleted = "".join(f" {name}:deleted{g.describe()}" for (name, _), g in self.deleted)
+        return f"Grants #{self.number} {runs}{refused}{deleted}{flags}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -113,6 +117,35 @@ class Get:
 
 
 @dataclass(frozen=True, slots=True)
+class Drop:
+    """Clearing a deleted queue: remove the element at ``position`` like a Get (waiting
+    for its Put if need be), and answer with a :class:`DropAck` instead of the element."""
+
+    route: Route | None  # None: not started; the receiver starts routing
+    position: Position
+    ticket: int  # as a Get's
+    requester: NodeRef
+    op_id: int  # the delete's; all its Drops share it
+    queue: QueueRef = DEFAULT_QUEUE_REF
+
+    def describe(self) -> str:
+        return f"Drop {self.queue[0]} pos={self.position} t={self.ticket} op=#{self.op_id}"
+
+
+@dataclass(frozen=True, slots=True)
+class DropAck:
+    """A Drop removed its element (the deleting node counts them down: an update phase
+    waits until none is on its way, as for Gets)."""
+
+    op_id: int
+    position: Position
+    owner: KeyOwner | None = None  # as in GetReply
+
+    def describe(self) -> str:
+        return f"DropAck op=#{self.op_id} pos={self.position}"
+
+
+@dataclass(frozen=True, slots=True)
 class GetReply:
     """The element a Get removed, sent straight back to the requesting node."""
 
@@ -139,7 +172,7 @@ class PutAck:
         return f"PutAck op=#{self.op_id}"
 
 
-DhtMessage = Put | Get | GetReply | PutAck
+DhtMessage = Put | Get | GetReply | PutAck | Drop | DropAck
 
 # The most DHT messages one bundle carries; a sender starts another bundle past it.
 DHT_BUNDLE_ITEMS_MAX = 4096
@@ -162,7 +195,7 @@ class DhtBundle:
         ) + (" ..." if len(self.messages) > 3 else "")
 
 
-Message = BatchUp | Grants | Hurry | Put | Get | GetReply | PutAck | DhtBundle
+Message = BatchUp | Grants | Hurry | Put | Get | GetReply | PutAck | DhtBundle | Drop | DropAck
 
 # The kinds, derived from the union above (written once).
 MESSAGE_KINDS: dict[str, type[Message]] = {cls.__name__: cls for cls in typing.get_args(Message)}

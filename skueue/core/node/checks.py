@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import NoReturn
 
-from skueue.core.batch import batches_problem, grant_problem
+from skueue.core.batch import batches_problem, deletion_problem, grant_problem
 from skueue.core.errors import PeerError
 from skueue.core.membership import update_phase as membership
 from skueue.core.membership.state import in_interval
@@ -19,6 +19,8 @@ from skueue.core.messages.stages import (
     BatchUp,
     DhtBundle,
     DhtMessage,
+    Drop,
+    DropAck,
     Get,
     GetReply,
     Grants,
@@ -51,7 +53,7 @@ def check(node: NodeState, message: Message | MembershipMessage) -> None:
             pass  # a hint only; a former parent may still send one while the tree changes
         case DhtBundle(messages=messages):
             _check_bundle(node, messages)
-        case Put() | Get():
+        case Put() | Get() | Drop():
             _check_dht(node, message)
         case GetReply(op_id=op_id, position=position, element=element, owner=owner):
             a = node.store.awaiting.get(op_id)
@@ -65,6 +67,11 @@ def check(node: NodeState, message: Message | MembershipMessage) -> None:
             if put_at is None:
                 refuse(node, f"PutAck for op #{op_id}, which sent no Put")
             _check_owner(node, message, put_at, owner)
+        case DropAck(op_id=op_id, position=position, owner=owner):
+            clearing = node.store.dropping.get(op_id)
+            if clearing is None or not clearing.covers(position):
+                refuse(node, f"DropAck for op #{op_id} at {position}, which sent no such Drop")
+            _check_owner(node, message, (clearing.queue, position), owner)
         case _:
             membership.check(node, message)
 
@@ -77,21 +84,31 @@ def _check_bundle(node: NodeState, messages: tuple[DhtMessage, ...]) -> None:
     the same operation, an answer for the same operation.  No correct peer repeats
     one, so a repeat is refused here."""
     seen: set[tuple[object, ...]] = set()
+    acks: dict[int, int] = {}  # DropAcks per delete in this bundle
     for m in messages:
         if isinstance(m, Put):
             key: tuple[object, ...] = ("put", m.queue[0], m.position, m.ticket)
         elif isinstance(m, Get):
             key = ("get", m.requester, m.op_id)
+        elif isinstance(m, Drop | DropAck):
+            key = (type(m).__name__, m.op_id, m.position)
         else:
             key = ("answer", m.op_id)
         if key in seen:
             refuse(node, f"{m.describe()} twice in one bundle")
         seen.add(key)
         check(node, m)
+        if isinstance(m, DropAck):
+            acks[m.op_id] = acks.get(m.op_id, 0) + 1
+            if acks[m.op_id] > node.store.dropping[m.op_id].left:
+                refuse(node, f"more DropAcks for op #{m.op_id} than Drops on their way")
 
 
 def _check_owner(
-    node: NodeState, m: GetReply | PutAck, at: tuple[str, int], owner: KeyOwner | None
+    node: NodeState,
+    m: GetReply | PutAck | DropAck,
+    at: tuple[str, int],
+    owner: KeyOwner | None,
 ) -> None:
     """The owner an answer names must own the key it answers for (queue and position
     ``at``): else it would send this node's next requests astray."""
@@ -142,9 +159,16 @@ def _check_grants(node: NodeState, m: Grants) -> None:
             problem = grant_problem(g, i, count, stack)
             if problem:
                 refuse(node, f"grants {m.describe()}: queue {name!r}: {problem}")
+    deleting = sorted({name for _, b in flight.layout for name, _ in b.deletes})
+    if [name for (name, _), _ in m.deleted] != deleting:  # each deleted queue once, in order
+        refuse(node, f"grants {m.describe()} delete other queues than the batch")
+    for (name, stack), g in m.deleted:
+        problem = deletion_problem(g, stack)
+        if problem:
+            refuse(node, f"grants {m.describe()}: deleting {name!r}: {problem}")
 
 
-def _check_dht(node: NodeState, m: Put | Get) -> None:
+def _check_dht(node: NodeState, m: Put | Get | Drop) -> None:
     if node.ring.mode is not Mode.MEMBER:
         refuse(node, f"is not in the ring: {m.describe()}")
     if not 1 <= m.position <= POSITION_MAX or m.op_id < 0:
@@ -165,5 +189,5 @@ def _check_dht(node: NodeState, m: Put | Get) -> None:
         return
     table = node.store.tables.get(name)
     waiting = [] if table is None else table.waiting.get(m.position, [])
-    if any(w == (m.requester, m.op_id) for _, w in waiting):
+    if any(w == (m.requester, m.op_id, isinstance(m, Drop)) for _, w in waiting):
         refuse(node, f"{m.describe()}: waits here already")

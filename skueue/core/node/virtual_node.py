@@ -35,7 +35,15 @@ order give the same effects.
 
 from __future__ import annotations
 
-from skueue.core.batch import Batches, Refusal, SectionGrants, split_refusals, split_section_grants
+from skueue.core.batch import (
+    Batches,
+    Deletion,
+    Refusal,
+    SectionGrants,
+    split_deletions,
+    split_refusals,
+    split_section_grants,
+)
 from skueue.core.effects import Complete, Effect, Send
 from skueue.core.errors import PeerError, ProtocolError
 from skueue.core.intake import Assignment
@@ -45,6 +53,8 @@ from skueue.core.messages.membership import MembershipMessage
 from skueue.core.messages.stages import (
     BatchUp,
     DhtBundle,
+    Drop,
+    DropAck,
     Get,
     GetReply,
     Grants,
@@ -57,6 +67,7 @@ from skueue.core.node.checks import check
 from skueue.core.ops import Item, Op, queue_name_ok, queue_name_problem, refusal_text
 from skueue.core.parts.node_state import NodeState
 from skueue.core.parts.ring import Mode
+from skueue.core.parts.store import Clearing, Waiter
 from skueue.dht.keys import position_key
 from skueue.overlay.labels import NodeRef
 from skueue.overlay.routing import Route, next_hop, start_route
@@ -104,7 +115,8 @@ class VirtualNode(NodeState):
             assert self.seat.trigger is not None
             update = self.seat.trigger.observe(combined)
             grants, refused = anchor.assign(combined)
-            return effects + self._serve(grants, update, refused)
+            deleted = anchor.delete(combined.deletes) if combined.deletes else ()
+            return effects + self._serve(grants, update, refused, deleted)
         flight = self.batching.inflight
         assert flight is not None and self.ring.up is not None, "only the anchor has no parent"
         return [*effects, Send(self.ring.up, BatchUp(self.me, combined, flight.number))]
@@ -118,6 +130,7 @@ class VirtualNode(NodeState):
             membership.leave_report(self),
             1 if self.ring.mode is Mode.MEMBER else 0,
             own.patient,
+            own.deletions(),
         )
 
     def handle(self, message: Message | MembershipMessage) -> list[Effect]:
@@ -135,8 +148,8 @@ class VirtualNode(NodeState):
             case BatchUp(sender=sender, batch=batch, number=number):
                 self.batching.file(sender, batch, number)
                 return []
-            case Grants(grants=grants, update=update, refused=refused):
-                return self._serve(grants, update, refused)
+            case Grants(grants=grants, update=update, refused=refused, deleted=deleted):
+                return self._serve(grants, update, refused, deleted)
             case Hurry(sender=sender):
                 if sender in self.ring.kids:
                     self.batching.grants_wanted = True
@@ -145,33 +158,45 @@ class VirtualNode(NodeState):
                 return []
             case DhtBundle(messages=messages):
                 return [e for m in messages for e in self._handle(m)]
-            case Put() | Get():
+            case Put() | Get() | Drop():
                 return self._route(message)
             case GetReply(op_id=op_id, element=element, owner=owner):
                 return self._got(op_id, element, owner)
             case PutAck(op_id=op_id, owner=owner):
+                return self._finished_dht(op_id, owner)
+            case DropAck(op_id=op_id, owner=owner):
+                self.store.dropped(op_id)
                 return self._finished_dht(op_id, owner)
         return membership.handle(self, message)
 
     # -- stage 3 and 4 --------------------------------------------------------------
 
     def _serve(
-        self, grants: tuple[SectionGrants, ...], update: bool, refused: tuple[Refusal, ...] = ()
+        self,
+        grants: tuple[SectionGrants, ...],
+        update: bool,
+        refused: tuple[Refusal, ...] = (),
+        deleted: tuple[Deletion, ...] = (),
     ) -> list[Effect]:
         flight = self.batching.serve()
+        effects: list[Effect] = self._clear_deleted_stacks()
         if flight.reports_leave:
             membership.leave_counted(self)
-        effects: list[Effect] = membership.join_counted(self) if flight.reports_join else []
+        if flight.reports_join:
+            effects += membership.join_counted(self)
         subs = [b for _, b in flight.layout]
         parts = split_section_grants(grants, subs)
         refusals = split_refusals(refused, subs) if refused else [()] * len(subs)
+        deletions = split_deletions(deleted, subs) if deleted else [()] * len(subs)
         old_children = []
-        for (child, _), part, no in zip(flight.layout, parts, refusals, strict=True):
+        for (child, _), part, no, gone in zip(
+            flight.layout, parts, refusals, deletions, strict=True
+        ):
             if child is not None:
                 number = flight.child_numbers[child]
-                effects.append(Send(child, Grants(part, update, number, no)))
+                effects.append(Send(child, Grants(part, update, number, no, gone)))
                 old_children.append(child)
-        for a in flight.own.assign(parts[0], refusals[0]):
+        for a in flight.own.assign(parts[0], refusals[0], deletions[0]):
             effects.extend(self._start(a))
         self.batching.settle()
         if update:
@@ -182,6 +207,8 @@ class VirtualNode(NodeState):
         op = a.op
         if a.refused:
             return [Complete(op.op_id, None, -1, error=refusal_text(a.refused, op.queue, op.kind))]
+        if a.deleted is not None:
+            return self._delete(op, a.ord, a.deleted)
         if a.combined:
             value = op.value if op.kind.inserts else a.combined_value
             return [Complete(op.op_id, value, a.ord)]
@@ -198,7 +225,44 @@ class VirtualNode(NodeState):
         self.store.awaiting[op.op_id] = a
         return self._issue(Get(None, a.position, a.ticket, self.me, op.op_id, queue))
 
-    def _issue(self, message: Put | Get) -> list[Effect]:
+    def _delete(self, op: Op, rank: int, deleted: Deletion) -> list[Effect]:
+        """A delete is done once the anchor retired its queue: nothing can reach the
+        removed positions any more.  Their entries are cleared by one Drop each, which
+        waits for its Put where that is still on its way (as a Get would).
+
+        A stack's Drops wait for this node's next grants.  A Drop takes the entry with
+        the largest ticket up to its own, like a Pop, so it could take the entry that a
+        Pop of the same cycle wants, when the entry a Push of that cycle put at the
+        same position has not landed yet.  The next grants come only after every node
+        finished its stack operations of this cycle (paper §VI), so then no Pop can
+        race a Drop.  (A process that leaves in an update phase started by these very
+        grants leaves such a stack's entries behind: unreachable, since positions are
+        never reused, but stored.)"""
+        queue, removes = deleted
+        done = Complete(op.op_id, None, rank, removed=removes.available)
+        if not removes.available:
+            return [done]
+        clearing = Clearing(queue[0], removes, removes.available, op.op_id, queue[1])
+        if queue[1]:
+            self.store.deferred_drops.append(clearing)
+            return [done]
+        return [done, *self._drop(clearing)]
+
+    def _clear_deleted_stacks(self) -> list[Effect]:
+        """Issue the Drops of the stacks deleted in this node's previous cycle."""
+        deferred, self.store.deferred_drops = self.store.deferred_drops, []
+        return [e for clearing in deferred for e in self._drop(clearing)]
+
+    def _drop(self, clearing: Clearing) -> list[Effect]:
+        self.store.dropping[clearing.op_id] = clearing
+        removes, queue = clearing.removes, (clearing.queue, clearing.stack)
+        effects: list[Effect] = []
+        for i in range(removes.available):
+            drop = Drop(None, removes.position(i), removes.ticket, self.me, clearing.op_id, queue)
+            effects.extend(self._issue(drop))
+        return effects
+
+    def _issue(self, message: Put | Get | Drop) -> list[Effect]:
         """Start a DHT operation: straight to the key's owner when an answer told us who
         that is, else routed from here; a joining node has no place in the ring yet, so
         its responsible node starts the routing for it."""
@@ -230,7 +294,7 @@ class VirtualNode(NodeState):
 
     # -- DHT ------------------------------------------------------------------------
 
-    def _route(self, message: Put | Get) -> list[Effect]:
+    def _route(self, message: Put | Get | Drop) -> list[Effect]:
         if self.ring.mode is not Mode.MEMBER:
             raise ProtocolError(f"{self.me.describe()} is not in the ring: {message!r}")
         view = self.ring.view
@@ -240,21 +304,29 @@ class VirtualNode(NodeState):
             return [Send(hop, with_route(message, route))]
         if isinstance(message, Put):
             return self._store(message)
+        drop = isinstance(message, Drop)
         found, element = self.store.table(message.queue[0]).get(
-            message.position, (message.requester, message.op_id), message.ticket
+            message.position, (message.requester, message.op_id, drop), message.ticket
         )
         if not found:
             return []
         assert element is not None
-        reply = GetReply(message.op_id, message.position, element, self._owner())
-        return [Send(message.requester, reply)]
+        waiter = (message.requester, message.op_id, drop)
+        return [self._answer(waiter, message.position, element, self._owner())]
+
+    def _answer(self, waiter: Waiter, position: int, element: Item, owner: KeyOwner) -> Send:
+        """What a Get (the element) or a Drop (an acknowledgement) that found its entry
+        gets back."""
+        requester, op_id, drop = waiter
+        if drop:
+            return Send(requester, DropAck(op_id, position, owner))
+        return Send(requester, GetReply(op_id, position, element, owner))
 
     def _store(self, put: Put) -> list[Effect]:
         served = self.store.table(put.queue[0]).put(put.position, put.element, put.ticket)
         owner = self._owner()
         effects: list[Effect] = [
-            Send(requester, GetReply(op_id, put.position, element, owner))
-            for (requester, op_id), element in served
+            self._answer(waiter, put.position, element, owner) for waiter, element in served
         ]
         if put.ack:
             effects.append(Send(put.requester, PutAck(put.op_id, owner)))
@@ -316,11 +388,12 @@ class VirtualNode(NodeState):
         )
 
 
-def with_route(message: Put | Get, route: Route) -> Put | Get:
+def with_route(message: Put | Get | Drop, route: Route) -> Put | Get | Drop:
     """The same DHT request one hop further (built field by field: the message classes
     are another module's, and this needs nothing of how they are made)."""
     if isinstance(message, Put):
         return Put(route, message.position, message.element, message.ticket,
                    message.requester, message.op_id, message.ack, message.queue)
-    return Get(route, message.position, message.ticket, message.requester, message.op_id,
-               message.queue)  # fmt: skip
+    kind = Get if isinstance(message, Get) else Drop
+    return kind(route, message.position, message.ticket, message.requester, message.op_id,
+                message.queue)  # fmt: skip

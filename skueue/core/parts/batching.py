@@ -108,7 +108,7 @@ class Batching:
             reports_join=reports_join,
             parent=parent,
         )
-        self.own = OwnBuffers()
+        self.own = self.own.next_buffer()
         self.hurried = False
         self.hurry_sent.clear()
         self.hurry_up_sent = False
@@ -193,7 +193,7 @@ class Batching:
         returns the batch given up."""
         flight = self.inflight
         assert flight is not None
-        ops = [*flight.own.ops, *self.own.ops]
+        ops = [*flight.own.ops, *self.own.all_ops()]
         self.own = OwnBuffers()
         for op in ops:
             self.own.add(op)

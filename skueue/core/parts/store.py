@@ -7,7 +7,8 @@ node may hold entries of many queues.  When the driver attaches an entry store (
 daemon does), every table keeps its elements there.
 
 Own removes wait in ``awaiting`` for their element; own Puts wait in ``unacked_puts``
-for their acknowledgement.  An update phase's first stage waits until both are empty
+for their acknowledgement, and own deletes in ``dropping`` for their Drops' (issue 12).
+An update phase's first stage waits until all are empty
 (:meth:`Store.quiet`), so that no DHT message is overtaken while data moves.  ``owners``
 remembers which node answered for which keys, so that the next request goes there
 directly (:mod:`skueue.core.parts.key_owners`).
@@ -18,6 +19,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 
+from skueue.core.batch import RunGrant
 from skueue.core.intake import Assignment
 from skueue.core.ops import Item
 from skueue.core.parts.key_owners import KeyOwners
@@ -25,9 +27,29 @@ from skueue.dht.storage.interface import EntryStore
 from skueue.dht.table import Table
 from skueue.overlay.labels import NodeRef
 
-QueueTable = Table[tuple[NodeRef, int], Item]
+Waiter = tuple[NodeRef, int, bool]
+"""Who waits at a position for its Put: the requesting node, its op id, and True for a
+Drop (answered with an acknowledgement, not the element)."""
+QueueTable = Table[Waiter, Item]
 # One entry on the move between nodes: (queue, position, ticket, element).
 QueueEntry = tuple[str, int, int, Item]
+
+
+@dataclass(slots=True)
+class Clearing:
+    """An own delete's Drops: the queue, the positions they clear, and how many are not
+    acknowledged yet."""
+
+    queue: str
+    removes: RunGrant
+    left: int
+    op_id: int  # the delete's
+    stack: bool
+
+    def covers(self, position: int) -> bool:
+        g = self.removes
+        low, high = sorted((g.first, g.position(g.available - 1)))
+        return low <= position <= high
 
 
 @dataclass(slots=True)
@@ -38,12 +60,24 @@ class Store:
     # Own Puts not yet acknowledged (op_id -> queue and position): an update phase waits
     # until none is on its way.
     unacked_puts: dict[int, tuple[str, int]] = field(default_factory=dict)
+    # Own deletes whose Drops are on their way: op_id -> what they clear.
+    dropping: dict[int, Clearing] = field(default_factory=dict)
+    # Own stack deletes whose Drops wait for this node's next grants (see VirtualNode).
+    deferred_drops: list[Clearing] = field(default_factory=list)
     owners: KeyOwners = field(default_factory=KeyOwners)
     entry_store: EntryStore | None = None  # where every table keeps its elements, if set
 
     def quiet(self) -> bool:
-        """No own Get waits for its element and no own Put for its acknowledgement."""
-        return not self.awaiting and not self.unacked_puts
+        """No own Get waits for its element, and no own Put or Drop for its
+        acknowledgement."""
+        return not self.awaiting and not self.unacked_puts and not self.dropping
+
+    def dropped(self, op_id: int) -> None:
+        """One of delete ``op_id``'s Drops was acknowledged."""
+        clearing = self.dropping[op_id]
+        clearing.left -= 1
+        if not clearing.left:
+            del self.dropping[op_id]
 
     def table(self, queue: str) -> QueueTable:
         """The table of ``queue``'s entries here (made on its first entry or Get)."""

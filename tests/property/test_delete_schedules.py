@@ -1,0 +1,149 @@
+"""Property: deleting a queue on every schedule (issue 12, item 1).  The adversarial
+scheduler runs its workload on the default queue, with joins, leaves and crashes and
+messages in any order, while clients also enqueue, dequeue, push, pop and delete on a
+second name, ``d``, whose structure changes from one incarnation to the next.
+
+At the end:
+
+- ``d``'s results, in the anchor's order, match a deque and a list that a delete
+  empties (each delete reports how many it removed);
+- every element inserted into ``d`` was dequeued, removed by a delete, or is still in
+  the queue, and the DHT holds exactly the ones still there: the Drops cleared every
+  entry of the deleted incarnations, even across hand-overs and restarts;
+- the default queue's history stays linearizable and loses nothing.
+
+Hypothesis draws the cluster, the churn and the seed; a failure prints the call that
+replays it.
+"""
+
+from __future__ import annotations
+
+from collections import Counter, deque
+
+from hypothesis import given, note
+from hypothesis import strategies as st
+from hypothesis.control import currently_in_test_context
+
+from skueue.check.checker import check
+from skueue.core.effects import Complete
+from skueue.core.ops import Op, OpKind, Structure
+from skueue.core.process import Process
+from skueue.sim.adversary import AsyncConfig, AsyncSim
+
+NAME = "d"
+
+
+class DeleteSim(AsyncSim):
+    """The adversary, plus a script of operations on ``d``."""
+
+    def __init__(self, config: AsyncConfig, d_operations: int) -> None:
+        super().__init__(config)
+        self.d_script: list[OpKind] = []
+        stack = False
+        for _ in range(d_operations):
+            roll = self.rng.random()
+            if roll < 0.08:
+                self.d_script.append(OpKind.DELETE)
+                stack = self.rng.random() < 0.5  # the next incarnation's structure
+            elif roll < 0.6:
+                self.d_script.append(OpKind.PUSH if stack else OpKind.ENQUEUE)
+            else:
+                self.d_script.append(OpKind.POP if stack else OpKind.DEQUEUE)
+        self.d_script.reverse()
+        self.d_done: list[tuple[Op, Complete]] = []
+
+    def step(self) -> None:
+        super().step()
+        if self.d_script and self.rng.random() < 0.05:
+            clients = [p for p in self.order if p.joined and not p.leaving and not p.departed]
+            if clients:
+                self._submit(self.rng.choice(clients), self.d_script.pop(), False, NAME)
+
+    def _completed(self, process: Process, done: Complete) -> None:
+        op, _ = self.recorder.open_ops[(process.process_id, done.op_id)]
+        if op.queue == NAME:
+            self.d_done.append((op, done))
+        super()._completed(process, done)
+
+    def finished(self) -> bool:
+        return super().finished() and not self.d_script and self.clear()
+
+    def clear(self) -> bool:
+        """No Put, Get or Drop is on its way, and no Drop waits to be sent."""
+        return all(
+            n.store.quiet() and not n.store.deferred_drops
+            for p in self.order
+            if not p.departed
+            for n in p.nodes.values()
+        )
+
+
+def d_entries(sim: DeleteSim) -> Counter[object]:
+    return Counter(
+        element
+        for p in sim.order
+        if not p.departed
+        for n in p.nodes.values()
+        for queue, _, _, element in n.store.items()
+        if queue == NAME
+    )
+
+
+def run_and_check(config: AsyncConfig, d_operations: int) -> None:
+    replay = f"replay with: DeleteSim({config!r}, {d_operations}).run()"
+    if currently_in_test_context():
+        note(replay)
+    sim = DeleteSim(config, d_operations)
+    result = sim.run()
+    fifo: deque[object] = deque()
+    lifo: list[object] = []
+    ranks = [c.ord for _, c in sim.d_done if c.error is None]
+    assert len(ranks) == len(set(ranks)), replay
+    for op, c in sorted(sim.d_done, key=lambda oc: oc[1].ord):
+        if c.error is not None:  # an operation of the old structure, after the switch
+            assert "is a" in c.error and c.ord == -1, f"{c.error}\n{replay}"
+        elif op.kind is OpKind.DELETE:
+            assert c.removed == len(fifo) + len(lifo), f"{op.describe()}: {c}\n{replay}"
+            fifo.clear()
+            lifo.clear()
+        elif op.kind is OpKind.ENQUEUE:
+            fifo.append(op.value)
+        elif op.kind is OpKind.PUSH:
+            lifo.append(op.value)
+        elif op.kind is OpKind.DEQUEUE:
+            assert c.value == (fifo.popleft() if fifo else None), f"{op.describe()}\n{replay}"
+        else:
+            assert c.value == (lifo.pop() if lifo else None), f"{op.describe()}\n{replay}"
+    assert d_entries(sim) == Counter([*fifo, *lifo]), f"entries left behind\n{replay}"
+    default = [r for r in result.records if r.queue is None]
+    verdict = check(default, model="linearizable", method="certificate")
+    assert verdict.ok, f"{verdict.describe()}\n{replay}"
+    inserted = Counter(r.value for r in default if r.op in ("enqueue", "push"))
+    removed = Counter(r.value for r in default if r.op in ("dequeue", "pop") and r.value)
+    assert removed == inserted, f"the default queue lost or repeated elements\n{replay}"
+
+
+@given(
+    processes=st.integers(1, 8),
+    structure=st.sampled_from(list(Structure)),
+    operations=st.integers(0, 60),
+    d_operations=st.integers(1, 80),
+    joins=st.integers(0, 2),
+    leaves=st.integers(0, 2),
+    crashes=st.integers(0, 2),
+    seed=st.integers(0, 2**32 - 1),
+)
+def test_deletes_keep_every_name_in_order_and_leave_nothing_behind(
+    processes: int,
+    structure: Structure,
+    operations: int,
+    d_operations: int,
+    joins: int,
+    leaves: int,
+    crashes: int,
+    seed: int,
+) -> None:
+    config = AsyncConfig(
+        processes, structure, operations, 0.6, seed, joins=joins, leaves=leaves, crashes=crashes
+    )
+    run_and_check(config, d_operations)
