@@ -1,4 +1,5 @@
-"""``skueue enqueue``, ``dequeue``, ``stats``, ``join`` and ``leave``: requests to a daemon.
+"""``skueue enqueue``, ``dequeue``, ``delete``, ``stats``, ``join`` and ``leave``: requests
+to a daemon.
 
 ``enqueue`` and ``dequeue`` take ``-q``/``--queue NAME`` (default: the default queue) and
 ``--structure queue|stack`` (default: the daemon's); a name is made by its first
@@ -169,6 +170,21 @@ def add_parsers(sub: Any) -> None:
     p.set_defaults(run=run_dequeue)
 
     p = sub.add_parser(
+        "delete",
+        help="delete a named queue and what it holds",
+        description="Delete the queue (or stack) NAME: the elements it holds are removed "
+        "for good, and the name is free for a new queue of either kind.  Elements leased "
+        "out are not in it: a lease that is returned puts its element in a new queue of "
+        "that name.  NAME.dlq is a queue of its own.  With client tokens, it needs an "
+        "admin token.",
+    )
+    add_node_option(p)
+    add_timeout_option(p, DEFAULT_REQUEST_TIMEOUT_S)
+    p.add_argument("queue", type=queue_name, metavar="NAME", help="the queue to delete")
+    p.add_argument("--json", action="store_true", help='print {"queue": ..., "removed": N}')
+    p.set_defaults(run=run_delete)
+
+    p = sub.add_parser(
         "join",
         help="make a lone daemon join another cluster",
         description="Make the daemon at --node (alone and empty) join the cluster SEED is "
@@ -301,6 +317,18 @@ def json_element(value: bytes) -> dict[str, str | None]:
     return {"base64": base64.b64encode(value).decode("ascii"), "text": text}
 
 
+def run_delete(args: argparse.Namespace) -> int:
+    async def body(q: Client) -> int:
+        return await q.delete_queue(args.queue)
+
+    removed = with_client("skueue delete", args, body)
+    if args.json:
+        print(json.dumps({"queue": args.queue, "removed": removed}))
+    else:
+        print(f"deleted {args.queue}: {removed} elements removed", file=sys.stderr)
+    return 0
+
+
 def run_join(args: argparse.Namespace) -> int:
     async def body(q: Client) -> None:
         await q.join(args.seed)
@@ -352,7 +380,7 @@ def format_queue(q: dict[str, Any]) -> str:
         f"queue {q.get('queue')} ({q.get('structure') or 'structure unknown'})",
         f"  waiting: {'unknown (anchor unreachable)' if size is None else size}",
         f"  inserted {q.get('inserted', 0)}, removed {q.get('removed', 0)}, "
-        f"empty results {q.get('empty', 0)}",
+        f"empty results {q.get('empty', 0)}, removed by deletes {q.get('deleted', 0)}",
         f"  leased {q.get('leased', 0)}, acked {q.get('acked', 0)}, nacked "
         f"{q.get('nacked', 0)}, expired {q.get('expired', 0)}, dead-lettered "
         f"{q.get('dead_lettered', 0)}",

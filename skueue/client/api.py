@@ -58,6 +58,7 @@ from skueue.wire.client_protocol import (
     WAIT_MS_MAX,
     ClientHello,
     ClientRequest,
+    DeleteRequest,
     InsertRequest,
     JoinClusterRequest,
     LeaseRequest,
@@ -406,6 +407,17 @@ class Client:
         target = _target(queue, structure)
         return await self._remove(count, target, stop_when_empty=False, wait=wait)
 
+    async def delete_queue(self, queue: str) -> int:
+        """Delete the named queue (or stack): the elements it holds are removed, and the
+        name is free for a new queue of either kind.  Returns how many it removed (0 for
+        a name that held nothing).  Leased elements are not in the queue: a lease that
+        ends by a return puts its element in the queue of that name again.  With client
+        tokens, it needs an admin token."""
+        name, _ = _target(queue, None)
+        assert name is not None
+        ((removed, _rank),) = await self._request(DeleteRequest(0, name))
+        return int(removed)
+
     async def stats(self) -> dict[str, Any]:
         stats: dict[str, Any] = await self._request(StatsRequest(0))
         return stats
@@ -545,7 +557,8 @@ class Client:
             raise self._broken
         rid = next(self._rids)
         self._last_rid = rid
-        retry = self._reopen is not None and isinstance(request, InsertRequest | RemoveRequest)
+        retryable = InsertRequest | RemoveRequest | DeleteRequest
+        retry = self._reopen is not None and isinstance(request, retryable)
         waiter = _Waiter(pack(attrs.evolve(request, rid=rid).frame()), retry)
         self._waiting[rid] = waiter
         try:
@@ -996,6 +1009,9 @@ class BlockingClient:
         wait: float | None = None,
     ) -> list[Removed]:
         return self._run(self._client.remove, count, queue=queue, structure=structure, wait=wait)
+
+    def delete_queue(self, queue: str) -> int:
+        return self._portal.call(self._client.delete_queue, queue)
 
     def stats(self) -> dict[str, Any]:
         return self._portal.call(self._client.stats)

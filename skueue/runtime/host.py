@@ -152,6 +152,18 @@ class Host:
             lease_ms, max_deliveries,
         )  # fmt: skip
 
+    def delete(
+        self,
+        client: int,
+        rid: int,
+        queue: str,
+        deadline: float = math.inf,
+        key: RetryKey | None = None,
+    ) -> None:
+        """Delete ``queue``: what it holds is removed and its name is free
+        (skueue/core/anchor.py); the result is ``[removed, ord]``."""
+        self._submit(client, rid, [(OpKind.DELETE, None)], deadline, key, queue)
+
     def _structure(self, stack: bool | None) -> Structure:
         if stack is None:
             return self.structure
@@ -293,6 +305,9 @@ class Host:
         request, index = self.ops.pop(done.op_id)
         if done.error is not None:
             request.refused = done.error
+        elif done.removed is not None:  # a delete
+            self.queue_stats.count(request.queue, deleted=done.removed)
+            request.results[index] = [done.removed, done.ord]
         elif request.inserts:
             self.counters.inserted += 1
             self.queue_stats.count(request.queue, inserted=1)

@@ -42,6 +42,7 @@ from skueue.runtime.snapshots import capture
 from skueue.runtime.state import log
 from skueue.wire.client_protocol import (
     ClientRequest,
+    DeleteRequest,
     InsertRequest,
     JoinClusterRequest,
     LeaseRequest,
@@ -280,6 +281,11 @@ class OwnerLoop(MembershipWaiters):
                                lease_ms, max_deliveries])  # fmt: skip
                     host.remove(client, rid, count, deadline, key, queue, stack, wait_until,
                                 lease_ms, max_deliveries)  # fmt: skip
+            case DeleteRequest(rid=rid, queue=queue):
+                if not self._refuse_while_leaving(client, rid):
+                    deadline, key = self._deadline(client), self._retry_key(client, rid)
+                    self._log(["d", key and key[0], rid, queue])
+                    host.delete(client, rid, queue, deadline, key)
             case LeaseRequest(kind=kind, rid=rid, leases=leases, lease_ms=lease_ms):
                 done = self._end_leases(kind, host.leases_held(client, leases), lease_ms)
                 host.client_frames.append((client, Done(rid, [i in done for i in leases])))

@@ -28,7 +28,7 @@ RATE_WINDOWS_S = (60.0, 300.0, 900.0)
 RATE_SAMPLE_S = 5.0
 """How often the rates take a sample (the load average's interval)."""
 LEASE_COUNT_NAMES = ("leased", "acked", "nacked", "expired", "dead_lettered")
-COUNT_NAMES = ("inserted", "removed", "empty", *LEASE_COUNT_NAMES)
+COUNT_NAMES = ("inserted", "removed", "empty", "deleted", *LEASE_COUNT_NAMES)
 
 
 @attrs.define
@@ -36,6 +36,7 @@ class QueueCounts:
     inserted: int = 0
     removed: int = 0
     empty: int = 0  # removes that found the queue empty
+    deleted: int = 0  # elements removed by deleting the queue
     # Leases (skueue/core/leases.py): elements handed out with one, acked, returned by a
     # nack, returned by their deadline, and sent to the dead letters (``removed`` counts
     # the leased removes too; ``inserted`` counts no return: a return is not a client's).
@@ -56,13 +57,16 @@ class QueueStats:
     queues: dict[str, QueueCounts] = attrs.field(factory=dict)
     last_sample: float | None = None
 
-    def count(self, queue: str, inserted: int = 0, removed: int = 0, empty: int = 0) -> None:
+    def count(
+        self, queue: str, inserted: int = 0, removed: int = 0, empty: int = 0, deleted: int = 0
+    ) -> None:
         c = self.queues.get(queue)
         if c is None:
             c = self.queues[queue] = QueueCounts()
         c.inserted += inserted
         c.removed += removed
         c.empty += empty
+        c.deleted += deleted
 
     def count_lease(self, queue: str, event: str) -> None:
         """One lease event (a ``LEASE_COUNT_NAMES`` name) on ``queue``."""

@@ -91,6 +91,10 @@ class Replay(OwnerLoop):
                                     wait_until=until, lease_ms=lease_ms,
                                     max_deliveries=limit)  # fmt: skip
                         host.client_gone(RESTORED)
+                    case ["d", session, rid, queue]:
+                        key = None if session is None else (session, rid)
+                        host.delete(RESTORED, rid, queue, key=key)
+                        host.client_gone(RESTORED)
                     case ["k", now_ms]:
                         host.clock(now_ms)
                     case ["L", how, ids, lease_ms]:

@@ -65,10 +65,9 @@ from skueue.runtime.reply_writer import (
 )
 from skueue.wire.client_protocol import (
     ADMIN_REQUESTS,
+    ADMIN_ROLE_REQUESTS,
     ClientHello,
     ClientRequest,
-    JoinClusterRequest,
-    LeaveRequest,
     oversized_request_id,
     parse_client_hello,
     parse_request,
@@ -345,8 +344,8 @@ class ClientSessions:
             if isinstance(request, ErrorReply):
                 self._answer(session, request)
                 continue
-            if isinstance(request, LeaveRequest | JoinClusterRequest) and session.role != "admin":
-                message = "join and leave need an admin token"
+            if isinstance(request, ADMIN_ROLE_REQUESTS) and session.role != "admin":
+                message = "join, leave and deleting a queue need an admin token"
                 self._answer(session, ErrorReply(request.rid, message, UNAUTHORIZED))
                 continue
             if session.admin and not isinstance(request, ADMIN_REQUESTS):

@@ -120,15 +120,17 @@ class StatsGathering:
 
 def _queues(anchor: dict[str, Any] | None, members: list[dict[str, Any]]) -> dict[str, Any]:
     """Every queue: its structure and depth from the anchor (None while it is not heard
-    from), and its counts and rates added up over the members."""
+    from), and its counts and rates added up over the members.  A name the members
+    counted that the anchor does not hold was deleted: "deleted", and nothing waits."""
     counted = merge(m.get("queue_stats") or {} for m in members)
     known = (anchor or {}).get("queues") or {}
     out: dict[str, Any] = {}
     for name in sorted(set(known) | set(counted)):
         at_anchor = known.get(name) or {}
+        deleted = anchor is not None and name not in known
         out[name] = {
-            "structure": at_anchor.get("structure"),
-            "size": at_anchor.get("size"),
+            "structure": "deleted" if deleted else at_anchor.get("structure"),
+            "size": 0 if deleted else at_anchor.get("size"),
             **(counted.get(name) or nothing()),
         }
     return out

@@ -14,6 +14,7 @@ Frames are msgpack arrays:
                        ["nack", rid, [lease, ...]]              ... returned to their queue
                        ["extend", rid, [lease, ...], lease_ms]  ... held longer
                        ["keep", rid, [lease, ...]]              ... returned uncounted
+                       ["delete", rid, NAME]                   empty the queue, free its name
                        ["stats", rid]
                        ["leave", rid]                          hand off and exit
                        ["join", rid, "HOST:PORT"]              join that cluster (alone, empty)
@@ -277,6 +278,18 @@ def _parse_queue(
 
 
 @attrs.frozen
+class DeleteRequest:
+    """Delete a named queue (or stack): its elements are removed, its name is free.  The
+    result is ``[removed, ord]``: how many elements it held, and the delete's rank."""
+
+    rid: int
+    queue: str
+
+    def frame(self) -> list[Any]:
+        return ["delete", self.rid, self.queue]
+
+
+@attrs.frozen
 class StatsRequest:
     rid: int
 
@@ -302,8 +315,16 @@ class JoinClusterRequest:
 
 
 ClientRequest = (
-    InsertRequest | RemoveRequest | LeaseRequest | StatsRequest | LeaveRequest | JoinClusterRequest
+    InsertRequest
+    | RemoveRequest
+    | LeaseRequest
+    | DeleteRequest
+    | StatsRequest
+    | LeaveRequest
+    | JoinClusterRequest
 )
+# With client tokens, only an admin token's connections may send these.
+ADMIN_ROLE_REQUESTS = (DeleteRequest, LeaveRequest, JoinClusterRequest)
 ADMIN_REQUESTS = (StatsRequest, LeaveRequest, JoinClusterRequest)
 
 
@@ -339,6 +360,11 @@ def parse_request(frame: Any, limits: RequestLimits) -> ClientRequest | ErrorRep
         return request
     if kind in LEASE_KINDS and len(frame) == (4 if kind == "extend" else 3):
         return _parse_leases(kind, rid, frame, limits)
+    if kind == "delete" and len(frame) == 3:
+        problem = queue_name_problem(frame[2])
+        if problem is not None:
+            return ErrorReply(rid, f"delete: {problem}", INVALID)
+        return DeleteRequest(rid, frame[2])
     if kind == "stats" and len(frame) == 2:
         return StatsRequest(rid)
     if kind == "leave" and len(frame) == 2:

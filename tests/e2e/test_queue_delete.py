@@ -1,0 +1,128 @@
+"""Deleting a queue on real daemons (issue 12, item 1): ``delete_queue`` and ``skueue
+delete`` remove what a named queue holds, clear its entries on every member, free the
+name for a queue of either kind, show in ``skueue stats``, need an admin token where
+tokens are on, and stay done across a kill -9 and restart of a durable member.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+import skueue.client.api
+from skueue.client.api import BlockingClient
+from skueue.client.errors import RequestRejected
+from skueue.runtime.peer_auth import generate_key
+from tests.e2e.daemons import Cluster, stop
+from tests.faults.test_crash_restart import Cluster as DurableCluster
+
+StartCluster = Callable[..., Cluster]
+CLI_TIMEOUT_S = 30.0
+SETTLE_S = 20.0
+
+
+def entries(q: BlockingClient) -> int:
+    return int(q.stats()["totals"]["entries"])
+
+
+def until_entries(q: BlockingClient, want: int) -> int:
+    """The cluster's stored entries once they reach ``want`` (Drops and Puts land
+    after the answers), or what they were when SETTLE_S ran out."""
+    deadline = time.monotonic() + SETTLE_S
+    got = entries(q)
+    while got != want and time.monotonic() < deadline:
+        time.sleep(0.1)
+        got = entries(q)
+    return got
+
+
+def skueue_cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "skueue.cli.skueue", *args],
+        capture_output=True, text=True, timeout=CLI_TIMEOUT_S, env=env, check=False,
+    )  # fmt: skip
+
+
+def test_a_deleted_queue_is_empty_its_entries_gone_and_its_name_free(
+    skueued_cluster: StartCluster,
+) -> None:
+    cluster = skueued_cluster(3, "queue")
+    node = cluster.addresses[0]
+    with skueue.client.api.connect_blocking(cluster.addresses[1]) as q:
+        q.enqueue_many([f"j{i}".encode() for i in range(300)], queue="jobs")
+        q.enqueue_many([f"o{i}".encode() for i in range(50)], queue="other")
+        assert len(q.dequeue_many(20, queue="jobs")) == 20
+        assert until_entries(q, 330) == 330
+    with skueue.client.api.connect_blocking(node) as q:
+        assert q.delete_queue("jobs") == 280
+        assert q.dequeue(queue="jobs") is None, "the name is a new, empty queue"
+        assert until_entries(q, 50) == 50, "every member cleared the deleted queue's entries"
+        stats = q.stats()["queues"]
+        assert stats["other"]["size"] == 50
+        assert stats["jobs"]["deleted"] == 280
+        assert q.delete_queue("never-made") == 0
+        assert q.delete_queue("jobs") == 0  # the empty queue the dequeue made
+        # The name comes back as a stack, above every position the queue used.
+        q.push(b"a", queue="jobs", structure="stack")
+        q.push(b"b", queue="jobs", structure="stack")
+        assert q.pop(queue="jobs", structure="stack") == b"b"
+    shown = skueue_cli("delete", "jobs", "--json", "--node", node)
+    assert shown.returncode == 0, shown.stderr
+    assert json.loads(shown.stdout) == {"queue": "jobs", "removed": 1}
+    bad = skueue_cli("delete", "no spaces", "--node", node)
+    assert bad.returncode == 2 and "queue name" in bad.stderr
+    with skueue.client.api.connect_blocking(node) as q:
+        assert until_entries(q, 50) == 50
+        assert q.stats()["queues"]["jobs"]["structure"] == "deleted"
+        with pytest.raises(RequestRejected, match="only ASCII"):
+            q.delete_queue("ä")
+
+
+def test_deleting_a_queue_needs_an_admin_token(
+    skueued_cluster: StartCluster, tmp_path: Path
+) -> None:
+    user, admin = generate_key(), generate_key()
+    (tmp_path / "tokens").write_text(f"client {user}\nadmin {admin}\n")
+    cluster = skueued_cluster(2, "queue", ("--client-tokens", str(tmp_path / "tokens")))
+    node = cluster.addresses[0]
+    with skueue.client.api.connect_blocking(node, token=user) as q:
+        q.enqueue(b"x", queue="jobs")
+        with pytest.raises(RequestRejected, match="deleting a queue need an admin token"):
+            q.delete_queue("jobs")
+        assert q.dequeue(queue="jobs") == b"x", "the refused delete changed nothing"
+        q.enqueue(b"y", queue="jobs")
+    refused = skueue_cli("delete", "jobs", "--node", node, env={**os.environ, "SKUEUE_TOKEN": user})
+    assert refused.returncode == 1 and "admin token" in refused.stderr
+    done = skueue_cli("delete", "jobs", "--node", node, env={**os.environ, "SKUEUE_TOKEN": admin})
+    assert done.returncode == 0 and "1 elements removed" in done.stderr, done.stderr
+
+
+def test_a_delete_stays_done_across_kill_9_and_restart(tmp_path: Path) -> None:
+    """Durable members: the delete is in every input log it touched.  One member is
+    killed with SIGKILL right after the delete's answer and started again; the queue
+    stays deleted, its entries stay gone, and the name serves a new queue."""
+    cluster = DurableCluster(tmp_path)
+    cluster.start()
+    try:
+        with skueue.client.api.connect_blocking(cluster.addresses[0]) as q:
+            q.enqueue_many([f"j{i}".encode() for i in range(200)], queue="jobs")
+            q.enqueue_many([b"kept"], queue="other")
+            assert q.delete_queue("jobs") == 200
+        cluster.kill(2)
+        cluster.restart(2)
+        with skueue.client.api.connect_blocking(cluster.addresses[2]) as q:
+            assert until_entries(q, 1) == 1
+            assert q.dequeue(queue="jobs") is None
+            q.enqueue(b"new", queue="jobs")
+            assert q.dequeue(queue="jobs") == b"new"
+            assert q.dequeue(queue="other") == b"kept"
+    finally:
+        problems = stop([d for d in cluster.daemons if d.alive()])
+        assert not problems, problems
