@@ -1,5 +1,5 @@
-"""``skueue enqueue``, ``dequeue``, ``delete``, ``stats``, ``join`` and ``leave``: requests
-to a daemon.
+"""``skueue enqueue``, ``dequeue``, ``create``, ``delete``, ``stats``, ``join`` and
+``leave``: requests to a daemon.
 
 ``enqueue`` and ``dequeue`` take ``-q``/``--queue NAME`` (default: the default queue) and
 ``--structure queue|stack`` (default: the daemon's); a name is made by its first
@@ -36,7 +36,7 @@ from typing import Any, TypeVar
 from skueue.cli.args import address, fail, positive_float, positive_int
 from skueue.cli.running import run_async
 from skueue.client.api import DEFAULT_NODE, DEFAULT_REQUEST_TIMEOUT_S, Client, connect
-from skueue.core.ops import DEFAULT_QUEUE, queue_name_problem
+from skueue.core.ops import DEFAULT_QUEUE, DELIVERY_LIMIT_MAX, queue_name_problem
 from skueue.runtime.address import AddressError, parse_address
 
 EXIT_EMPTY = 3
@@ -168,6 +168,34 @@ def add_parsers(sub: Any) -> None:
         help='one JSON object per element: {"base64": ..., "text": UTF-8 text or null}',
     )
     p.set_defaults(run=run_dequeue)
+
+    p = sub.add_parser(
+        "create",
+        help="make a named queue with its settings",
+        description="Make the queue NAME with these settings, or find it made with them "
+        "(exit 0 either way; made with other settings: an error that says which, exit 1). "
+        "A name used without create is made by its first operation, with no delivery "
+        "limit.",
+    )
+    add_node_option(p)
+    add_timeout_option(p, DEFAULT_REQUEST_TIMEOUT_S)
+    p.add_argument("queue", type=queue_name, metavar="NAME", help="the queue to make")
+    p.add_argument(
+        "--structure",
+        choices=["queue", "stack"],
+        default=None,
+        help="what it is (default: the daemon's --structure)",
+    )
+    p.add_argument(
+        "--max-deliveries",
+        type=delivery_limit,
+        default=None,
+        metavar="N",
+        help="a leased element returned more than N times goes to NAME.dlq, whatever "
+        "limit its consumer asked for, unless that is smaller (default: none)",
+    )
+    p.add_argument("--json", action="store_true", help='print {"queue": ..., "created": bool}')
+    p.set_defaults(run=run_create)
 
     p = sub.add_parser(
         "delete",
@@ -317,6 +345,30 @@ def json_element(value: bytes) -> dict[str, str | None]:
     return {"base64": base64.b64encode(value).decode("ascii"), "text": text}
 
 
+def run_create(args: argparse.Namespace) -> int:
+    async def body(q: Client) -> bool:
+        return await q.create_queue(
+            args.queue, structure=args.structure, max_deliveries=args.max_deliveries
+        )
+
+    created = with_client("skueue create", args, body)
+    if args.json:
+        print(json.dumps({"queue": args.queue, "created": created}))
+    else:
+        print(f"{'created' if created else 'found'} {args.queue}", file=sys.stderr)
+    return 0
+
+
+def delivery_limit(text: str) -> int:
+    try:
+        limit = int(text)
+    except ValueError:
+        limit = -1
+    if not 0 <= limit <= DELIVERY_LIMIT_MAX:
+        raise argparse.ArgumentTypeError(f"an integer from 0 (none) to {DELIVERY_LIMIT_MAX}")
+    return limit
+
+
 def run_delete(args: argparse.Namespace) -> int:
     async def body(q: Client) -> int:
         return await q.delete_queue(args.queue)
@@ -377,7 +429,8 @@ def format_queue(q: dict[str, Any]) -> str:
     """One queue's block of ``skueue stats NAME``."""
     size = q.get("size")
     return "\n".join([
-        f"queue {q.get('queue')} ({q.get('structure') or 'structure unknown'})",
+        f"queue {q.get('queue')} ({q.get('structure') or 'structure unknown'}"
+        + (f", delivery limit {q['max_deliveries']})" if q.get("max_deliveries") else ")"),
         f"  waiting: {'unknown (anchor unreachable)' if size is None else size}",
         f"  inserted {q.get('inserted', 0)}, removed {q.get('removed', 0)}, "
         f"empty results {q.get('empty', 0)}, removed by deletes {q.get('deleted', 0)}",

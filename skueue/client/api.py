@@ -58,6 +58,7 @@ from skueue.wire.client_protocol import (
     WAIT_MS_MAX,
     ClientHello,
     ClientRequest,
+    CreateRequest,
     DeleteRequest,
     InsertRequest,
     JoinClusterRequest,
@@ -407,6 +408,22 @@ class Client:
         target = _target(queue, structure)
         return await self._remove(count, target, stop_when_empty=False, wait=wait)
 
+    async def create_queue(
+        self, queue: str, *, structure: str | None = None, max_deliveries: int | None = None
+    ) -> bool:
+        """Make the named queue with these settings: ``structure`` ("queue" or "stack";
+        default the daemon's) and ``max_deliveries`` (a leased element returned more
+        often goes to ``NAME.dlq``, whatever limit its consumer asked for, unless that
+        is smaller; default none).  True if this call made it, False if it was made
+        already with these settings; made with others, it raises ``RequestRejected``
+        that says which.  A name used without a create is made by its first operation,
+        with its structure and no limit."""
+        name, stack = _target(queue, structure)
+        assert name is not None
+        limit = None if max_deliveries is None else _queue_limit(max_deliveries)
+        ((created,),) = await self._request(CreateRequest(0, name, stack, limit))
+        return bool(created)
+
     async def delete_queue(self, queue: str) -> int:
         """Delete the named queue (or stack): the elements it holds are removed, and the
         name is free for a new queue of either kind.  Returns how many it removed (0 for
@@ -557,7 +574,7 @@ class Client:
             raise self._broken
         rid = next(self._rids)
         self._last_rid = rid
-        retryable = InsertRequest | RemoveRequest | DeleteRequest
+        retryable = InsertRequest | RemoveRequest | DeleteRequest | CreateRequest
         retry = self._reopen is not None and isinstance(request, retryable)
         waiter = _Waiter(pack(attrs.evolve(request, rid=rid).frame()), retry)
         self._waiting[rid] = waiter
@@ -880,6 +897,13 @@ def _max_deliveries(limit: int | None) -> int | None:
     return limit
 
 
+def _queue_limit(limit: object) -> int:
+    """A queue's delivery limit, checked (0: none)."""
+    if type(limit) is not int or not 0 <= limit <= MAX_DELIVERIES_MAX:
+        raise ValueError(f"max_deliveries must be an integer from 0 (none) to {MAX_DELIVERIES_MAX}")
+    return limit
+
+
 def _target(queue: str | None, structure: str | None) -> tuple[str | None, bool | None]:
     """The wire's (queue, stack) for the API's arguments; a bad one raises at once."""
     if queue is not None:
@@ -1009,6 +1033,9 @@ class BlockingClient:
         wait: float | None = None,
     ) -> list[Removed]:
         return self._run(self._client.remove, count, queue=queue, structure=structure, wait=wait)
+
+    def create_queue(self, queue: str, **settings: Any) -> bool:
+        return self._portal.call(partial(self._client.create_queue, queue, **settings))
 
     def delete_queue(self, queue: str) -> int:
         return self._portal.call(self._client.delete_queue, queue)

@@ -16,6 +16,11 @@ and they must never meet a new queue of the same name.  One number does it, ``fl
 above every position and rank any deleted queue used.  A queue made afterwards starts
 above it (a stack's positions are offset by its ``base``), so the anchor remembers
 nothing per deleted name.
+
+A queue's settings (its structure, and its delivery limit: ``limits``) are fixed when it
+is made, explicitly by a create or by its first operation.  Creates go before the cycle's
+runs; the limits of the queues a batch holds operations of go down with its grants, so
+that a leased remove's process knows where a return past the limit goes.
 """
 
 from __future__ import annotations
@@ -26,14 +31,20 @@ from typing import Protocol
 from skueue.core.batch import (
     Batch,
     Batches,
+    Creates,
     Deletes,
-    Deletion,
+    Limit,
     Refusal,
     RunGrant,
     SectionGrants,
     is_insert_run,
 )
+from skueue.core.creates_deletes import Creation, Deletion
 from skueue.core.ops import (
+    CREATE_FOUND,
+    CREATE_FOUND_OTHER,
+    CREATE_FULL,
+    CREATE_MADE,
     DEFAULT_QUEUE,
     QUEUES_MAX,
     REFUSED_OTHER_STRUCTURE,
@@ -179,6 +190,8 @@ class QueueAnchors:
     queues: dict[str, AnchorPolicy] = field(default_factory=dict)
     # Above every position and rank of every deleted queue (see the module doc).
     floor: int = 0
+    # The delivery limits of the queues that have one (see the module doc).
+    limits: dict[str, int] = field(default_factory=dict)
 
     @classmethod
     def starting(cls, structure: Structure) -> QueueAnchors:
@@ -205,6 +218,37 @@ class QueueAnchors:
             grants.append((key, policy.assign(batch)))
         return tuple(grants), tuple(refused)
 
+    def create(self, creates: Creates) -> tuple[Creation, ...]:
+        """Make the queues ``creates`` ask for (before the cycle's runs), each with its
+        settings, or find them made: what each create key got, with the queue's
+        settings as they are now.  Keys are in order, so of two creates of one name
+        with other settings in one cycle, the first in that order makes it."""
+        out: list[Creation] = []
+        for key, _ in creates:
+            name, stack, limit = key
+            policy = self.queues.get(name)
+            if policy is None:
+                if len(self.queues) >= QUEUES_MAX:
+                    out.append((key, CREATE_FULL, stack, limit))
+                    continue
+                self.queues[name] = new_anchor(stack, self.floor)
+                if limit:
+                    self.limits[name] = limit
+                out.append((key, CREATE_MADE, stack, limit))
+                continue
+            now = (isinstance(policy, StackAnchor), self.limits.get(name, 0))
+            outcome = CREATE_FOUND if now == (stack, limit) else CREATE_FOUND_OTHER
+            out.append((key, outcome, *now))
+        return tuple(out)
+
+    def limits_of(self, batches: Batches) -> tuple[Limit, ...]:
+        """The delivery limits of the queues ``batches`` holds operations of."""
+        if not self.limits:
+            return ()
+        return tuple(
+            (key, self.limits[key[0]]) for key, _ in batches.sections if key[0] in self.limits
+        )
+
     def delete(self, deletes: Deletes) -> tuple[Deletion, ...]:
         """Retire every queue named in ``deletes`` (after the cycle's runs): what each
         held is removed, its name is free, and the floor rises above it.  Deleting a
@@ -216,37 +260,43 @@ class QueueAnchors:
                 out.append(((name, False), RunGrant(self.floor + 1, 0, self.floor)))
                 self.floor += count  # the deletes' ranks
                 continue
+            self.limits.pop(name, None)
             removed, floor = policy.retire(count)
             out.append(((name, isinstance(policy, StackAnchor)), removed))
             self.floor = max(self.floor, floor)
         return tuple(out)
 
-    def describe_queues(self) -> dict[str, tuple[int, str]]:
-        """Each queue's size and structure, by name."""
+    def describe_queues(self) -> dict[str, tuple[int, str, int]]:
+        """Each queue's size, structure and delivery limit, by name."""
         return {
-            name: (policy.size(), "stack" if isinstance(policy, StackAnchor) else "queue")
+            name: (
+                policy.size(),
+                "stack" if isinstance(policy, StackAnchor) else "queue",
+                self.limits.get(name, 0),
+            )
             for name, policy in sorted(self.queues.items())
         }
 
-    def export(self) -> tuple[tuple[QueueCounters, ...], int]:
-        """Every queue's counters and the floor, for the next anchor (SPEC §8, anchor
-        change)."""
+    def export(self) -> tuple[tuple[QueueCounters, ...], int, tuple[tuple[str, int], ...]]:
+        """Every queue's counters, the floor and the limits, for the next anchor (SPEC
+        §8, anchor change)."""
         counters = tuple(
             (name, isinstance(policy, StackAnchor), policy.export())
             for name, policy in sorted(self.queues.items())
         )
-        return counters, self.floor
+        return counters, self.floor, tuple(sorted(self.limits.items()))
 
     def describe(self) -> str:
         floor = f" floor={self.floor}" if self.floor else ""
         return " ".join(f"{name}:{p.describe()}" for name, p in sorted(self.queues.items())) + floor
 
 
-def import_anchors(state: tuple[QueueCounters, ...], floor: int) -> QueueAnchors:
-    """Rebuild a handed-over anchor's counters; ``state`` and ``floor`` are what
-    ``export`` gave."""
+def import_anchors(
+    state: tuple[QueueCounters, ...], floor: int, limits: tuple[tuple[str, int], ...] = ()
+) -> QueueAnchors:
+    """Rebuild a handed-over anchor's counters; the arguments are what ``export`` gave."""
     queues = {name: import_anchor(counters, stack) for name, stack, counters in state}
-    return QueueAnchors(queues, floor)
+    return QueueAnchors(queues, floor, dict(limits))
 
 
 @dataclass(slots=True)
@@ -295,8 +345,8 @@ class AnchorSeat:
         self.policy = policy
         self.trigger = UpdateTrigger()
 
-    def hand_over(self) -> tuple[tuple[QueueCounters, ...], int]:
-        """Give the seat up; returns the counters and floor the next anchor needs."""
+    def hand_over(self) -> tuple[tuple[QueueCounters, ...], int, tuple[tuple[str, int], ...]]:
+        """Give the seat up; returns what the next anchor needs (``QueueAnchors.export``)."""
         assert self.policy is not None
         state = self.policy.export()
         self.policy = self.trigger = None

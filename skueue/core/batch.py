@@ -21,11 +21,10 @@ and sorted by it, so that combining is a merge and the anchor walks the queues i
 fixed order.  One cycle of the tree serves every active queue; a queue with no
 operations costs nothing in it.
 
-Deleting a queue (issue 12) is not a run: ``deletes`` counts, per name, the delete
-operations of the cycle, and the anchor applies them after the cycle's runs of that name
-(:meth:`skueue.core.anchor.QueueAnchors.delete`).  What it removed comes back as one
-:class:`RunGrant` per name, split by :func:`split_deletions`: the first delete in tree
-order gets the whole range, the others an empty queue.
+Making a queue with settings and deleting one (issue 12) are not runs: ``creates`` and
+``deletes`` count those operations per queue, and the anchor applies creates before the
+cycle's runs and deletes after them (:mod:`skueue.core.creates_deletes` has what comes
+back down).
 
 ``joins`` and ``leaves`` (on :class:`Batches`) are the update-phase counters of SPEC §8
 (summed on combine); ``nodes`` counts the integrated nodes whose batches went into this
@@ -43,8 +42,12 @@ from __future__ import annotations
 import itertools
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from typing import TypeVar
 
+from skueue.core.ops import QueueSettings, settings_problem
 from skueue.dht.keys import POSITION_MAX
+
+T = TypeVar("T")
 
 # Bounds no correct batch comes near; a peer's batch beyond them is refused, so that
 # positions and ranks can never leave the range the DHT keys and the wire support.
@@ -121,6 +124,11 @@ decides which one the name is."""
 Section = tuple[QueueKey, Batch]
 Deletes = tuple[tuple[str, int], ...]
 """Per queue name, in name order, how many delete operations a batch carries."""
+CreateKey = tuple[str, bool, int]
+"""A create's queue and settings: name, stack, delivery limit (QueueSettings)."""
+Creates = tuple[tuple[CreateKey, int], ...]
+"""Per create key, in order, how many create operations a batch carries."""
+
 
 
 def _merge(a: tuple[Section, ...], b: tuple[Section, ...]) -> tuple[Section, ...]:
@@ -136,14 +144,18 @@ def _merge(a: tuple[Section, ...], b: tuple[Section, ...]) -> tuple[Section, ...
     return tuple(sorted(merged.items()))
 
 
-def _merge_deletes(a: Deletes, b: Deletes) -> Deletes:
+Counts = tuple[tuple[T, int], ...]
+
+
+def _merge_counts(a: Counts[T], b: Counts[T]) -> Counts[T]:
+    """Two sorted (key, count) lists as one, the counts of a key in both added."""
     if not b:
         return a
     if not a:
         return b
     merged = dict(a)
-    for name, count in b:
-        merged[name] = merged.get(name, 0) + count
+    for key, count in b:
+        merged[key] = merged.get(key, 0) + count
     return tuple(sorted(merged.items()))
 
 
@@ -158,6 +170,7 @@ class Batches:
     nodes: int = 0
     patient: int = 0  # of the operations, blocking dequeues' attempts (they hurry no one)
     deletes: Deletes = ()
+    creates: Creates = ()
 
     def combine(self, other: Batches) -> Batches:
         return Batches(
@@ -166,12 +179,17 @@ class Batches:
             self.leaves + other.leaves,
             self.nodes + other.nodes,
             self.patient + other.patient,
-            _merge_deletes(self.deletes, other.deletes),
+            _merge_counts(self.deletes, other.deletes),
+            _merge_counts(self.creates, other.creates),
         )
 
     @property
     def operations(self) -> int:
-        return sum(b.operations for _, b in self.sections) + sum(n for _, n in self.deletes)
+        return (
+            sum(b.operations for _, b in self.sections)
+            + sum(n for _, n in self.deletes)
+            + sum(n for _, n in self.creates)
+        )
 
     @property
     def is_empty(self) -> bool:
@@ -192,6 +210,8 @@ class Batches:
         parts = [f"{name}{'(stack)' if stack else ''}{b.describe()}"
                  for (name, stack), b in self.sections]  # fmt: skip
         parts += [f"delete:{name}x{n}" for name, n in self.deletes]
+        parts += [f"create:{name}{'(stack)' if s else ''}/{m}x{n}"
+                  for (name, s, m), n in self.creates]  # fmt: skip
         extra = f" j{self.joins}" if self.joins else ""
         extra += f" l{self.leaves}" if self.leaves else ""
         return (" ".join(parts) or "()") + extra
@@ -229,22 +249,15 @@ def batches_problem(b: Batches) -> str | None:
         return "the deleted queues are not in order, or one comes twice"
     if not all(1 <= n <= RUN_OPS_MAX for _, n in b.deletes):
         return "a queue's delete count is out of range"
-    return None
-
-
-def deletion_problem(g: RunGrant, stack: bool) -> str | None:
-    """What is wrong with the range a delete removes (a grant of a queue's or a stack's
-    remove run, of any length), or None."""
-    if not (0 <= g.ord_first <= RANK_MAX and 0 <= g.ticket <= RANK_MAX):
-        return "rank or ticket out of range"
-    if g.available < 0 or g.ticket_step != 0 or g.step != (-1 if stack else 1):
-        return f"steps {(g.step, g.ticket_step)} do not fit a {'stack' if stack else 'queue'}"
-    if g.available and not (
-        1 <= g.first <= POSITION_MAX and 1 <= g.position(g.available - 1) <= POSITION_MAX
-    ):
-        return "positions out of range"
-    if not stack and g.ticket != 0:
-        return "a queue has no tickets"
+    created = [key for key, _ in b.creates]
+    if any(x >= y for x, y in itertools.pairwise(created)):
+        return "the created queues are not in order, or one comes twice"
+    if not all(1 <= n <= RUN_OPS_MAX for _, n in b.creates):
+        return "a queue's create count is out of range"
+    for (name, stack, limit), _ in b.creates:
+        problem = settings_problem(name, QueueSettings(stack, limit))
+        if problem:
+            return f"creating {name!r}: {problem}"
     return None
 
 
@@ -301,42 +314,19 @@ class RunGrant:
 
 
 SectionGrants = tuple[QueueKey, tuple[RunGrant, ...]]
-Deletion = tuple[QueueKey, RunGrant]
-"""A deleted queue (its name, and whether it was a stack) and what its deletes got: the
-positions removed (``available`` of them; 0 for a queue that held nothing or did not
-exist) and the first delete's rank."""
 Refusal = tuple[QueueKey, int]  # a queue whose operations the anchor refused, and why
+Limit = tuple[QueueKey, int]  # a queue of the batch with a delivery limit, and the limit
 
 
-def split_refusals(
+def split_by_queue(
     refused: Sequence[Refusal], subs: Sequence[Batches]
 ) -> list[tuple[Refusal, ...]]:
-    """Each sub-batch's share of the refused queues: those it holds operations of."""
+    """Each sub-batch's share of what the anchor says per queue (the queues it refused,
+    the delivery limits): that of the queues the sub-batch holds operations of."""
     if len(subs) == 1:
         return [tuple(refused)]
     tables = [dict(sub.sections) for sub in subs]
     return [tuple(r for r in refused if r[0] in t) for t in tables]
-
-
-def split_deletions(
-    deleted: Sequence[Deletion], subs: Sequence[Batches]
-) -> list[tuple[Deletion, ...]]:
-    """Each sub-batch's share of the deletions, in order: the first sub-batch that
-    deletes a queue gets the whole range it held; the later ones find it empty.  Ranks
-    are handed out one per delete operation, like a run's."""
-    if len(subs) == 1:
-        return [tuple(deleted)]
-    out: list[list[Deletion]] = [[] for _ in subs]
-    tables = [dict(sub.deletes) for sub in subs]
-    for key, g in deleted:
-        first, available, ord_first = g.first, g.available, g.ord_first
-        for j, table in enumerate(tables):
-            count = table.get(key[0], 0)
-            if count:
-                out[j].append((key, RunGrant(first, available, ord_first, g.ticket, g.step)))
-                available = 0
-                ord_first += count
-    return [tuple(x) for x in out]
 
 
 def split_section_grants(

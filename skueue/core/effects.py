@@ -41,12 +41,20 @@ class Complete:
     error: str | None = None
     # A delete's: how many elements it removed (``value`` and ``position`` are None).
     removed: int | None = None
+    # A create's: True if it made the queue, False if it was made already (with the
+    # same settings; other settings are an ``error``).  ``ord`` is -1.
+    created: bool | None = None
+    # A remove's: its queue's delivery limit (0: none), which its lease, if it has one,
+    # keeps (skueue/core/leases.py).
+    max_deliveries: int = 0
 
     def describe(self) -> str:
         if self.error is not None:
             return f"complete #{self.op_id} refused: {self.error}"
         if self.removed is not None:
             return f"complete #{self.op_id} deleted {self.removed} ord={self.ord}"
+        if self.created is not None:
+            return f"complete #{self.op_id} {'created' if self.created else 'found'}"
         return f"complete #{self.op_id} value={self.value!r} ord={self.ord} pos={self.position}"
 
 

@@ -9,9 +9,10 @@ rank (``ord``) and ticket.
 
 Queue: the buffer is the Definition-5 batch, one operation after another.
 
-Delete (issue 12): the anchor applies a cycle's deletes of a queue after the cycle's
-runs of it.  So that program order holds, operations on a queue issued after its delete
-wait for the next batch (``deferred``), and a delete is never in a batch behind them.
+Delete and create (issue 12): the anchor applies a cycle's deletes of a queue after the
+cycle's runs of it, and its creates before them.  So that program order holds,
+operations on a queue issued after its delete wait for the next batch (``deferred``), and
+so does a create issued after other operations on its queue (or another create of it).
 
 Stack (SPEC §7, paper §VI): a Pop that arrives while the buffer holds an unmatched Push
 takes the last such Push at once: the pair never needs the anchor or the DHT.  So the
@@ -24,18 +25,20 @@ linearizable, not only sequentially consistent.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from skueue.core.batch import (
     Batch,
+    Creates,
     Deletes,
-    Deletion,
+    Limit,
     QueueKey,
     Refusal,
     RunGrant,
     Section,
     SectionGrants,
 )
+from skueue.core.creates_deletes import Creation, Deletion
 from skueue.core.ops import Item, Op, OpKind, Structure
 
 
@@ -54,6 +57,9 @@ class Assignment:
     # A delete's: the queue it retired and the positions it removes (none for every
     # delete of the queue in the cycle but the first).
     deleted: Deletion | None = None
+    created: Creation | None = None  # a create's: what the anchor did
+    # A remove's: the delivery limit of its queue (0: none), for its lease.
+    limit: int = 0
 
 
 @dataclass(slots=True)
@@ -135,6 +141,12 @@ class OwnBuffer:
 
 
 
+def create_key(op: Op) -> tuple[str, bool, int]:
+    """A create's queue and settings, as batches carry them."""
+    assert op.settings is not None
+    return (op.queue, op.settings.stack, op.settings.max_deliveries)
+
+
 @dataclass(slots=True)
 class OwnBuffers:
     """A node's own new operations, one :class:`OwnBuffer` per queue they are on; each
@@ -144,6 +156,7 @@ class OwnBuffers:
     ops: list[Op] = field(default_factory=list)  # all of them, in issue order
     patient: int = 0  # how many of them are blocking dequeues' attempts
     deletes: dict[str, Op] = field(default_factory=dict)  # by queue name (one each)
+    creates: dict[str, Op] = field(default_factory=dict)  # by queue name (one each)
     # Operations on a queue issued after its delete: they go in the next batch.
     deferred: list[Op] = field(default_factory=list)
 
@@ -151,12 +164,15 @@ class OwnBuffers:
         return len(self.ops) + len(self.deferred)
 
     def add(self, op: Op) -> None:
-        if op.queue in self.deletes:
+        if op.queue in self.deletes or (op.kind is OpKind.CREATE and self._uses(op.queue)):
             self.deferred.append(op)
             return
         self.ops.append(op)
         if op.kind is OpKind.DELETE:
             self.deletes[op.queue] = op
+            return
+        if op.kind is OpKind.CREATE:
+            self.creates[op.queue] = op
             return
         key = op.key
         buffer = self.queues.get(key)
@@ -164,6 +180,10 @@ class OwnBuffers:
             buffer = self.queues[key] = OwnBuffer(Structure.STACK if key[1] else Structure.QUEUE)
         buffer.add(op)
         self.patient += op.patient
+
+    def _uses(self, queue: str) -> bool:
+        """An operation on ``queue`` is here already."""
+        return queue in self.creates or any(name == queue for name, _ in self.queues)
 
     def next_buffer(self) -> OwnBuffers:
         """The buffer that follows this one when its batch goes: the deferred operations."""
@@ -187,15 +207,28 @@ class OwnBuffers:
     def deletions(self) -> Deletes:
         return tuple(sorted((name, 1) for name in self.deletes))
 
+    def creations(self) -> Creates:
+        return tuple(sorted((create_key(op), 1) for op in self.creates.values()))
+
     def assign(
         self,
         grants: tuple[SectionGrants, ...],
         refused: tuple[Refusal, ...] = (),
         deleted: tuple[Deletion, ...] = (),
+        created: tuple[Creation, ...] = (),
+        limits: tuple[Limit, ...] = (),
     ) -> list[Assignment]:
-        """Each queue's operations, with what the anchor gave that queue, or why it
-        refused it; then the deletes, after every run of their queue."""
-        out = [a for key, runs in grants for a in self.queues[key].assign(runs)]
+        """The creates, each with what the anchor did; each queue's operations, with
+        what the anchor gave that queue (and its delivery limit), or why it refused it;
+        then the deletes, after every run of their queue."""
+        out = [Assignment(self.creates[c[0][0]], -1, None, created=c) for c in created]
+        limit_of = dict(limits)
+        for key, runs in grants:
+            assigned = self.queues[key].assign(runs)
+            limit = limit_of.get(key, 0)
+            if limit:
+                assigned = [replace(a, limit=limit) for a in assigned]
+            out.extend(assigned)
         for key, why in refused:
             out.extend(Assignment(op, -1, None, refused=why) for op in self.queues[key].ops)
         out.extend(

@@ -24,7 +24,9 @@ A lease ends in one of three ways:
   anchor to hand out positions it had already passed.)
 - **dead letter**: a return of an element delivered ``max_deliveries`` times already
   sends it to its queue's dead-letter queue (:func:`~skueue.core.ops.dead_letter_queue`)
-  instead, with its count and reason.
+  instead, with its count and reason.  The limit is the queue's, set when it was made
+  (``QueueSettings``, sent down with the remove's grants), or the remove's own, if that
+  is smaller.
 
 Time comes in as an input: the driver calls :meth:`Process.clock
 <skueue.core.process.Process.clock>` with its clock in milliseconds, a lease's deadline
@@ -209,7 +211,7 @@ class Leases:
             if type(effect) is Complete:
                 op = self.leasing.pop(effect.op_id, None)
                 if op is not None and effect.value is not None:
-                    self._grant(op, effect.value)
+                    self._grant(op, effect.value, effect.max_deliveries)
                 returned = self.returning.pop(effect.op_id, None)
                 if returned is not None:
                     if effect.error is not None:
@@ -220,12 +222,15 @@ class Leases:
             out.append(effect)
         return out, refused
 
-    def _grant(self, op: Op, item: Item) -> None:
+    def _grant(self, op: Op, item: Item, queue_limit: int) -> None:
+        """Lease ``item`` to ``op``'s consumer; it goes to the dead letters past the
+        smaller of its queue's delivery limit and the one the remove asked for."""
+        limit = min((x for x in (op.max_deliveries, queue_limit) if x), default=0)
         before, reason, value = 0, "", item
         if type(item) is Redelivered:
             before, reason, value = item.deliveries, item.reason, item.value
         deadline = self.now_ms + op.lease_ms
         self.table.add(
             Lease(op.op_id, op.queue, op.key[1], value, before + 1, deadline,  # type: ignore[arg-type]
-                  op.max_deliveries, reason)
+                  limit, reason)
         )  # fmt: skip

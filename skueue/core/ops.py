@@ -67,6 +67,9 @@ class OpKind(enum.Enum):
     # Removes every element the queue holds and retires its name (issue 12): see
     # :meth:`skueue.core.anchor.QueueAnchors.delete`.  It names a queue of either kind.
     DELETE = "delete"
+    # Makes a queue with its settings (``Op.settings``), or finds it made already:
+    # :meth:`skueue.core.anchor.QueueAnchors.create`.
+    CREATE = "create"
 
     @property
     def inserts(self) -> bool:
@@ -96,6 +99,34 @@ QUEUE_NAME_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWX
 
 
 STACK_KINDS = frozenset({OpKind.PUSH, OpKind.POP})
+
+DELIVERY_LIMIT_MAX = 1000
+"""The largest delivery limit, of a queue or of one leased remove."""
+
+
+@dataclass(frozen=True, slots=True)
+class QueueSettings:
+    """What a queue is made with, explicitly (``OpKind.CREATE``) or by its first
+    operation (then a queue or stack of its kind, without a delivery limit).  Fixed
+    while the queue lives."""
+
+    stack: bool = False
+    # A leased element returned more often than this goes to the queue's dead letters
+    # (0: never), whatever limit its consumer asked for, if that was larger or none.
+    max_deliveries: int = 0
+
+    def describe(self) -> str:
+        limit = f" with a delivery limit of {self.max_deliveries}" if self.max_deliveries else ""
+        return ("a stack" if self.stack else "a queue") + (limit or " without a delivery limit")
+
+
+def settings_problem(queue: str, settings: QueueSettings) -> str | None:
+    """Why ``queue`` cannot have ``settings``, or None."""
+    if not 0 <= settings.max_deliveries <= DELIVERY_LIMIT_MAX:
+        return f"a delivery limit is 0 (none) to {DELIVERY_LIMIT_MAX}"
+    if settings.max_deliveries:
+        return dead_letter_problem(queue)
+    return None
 
 
 DEAD_LETTER_SUFFIX = ".dlq"
@@ -148,6 +179,13 @@ REFUSED_OTHER_STRUCTURE = 1
 REFUSED_TOO_MANY_QUEUES = 2
 REFUSALS = (REFUSED_OTHER_STRUCTURE, REFUSED_TOO_MANY_QUEUES)
 
+# What a create found (Grants.created): it made the queue, found it made with the same
+# settings, found it made with others, or found the cluster full of queues.
+CREATE_MADE = 0
+CREATE_FOUND = 1
+CREATE_FOUND_OTHER = 2
+CREATE_FULL = 3
+
 
 def refusal_text(code: int, queue: str, kind: OpKind) -> str:
     """What a client is told about an operation the anchor refused."""
@@ -174,6 +212,8 @@ class Op:
     lease_ms: int = 0
     # Returned more often than this, a leased element goes to the dead letters; 0: never.
     max_deliveries: int = 0
+    # A create's: the queue's settings.
+    settings: QueueSettings | None = None
 
     @property
     def key(self) -> tuple[str, bool]:

@@ -36,7 +36,7 @@ from skueue.core.membership.state import HANDOVER_OVERHEAD_BYTES, LOSSY_WHEN_DEP
 from skueue.core.messages.membership import MembershipMessage
 from skueue.core.messages.stages import Grants, Hurry, Message
 from skueue.core.node.virtual_node import VirtualNode
-from skueue.core.ops import DEFAULT_QUEUE, Item, Op, OpKind, Structure
+from skueue.core.ops import DEFAULT_QUEUE, Item, Op, OpKind, QueueSettings, Structure
 from skueue.core.parts.membership_state import HANDOVER_BYTES_MAX, JoinTicket, LeaveTicket
 from skueue.core.parts.ring import Mode
 from skueue.overlay.labels import Kind, NodeRef, process_nodes
@@ -78,7 +78,7 @@ class ProcessStats:
     departed: bool
     alone: bool  # a one-process cluster: every node is its own predecessor's process
     # Every queue's size and structure ("queue"/"stack"), known at the anchor only.
-    queues: Mapping[str, tuple[int, str]] | None = None
+    queues: Mapping[str, tuple[int, str, int]] | None = None  # size, structure, limit
 
     @property
     def entries(self) -> int:
@@ -195,9 +195,10 @@ class Process:
         patient: bool = False,
         lease_ms: int = 0,
         max_deliveries: int = 0,
+        settings: QueueSettings | None = None,
     ) -> Op:
         """Build the next operation of this process (op ids follow issue order)."""
-        op = Op(self.next_op_id, kind, value, queue, patient, lease_ms, max_deliveries)
+        op = Op(self.next_op_id, kind, value, queue, patient, lease_ms, max_deliveries, settings)
         self.next_op_id += 1
         return op
 
@@ -371,7 +372,7 @@ class Process:
                 for kind, node in self.nodes.items()
             },
             anchor=anchor is not None,
-            size=None if queues is None else queues.get(DEFAULT_QUEUE, (0, ""))[0],
+            size=None if queues is None else queues.get(DEFAULT_QUEUE, (0, "", 0))[0],
             queues=queues,
             joined=self.joined,
             leaving=self.leaving,

@@ -25,6 +25,7 @@ from skueue.core.ops import (
     DEFAULT_QUEUE,
     Element,
     OpKind,
+    QueueSettings,
     Structure,
     insert_kind,
     plain,
@@ -152,6 +153,21 @@ class Host:
             lease_ms, max_deliveries,
         )  # fmt: skip
 
+    def create(
+        self,
+        client: int,
+        rid: int,
+        queue: str,
+        stack: bool | None,
+        max_deliveries: int,
+        deadline: float = math.inf,
+        key: RetryKey | None = None,
+    ) -> None:
+        """Make ``queue`` with these settings (``stack`` None: the daemon's structure),
+        or find it made with them; the result is ``[created]``."""
+        settings = QueueSettings(self._structure(stack) is Structure.STACK, max_deliveries)
+        self._submit(client, rid, [(OpKind.CREATE, None)], deadline, key, queue, settings=settings)
+
     def delete(
         self,
         client: int,
@@ -180,6 +196,7 @@ class Host:
         wait_until: float | None = None,
         lease_ms: int = 0,
         max_deliveries: int = 0,
+        settings: QueueSettings | None = None,
     ) -> None:
         if key is not None and self._retried(client, rid, key, deadline):
             return
@@ -205,7 +222,7 @@ class Host:
             # attempts after an empty one are patient (_try_again).  Patient from the
             # start, a consumer's refill of a full queue waited for the idle pace.
             op = self.process.new_op(
-                kind, value, request.queue, False, lease_ms, max_deliveries
+                kind, value, request.queue, False, lease_ms, max_deliveries, settings
             )
             self.ops[op.op_id] = (request, index)
             submitted.append(op)
@@ -305,6 +322,8 @@ class Host:
         request, index = self.ops.pop(done.op_id)
         if done.error is not None:
             request.refused = done.error
+        elif done.created is not None:  # a create
+            request.results[index] = [done.created]
         elif done.removed is not None:  # a delete
             self.queue_stats.count(request.queue, deleted=done.removed)
             request.results[index] = [done.removed, done.ord]

@@ -42,6 +42,7 @@ from skueue.runtime.snapshots import capture
 from skueue.runtime.state import log
 from skueue.wire.client_protocol import (
     ClientRequest,
+    CreateRequest,
     DeleteRequest,
     InsertRequest,
     JoinClusterRequest,
@@ -281,6 +282,11 @@ class OwnerLoop(MembershipWaiters):
                                lease_ms, max_deliveries])  # fmt: skip
                     host.remove(client, rid, count, deadline, key, queue, stack, wait_until,
                                 lease_ms, max_deliveries)  # fmt: skip
+            case CreateRequest(rid=rid, queue=queue, stack=stack, max_deliveries=limit):
+                if not self._refuse_while_leaving(client, rid):
+                    deadline, key = self._deadline(client), self._retry_key(client, rid)
+                    self._log(["C", key and key[0], rid, queue, stack, limit])
+                    host.create(client, rid, queue, stack, limit or 0, deadline, key)
             case DeleteRequest(rid=rid, queue=queue):
                 if not self._refuse_while_leaving(client, rid):
                     deadline, key = self._deadline(client), self._retry_key(client, rid)

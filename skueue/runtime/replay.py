@@ -91,6 +91,10 @@ class Replay(OwnerLoop):
                                     wait_until=until, lease_ms=lease_ms,
                                     max_deliveries=limit)  # fmt: skip
                         host.client_gone(RESTORED)
+                    case ["C", session, rid, queue, stack, limit]:
+                        key = None if session is None else (session, rid)
+                        host.create(RESTORED, rid, queue, stack, limit or 0, key=key)
+                        host.client_gone(RESTORED)
                     case ["d", session, rid, queue]:
                         key = None if session is None else (session, rid)
                         host.delete(RESTORED, rid, queue, key=key)

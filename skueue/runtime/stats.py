@@ -31,8 +31,8 @@ def local_stats(host: Host) -> dict[str, Any]:
         "leaving": core.leaving,
         "size": core.size,
         "queues": None if core.queues is None else {
-            name: {"size": size, "structure": structure}
-            for name, (size, structure) in core.queues.items()
+            name: {"size": size, "structure": structure, "max_deliveries": limit}
+            for name, (size, structure, limit) in core.queues.items()
         },
         "queue_stats": host.queue_stats.as_dict(),
         # Counters include those inherited from processes that left, so that the
@@ -131,6 +131,7 @@ def _queues(anchor: dict[str, Any] | None, members: list[dict[str, Any]]) -> dic
         out[name] = {
             "structure": "deleted" if deleted else at_anchor.get("structure"),
             "size": 0 if deleted else at_anchor.get("size"),
+            "max_deliveries": at_anchor.get("max_deliveries", 0),
             **(counted.get(name) or nothing()),
         }
     return out

@@ -14,6 +14,7 @@ Frames are msgpack arrays:
                        ["nack", rid, [lease, ...]]              ... returned to their queue
                        ["extend", rid, [lease, ...], lease_ms]  ... held longer
                        ["keep", rid, [lease, ...]]              ... returned uncounted
+                       ["create", rid, NAME, {settings}?]      make a queue with settings
                        ["delete", rid, NAME]                   empty the queue, free its name
                        ["stats", rid]
                        ["leave", rid]                          hand off and exit
@@ -80,7 +81,14 @@ from typing import Any, Protocol
 import attrs
 import msgpack
 
-from skueue.core.ops import DEFAULT_QUEUE, dead_letter_problem, queue_name_problem
+from skueue.core.ops import (
+    DEFAULT_QUEUE,
+    DELIVERY_LIMIT_MAX,
+    QueueSettings,
+    dead_letter_problem,
+    queue_name_problem,
+    settings_problem,
+)
 from skueue.wire.client_replies import INVALID, TOO_LARGE, Done, ErrorReply, More
 from skueue.wire.errors import RemoteProtocolError
 
@@ -227,8 +235,8 @@ WAIT_MS_MAX = 3_600_000
 LEASE_MS_MAX = 12 * 3_600_000
 """The longest lease, and the longest extension: 12 hours (SQS's longest visibility
 timeout); a consumer that needs longer extends it again."""
-MAX_DELIVERIES_MAX = 1000
-"""The largest delivery limit a leased remove may set."""
+MAX_DELIVERIES_MAX = DELIVERY_LIMIT_MAX
+"""The largest delivery limit a leased remove or a queue may set."""
 # A remove's integer options: name -> (least, most).
 REMOVE_NUMBERS = {
     "wait_ms": (1, WAIT_MS_MAX),
@@ -278,6 +286,25 @@ def _parse_queue(
 
 
 @attrs.frozen
+class CreateRequest:
+    """Make a named queue with its settings, or find it made with them: ``{"stack":
+    bool, "max_deliveries": int}``, both optional (default: the daemon's structure, no
+    delivery limit).  The result is ``[created]``: True if this request made it, False if
+    it was made already with these settings; other settings are answered ``refused``."""
+
+    rid: int
+    queue: str
+    stack: bool | None = None
+    max_deliveries: int | None = None
+
+    def frame(self) -> list[Any]:
+        options = _queue_options(None, self.stack)
+        if self.max_deliveries is not None:
+            options = [{**(options[0] if options else {}), "max_deliveries": self.max_deliveries}]
+        return ["create", self.rid, self.queue, *options]
+
+
+@attrs.frozen
 class DeleteRequest:
     """Delete a named queue (or stack): its elements are removed, its name is free.  The
     result is ``[removed, ord]``: how many elements it held, and the delete's rank."""
@@ -318,6 +345,7 @@ ClientRequest = (
     InsertRequest
     | RemoveRequest
     | LeaseRequest
+    | CreateRequest
     | DeleteRequest
     | StatsRequest
     | LeaveRequest
@@ -360,6 +388,8 @@ def parse_request(frame: Any, limits: RequestLimits) -> ClientRequest | ErrorRep
         return request
     if kind in LEASE_KINDS and len(frame) == (4 if kind == "extend" else 3):
         return _parse_leases(kind, rid, frame, limits)
+    if kind == "create" and len(frame) in (3, 4):
+        return _parse_create(rid, frame)
     if kind == "delete" and len(frame) == 3:
         problem = queue_name_problem(frame[2])
         if problem is not None:
@@ -374,6 +404,26 @@ def parse_request(frame: Any, limits: RequestLimits) -> ClientRequest | ErrorRep
             raise RemoteProtocolError("join: expected the seed's address as a string")
         return JoinClusterRequest(rid, frame[2])
     raise RemoteProtocolError(f"unknown request {kind!r:.30} with {len(frame)} fields")
+
+
+def _parse_create(rid: int, frame: list[Any]) -> CreateRequest | ErrorReply:
+    problem = queue_name_problem(frame[2])
+    if problem is not None:
+        return ErrorReply(rid, f"create: {problem}", INVALID)
+    options = frame[3] if len(frame) == 4 else {}
+    if not isinstance(options, dict) or not set(options) <= {"stack", "max_deliveries"}:
+        raise RemoteProtocolError('create: the 4th field is a map of "max_deliveries", "stack"')
+    stack, limit = options.get("stack"), options.get("max_deliveries")
+    if stack is not None and type(stack) is not bool:
+        raise RemoteProtocolError("create: stack must be true or false")
+    if limit is not None:
+        if type(limit) is not int or not 0 <= limit <= MAX_DELIVERIES_MAX:
+            why = f"create: max_deliveries is an integer from 0 (none) to {MAX_DELIVERIES_MAX}"
+            return ErrorReply(rid, why, INVALID)
+        problem = settings_problem(frame[2], QueueSettings(bool(stack), limit))
+        if problem is not None:
+            return ErrorReply(rid, f"create: {problem}", INVALID)
+    return CreateRequest(rid, frame[2], stack, limit)
 
 
 def _remove_numbers(request: RemoveRequest, options: dict[str, Any]) -> RemoveRequest | ErrorReply:

@@ -10,7 +10,14 @@ from functools import lru_cache
 from typing import Any
 
 from skueue.core.batch import Batch, Batches, RunGrant
-from skueue.core.ops import RETURN_REASONS, Element, Item, Redelivered, queue_name_problem
+from skueue.core.ops import (
+    DELIVERY_LIMIT_MAX,
+    RETURN_REASONS,
+    Element,
+    Item,
+    Redelivered,
+    queue_name_problem,
+)
 from skueue.overlay.labels import LABEL_SPACE, Kind, NodeRef, node_ref
 from skueue.overlay.routing import Phase, Route
 from skueue.wire.errors import RemoteProtocolError
@@ -107,11 +114,12 @@ def _runs(counts: Any, slots: Any) -> Batch:
 def encode_batch(b: Batches) -> list[Any]:
     sections = [[name, stack, list(r.counts), list(r.slots)] for (name, stack), r in b.sections]
     deletes = [[name, count] for name, count in b.deletes]
-    return [sections, b.joins, b.leaves, b.nodes, b.patient, deletes]
+    creates = [[name, stack, limit, count] for (name, stack, limit), count in b.creates]
+    return [sections, b.joins, b.leaves, b.nodes, b.patient, deletes, creates]
 
 
 def decode_batch(x: Any) -> Batches:
-    sections, joins, leaves, nodes, patient, deletes = _list(x, "batches", 6)
+    sections, joins, leaves, nodes, patient, deletes, creates = _list(x, "batches", 7)
     decoded = []
     for section in _list(sections, "batches"):
         name, stack, counts, slots = _list(section, "batch", 4)
@@ -121,8 +129,15 @@ def decode_batch(x: Any) -> Batches:
     for pair in _list(deletes, "batch deletes"):
         name, count = _list(pair, "batch delete", 2)
         deleted.append((queue_name(name, "deleted queue"), _int(count, "deletes")))
+    created = []
+    for four in _list(creates, "batch creates"):
+        name, stack, limit, count = _list(four, "batch create", 4)
+        made = (queue_name(name, "created queue"), _bool(stack, "create stack"),
+               _int(limit, "delivery limit", 0, DELIVERY_LIMIT_MAX + 1))  # fmt: skip
+        created.append((made, _int(count, "creates")))
     return Batches(tuple(decoded), _int(joins, "joins"), _int(leaves, "leaves"),
-                   _int(nodes, "nodes"), _int(patient, "patient"), tuple(deleted))  # fmt: skip
+                   _int(nodes, "nodes"), _int(patient, "patient"), tuple(deleted),
+                   tuple(created))  # fmt: skip
 
 
 def encode_grant(g: RunGrant) -> list[int]:

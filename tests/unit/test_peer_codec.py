@@ -76,14 +76,15 @@ def test_declared_limits_of_real_kinds_hold() -> None:
         ["StageDone", a, 4],
         ["Rewire", 1],
         ["Rewire", 4],
-        ["AnchorHandover", [1, 2], 0],
-        ["AnchorHandover", [["default", False, [1, 2, 3, 4, 5]]], 0],
-        ["AnchorHandover", [["default", 0, [1, 2, 3]]], 0],
-        ["AnchorHandover", [["no spaces", False, [1, 2, 3]]], 0],
-        ["AnchorHandover", [["", False, [1, 2, 3]]], 0],
-        ["AnchorHandover", [["q" * 129, False, [1, 2, 3]]], 0],
-        ["AnchorHandover", [], -1],
-        ["AnchorHandover", []],
+        ["AnchorHandover", [1, 2], 0, []],
+        ["AnchorHandover", [["default", False, [1, 2, 3, 4, 5]]], 0, []],
+        ["AnchorHandover", [["default", 0, [1, 2, 3]]], 0, []],
+        ["AnchorHandover", [["no spaces", False, [1, 2, 3]]], 0, []],
+        ["AnchorHandover", [["", False, [1, 2, 3]]], 0, []],
+        ["AnchorHandover", [["q" * 129, False, [1, 2, 3]]], 0, []],
+        ["AnchorHandover", [], -1, []],
+        ["AnchorHandover", [], 0, [["jobs", 1001]]],
+        ["AnchorHandover", [], 0],
         ["Withdraw", a, -2],
         ["IntegrateAck", a, -2],
         ["HandoverPart", a, -1, []],
@@ -91,7 +92,8 @@ def test_declared_limits_of_real_kinds_hold() -> None:
         with pytest.raises(RemoteProtocolError):
             decode_message(bad)
     assert encode_message(decode_message(["Withdraw", a, -1])) == ["Withdraw", a, -1]
-    good = ["AnchorHandover", [["default", False, [1, 2, 3]], ["jobs:eu-1", True, [0, 0, 0, 5]]], 7]
+    queues = [["default", False, [1, 2, 3]], ["jobs:eu-1", True, [0, 0, 0, 5]]]
+    good = ["AnchorHandover", queues, 7, [["jobs:eu-1", 3]]]
     assert encode_message(decode_message(good)) == good
 
 

@@ -430,6 +430,16 @@ def random_field(hint: str, pids: list[str], rng: random.Random) -> Any:
     def name() -> str:
         return rng.choice([DEFAULT_QUEUE, "jobs", "", "no spaces"])
 
+    if "CreateKey" in hint:  # Grants.created
+
+        def key() -> tuple[str, bool, int]:
+            return (name(), rng.random() < 0.5, num())
+
+        return tuple(
+            (key(), rng.randrange(4), rng.random() < 0.5, num()) for _ in range(rng.randrange(3))
+        )
+    if "QueueName, DeliveryLimit" in hint:  # AnchorHandover.limits
+        return tuple((name(), num()) for _ in range(rng.randrange(3)))
     if "QueueRef, RunGrant]" in hint:  # Grants.deleted
 
         def removes() -> RunGrant:

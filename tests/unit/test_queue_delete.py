@@ -19,8 +19,8 @@ import pytest
 
 from skueue.core.anchor import QueueAnchors
 from skueue.core.effects import Complete, Effect, Send
-from skueue.core.messages.stages import DhtBundle
-from skueue.core.ops import DEFAULT_QUEUE, Op, OpKind, Structure
+from skueue.core.messages.stages import DhtBundle, Grants
+from skueue.core.ops import DEFAULT_QUEUE, Op, OpKind, QueueSettings, Structure
 from skueue.sim.cluster import build_cluster, process_ids
 from tests.unit.test_named_queues import Rounds
 
@@ -205,7 +205,7 @@ def test_random_deletes_among_queues_and_stacks_keep_every_name_in_order(seed: i
     for pairs in sim.per_queue().values():
         replay(pairs, seed)
     held = sum(1 for _ in stored(sim))
-    sizes = sum(size for size, _ in anchor_of(sim).describe_queues().values())
+    sizes = sum(size for size, _, _ in anchor_of(sim).describe_queues().values())
     assert held == sizes, f"seed {seed}: {held} entries for queues of {sizes} elements"
 
 
@@ -222,12 +222,26 @@ def test_the_floor_travels_with_the_anchor() -> None:
     assert again.describe() == anchors.describe()
 
 
-def delete_messages() -> list[Any]:
-    """Messages a delete of a queue and of a stack makes (Drops, DropAcks, Grants and
-    batches that delete), for the wire tests: every process on its own, unbundled."""
+def queue_change_messages() -> list[Any]:
+    """Messages that creates and deletes of a queue and of a stack make (Drops,
+    DropAcks, batches and Grants that create, delete and carry delivery limits), for
+    the wire tests; bundles are opened too."""
     pids = process_ids(3)
     sim = DeleteRounds(build_cluster(pids, Structure.QUEUE))
     sim.sent = []
+    for pid, (queue, stack) in zip(
+        pids, (("lim", False), ("s2", True), ("lim", False)), strict=True
+    ):
+        op = sim.processes[pid].new_op(
+            OpKind.CREATE, None, queue, settings=QueueSettings(stack, 2 if queue == "lim" else 0)
+        )
+        sim.ops[(pid, op.op_id)] = op
+        sim._take(pid, sim.processes[pid].submit(op))
+    sim.submit(pids[0], OpKind.ENQUEUE, "x", "lim")
+    sim.run()
+    leased = sim.processes[pids[2]].new_op(OpKind.DEQUEUE, None, "lim", lease_ms=100)
+    sim.ops[(pids[2], leased.op_id)] = leased
+    sim._take(pids[2], sim.processes[pids[2]].submit(leased))
     for i in range(6):
         sim.submit(pids[i % 3], OpKind.ENQUEUE, f"q{i}", "q")
         sim.submit(pids[i % 3], OpKind.PUSH, f"s{i}", "s")
@@ -240,5 +254,9 @@ def delete_messages() -> list[Any]:
 
 
 def test_a_delete_travels_as_drops_and_acknowledgements() -> None:
-    kinds = {type(m).__name__ for m in delete_messages()}
+    messages = queue_change_messages()
+    kinds = {type(m).__name__ for m in messages}
     assert {"Drop", "DropAck"} <= kinds, kinds
+    grants = [m for m in messages if isinstance(m, Grants)]
+    assert any(g.created for g in grants) and any(g.limits for g in grants)
+    assert any(g.deleted for g in grants)

@@ -33,7 +33,7 @@ from skueue.sim.rounds import SyncConfig, SyncSim
 from skueue.wire.errors import RemoteProtocolError
 from skueue.wire.peer import decode_message, encode_message
 from tests.unit.test_hurry import hurry_messages
-from tests.unit.test_queue_delete import delete_messages
+from tests.unit.test_queue_delete import queue_change_messages
 
 
 def through_wire(message: Any) -> Any:
@@ -70,7 +70,7 @@ def sim_messages() -> tuple[Any, ...]:
     for structure in Structure:
         run_sim(structure, wire=True, seen=seen)
     seen.extend(hurry_messages())  # only a paced driver sends them, not the simulator
-    seen.extend(encode_message(m) for m in delete_messages())  # the simulator deletes none
+    seen.extend(encode_message(m) for m in queue_change_messages())  # no simulator makes them
     by_kind: dict[str, list[Any]] = {}
     for m in seen:
         by_kind.setdefault(m[0], []).append(m)
@@ -244,15 +244,17 @@ def bools_allowed(kind: str, i: int, field: Any) -> list[Any]:
     if (kind, i) in BOOL_FIELDS:
         return [field]
     if (kind, i) == ("BatchUp", 2):
-        return [section[1] for section in field[0]]
+        return [section[1] for section in field[0]] + [create[1] for create in field[6]]
     if (kind, i) == ("Grants", 1):
         return [queue[1] for queue, _ in field]
     if (kind, i) == ("AnchorHandover", 1):
         return [queue[1] for queue in field]
     if (kind, i) in (("Put", 8), ("Get", 6), ("Drop", 6)):
         return [field[1]]
-    if (kind, i) == ("Grants", 5):
+    if (kind, i) in (("Grants", 5), ("Grants", 7)):
         return [queue[1] for queue, _ in field]
+    if (kind, i) == ("Grants", 6):
+        return [b for key, _, stack, _ in field for b in (key[1], stack)]
     return []
 
 

@@ -102,11 +102,15 @@ def check(node: NodeState, msg: MembershipMessage) -> None:
             if member and (ph is None or ph.stage != OVER):
                 _refuse(node, "UpdateOver before its phase is over")
             return
-        case AnchorHandover(state=state):
+        case AnchorHandover(state=state, limits=limits):
             if ph is None or node.seat.policy is not None or not member:
                 _refuse(node, f"{msg.describe()} outside a phase or at an anchor")
             if not _anchor_state_ok(state):
                 _refuse(node, f"{msg.describe()}: not an anchor's counters")
+            names = [name for name, _ in limits]
+            known = {name for name, _, _ in state}
+            if names != sorted(set(names)) or not set(names) <= known or 0 in dict(limits).values():
+                _refuse(node, f"{msg.describe()}: limits of other queues, or out of order")
             return
     if ph is None:
         _refuse(node, f"{msg.describe()} outside an update phase")

@@ -184,7 +184,7 @@ def _root_next(node: NodeState) -> list[Effect]:
 
 def _on_anchor_handover(node: NodeState, msg: AnchorHandover) -> list[Effect]:
     if node.ring.view.is_anchor:
-        node.seat.take(import_anchors(msg.state, msg.floor))
+        node.seat.take(import_anchors(msg.state, msg.floor, msg.limits))
         return _update_over(node)
     # Walk to the minimum: leftwards, or across the cycle edge from the maximum.
     nxt = node.ring.view.succ if node.ring.view.succ_across_cycle else node.ring.view.pred

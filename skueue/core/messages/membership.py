@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Annotated
 
 from skueue.core.messages.field_types import (
+    DeliveryLimit,
     Entries,
     Entry,
     Generation,
@@ -18,6 +19,7 @@ from skueue.core.messages.field_types import (
     PartCount,
     PartIndex,
     QueueCounters,
+    QueueName,
     Range,
 )
 from skueue.core.ops import QUEUES_MAX
@@ -244,6 +246,8 @@ class AnchorHandover:
     state: Annotated[tuple[QueueCounters, ...], Items(0, QUEUES_MAX)]  # every queue's
     # Above every position and rank of the queues deleted so far (core/anchor.py).
     floor: Annotated[int, Range(0, POSITION_MAX + 1)] = 0
+    # The queues with a delivery limit, in name order, with it.
+    limits: Annotated[tuple[tuple[QueueName, DeliveryLimit], ...], Items(0, QUEUES_MAX)] = ()
 
     def describe(self) -> str:
         return f"AnchorHandover of {len(self.state)} queues {self.state[:3]} floor={self.floor}"

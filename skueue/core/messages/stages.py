@@ -13,13 +13,15 @@ from typing import Annotated
 from skueue.core.batch import Batches, RunGrant
 from skueue.core.messages.field_types import (
     DEFAULT_QUEUE_REF,
+    CreateKey,
+    DeliveryLimit,
     Items,
     KeyOwner,
     Position,
     QueueRef,
     Range,
 )
-from skueue.core.ops import Item
+from skueue.core.ops import DELIVERY_LIMIT_MAX, Item
 from skueue.overlay.labels import NodeRef
 from skueue.overlay.routing import Route
 
@@ -56,6 +58,11 @@ class Grants:
     # The queues the batch's deletes retired, with the range each removed (for the
     # receiver's first delete of it) and their ranks (``skueue.core.batch.Deletion``).
     deleted: tuple[tuple[QueueRef, RunGrant], ...] = ()
+    # What the batch's creates found (``skueue.core.batch.Creation``): the outcome
+    # (``ops.CREATE_*``) and the queue's settings as they are.
+    created: tuple[tuple[CreateKey, Annotated[int, Range(0, 4)], bool, DeliveryLimit], ...] = ()
+    # The delivery limits of the batch's queues that have one.
+    limits: tuple[tuple[QueueRef, Annotated[int, Range(1, DELIVERY_LIMIT_MAX + 1)]], ...] = ()
 
     def describe(self) -> str:
         flags = " update" if self.update else ""
@@ -64,7 +71,9 @@ class Grants:
         )
         refused = "".join(f" {name}:refused{why}" for (name, _), why in self.refused)
         deleted = "".join(f" {name}:deleted{g.describe()}" for (name, _), g in self.deleted)
-        return f"Grants #{self.number} {runs}{refused}{deleted}{flags}"
+        created = "".join(f" created{c!r:.60}" for c in self.created)
+        limits = "".join(f" {key!r:.40}:limit{n!r}" for key, n in self.limits)
+        return f"Grants #{self.number} {runs}{refused}{deleted}{created}{limits}{flags}"
 
 
 @dataclass(frozen=True, slots=True)

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from typing import NoReturn
 
-from skueue.core.batch import batches_problem, deletion_problem, grant_problem
+from skueue.core.batch import batches_problem, grant_problem
+from skueue.core.creates_deletes import deletion_problem
 from skueue.core.errors import PeerError
 from skueue.core.membership import update_phase as membership
 from skueue.core.membership.state import in_interval
@@ -166,6 +167,12 @@ def _check_grants(node: NodeState, m: Grants) -> None:
         problem = deletion_problem(g, stack)
         if problem:
             refuse(node, f"grants {m.describe()}: deleting {name!r}: {problem}")
+    creating = sorted({key for _, b in flight.layout for key, _ in b.creates})
+    if [key for key, _, _, _ in m.created] != creating:  # each create key once, in order
+        refuse(node, f"grants {m.describe()} create other queues than the batch")
+    limited = [key for key, _ in m.limits]
+    if limited != sorted(set(limited)) or not set(limited) <= keys:
+        refuse(node, f"grants {m.describe()}: delivery limits of queues not in the batch")
 
 
 def _check_dht(node: NodeState, m: Put | Get | Drop) -> None:

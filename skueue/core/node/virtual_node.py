@@ -37,13 +37,13 @@ from __future__ import annotations
 
 from skueue.core.batch import (
     Batches,
-    Deletion,
+    Limit,
     Refusal,
     SectionGrants,
-    split_deletions,
-    split_refusals,
+    split_by_queue,
     split_section_grants,
 )
+from skueue.core.creates_deletes import Creation, Deletion, split_creations, split_deletions
 from skueue.core.effects import Complete, Effect, Send
 from skueue.core.errors import PeerError, ProtocolError
 from skueue.core.intake import Assignment
@@ -64,10 +64,19 @@ from skueue.core.messages.stages import (
     PutAck,
 )
 from skueue.core.node.checks import check
-from skueue.core.ops import Item, Op, queue_name_ok, queue_name_problem, refusal_text
+from skueue.core.node.queue_changes import created, deferred_drops, delete
+from skueue.core.ops import (
+    Item,
+    Op,
+    OpKind,
+    queue_name_ok,
+    queue_name_problem,
+    refusal_text,
+    settings_problem,
+)
 from skueue.core.parts.node_state import NodeState
 from skueue.core.parts.ring import Mode
-from skueue.core.parts.store import Clearing, Waiter
+from skueue.core.parts.store import Waiter
 from skueue.dht.keys import position_key
 from skueue.overlay.labels import NodeRef
 from skueue.overlay.routing import Route, next_hop, start_route
@@ -86,6 +95,10 @@ class VirtualNode(NodeState):
     def submit(self, op: Op) -> list[Effect]:
         if not queue_name_ok(op.queue):  # the driver checks what its clients name
             raise ProtocolError(str(queue_name_problem(op.queue)))
+        if op.kind is OpKind.CREATE and (
+            op.settings is None or settings_problem(op.queue, op.settings)
+        ):
+            raise ProtocolError(f"{op.describe()}: settings {op.settings!r}")
         if self.member.leave is not None:
             raise ProtocolError("this process is leaving and takes no new operations")
         self.batching.own.add(op)
@@ -114,9 +127,11 @@ class VirtualNode(NodeState):
         if anchor is not None:
             assert self.seat.trigger is not None
             update = self.seat.trigger.observe(combined)
+            created = anchor.create(combined.creates) if combined.creates else ()
             grants, refused = anchor.assign(combined)
+            limits = anchor.limits_of(combined)
             deleted = anchor.delete(combined.deletes) if combined.deletes else ()
-            return effects + self._serve(grants, update, refused, deleted)
+            return effects + self._serve(grants, update, refused, deleted, created, limits)
         flight = self.batching.inflight
         assert flight is not None and self.ring.up is not None, "only the anchor has no parent"
         return [*effects, Send(self.ring.up, BatchUp(self.me, combined, flight.number))]
@@ -131,6 +146,7 @@ class VirtualNode(NodeState):
             1 if self.ring.mode is Mode.MEMBER else 0,
             own.patient,
             own.deletions(),
+            own.creations(),
         )
 
     def handle(self, message: Message | MembershipMessage) -> list[Effect]:
@@ -148,8 +164,15 @@ class VirtualNode(NodeState):
             case BatchUp(sender=sender, batch=batch, number=number):
                 self.batching.file(sender, batch, number)
                 return []
-            case Grants(grants=grants, update=update, refused=refused, deleted=deleted):
-                return self._serve(grants, update, refused, deleted)
+            case Grants(
+                grants=grants,
+                update=update,
+                refused=refused,
+                deleted=deleted,
+                created=created,
+                limits=limits,
+            ):
+                return self._serve(grants, update, refused, deleted, created, limits)
             case Hurry(sender=sender):
                 if sender in self.ring.kids:
                     self.batching.grants_wanted = True
@@ -177,26 +200,32 @@ class VirtualNode(NodeState):
         update: bool,
         refused: tuple[Refusal, ...] = (),
         deleted: tuple[Deletion, ...] = (),
+        created: tuple[Creation, ...] = (),
+        limits: tuple[Limit, ...] = (),
     ) -> list[Effect]:
         flight = self.batching.serve()
-        effects: list[Effect] = self._clear_deleted_stacks()
+        effects = self._issue_all(deferred_drops(self.store, self.me))
         if flight.reports_leave:
             membership.leave_counted(self)
         if flight.reports_join:
             effects += membership.join_counted(self)
         subs = [b for _, b in flight.layout]
         parts = split_section_grants(grants, subs)
-        refusals = split_refusals(refused, subs) if refused else [()] * len(subs)
-        deletions = split_deletions(deleted, subs) if deleted else [()] * len(subs)
+        none: list[tuple[()]] = [()] * len(subs)
+        refusals = split_by_queue(refused, subs) if refused else none
+        deletions = split_deletions(deleted, subs) if deleted else none
+        creations = split_creations(created, subs) if created else none
+        limited = split_by_queue(limits, subs) if limits else none
         old_children = []
-        for (child, _), part, no, gone in zip(
-            flight.layout, parts, refusals, deletions, strict=True
+        for (child, _), part, no, gone, made, limit in zip(
+            flight.layout, parts, refusals, deletions, creations, limited, strict=True
         ):
             if child is not None:
                 number = flight.child_numbers[child]
-                effects.append(Send(child, Grants(part, update, number, no, gone)))
+                effects.append(Send(child, Grants(part, update, number, no, gone, made, limit)))
                 old_children.append(child)
-        for a in flight.own.assign(parts[0], refusals[0], deletions[0]):
+        own = flight.own.assign(parts[0], refusals[0], deletions[0], creations[0], limited[0])
+        for a in own:
             effects.extend(self._start(a))
         self.batching.settle()
         if update:
@@ -208,10 +237,13 @@ class VirtualNode(NodeState):
         if a.refused:
             return [Complete(op.op_id, None, -1, error=refusal_text(a.refused, op.queue, op.kind))]
         if a.deleted is not None:
-            return self._delete(op, a.ord, a.deleted)
+            done, drops = delete(self.store, self.me, op, a.ord, a.deleted)
+            return [done, *self._issue_all(drops)]
+        if a.created is not None:
+            return [created(op, a.created)]
         if a.combined:
             value = op.value if op.kind.inserts else a.combined_value
-            return [Complete(op.op_id, value, a.ord)]
+            return [Complete(op.op_id, value, a.ord, max_deliveries=a.limit)]
         if a.position is None:
             return [Complete(op.op_id, None, a.ord)]
         queue = op.key
@@ -225,42 +257,8 @@ class VirtualNode(NodeState):
         self.store.awaiting[op.op_id] = a
         return self._issue(Get(None, a.position, a.ticket, self.me, op.op_id, queue))
 
-    def _delete(self, op: Op, rank: int, deleted: Deletion) -> list[Effect]:
-        """A delete is done once the anchor retired its queue: nothing can reach the
-        removed positions any more.  Their entries are cleared by one Drop each, which
-        waits for its Put where that is still on its way (as a Get would).
-
-        A stack's Drops wait for this node's next grants.  A Drop takes the entry with
-        the largest ticket up to its own, like a Pop, so it could take the entry that a
-        Pop of the same cycle wants, when the entry a Push of that cycle put at the
-        same position has not landed yet.  The next grants come only after every node
-        finished its stack operations of this cycle (paper §VI), so then no Pop can
-        race a Drop.  (A process that leaves in an update phase started by these very
-        grants leaves such a stack's entries behind: unreachable, since positions are
-        never reused, but stored.)"""
-        queue, removes = deleted
-        done = Complete(op.op_id, None, rank, removed=removes.available)
-        if not removes.available:
-            return [done]
-        clearing = Clearing(queue[0], removes, removes.available, op.op_id, queue[1])
-        if queue[1]:
-            self.store.deferred_drops.append(clearing)
-            return [done]
-        return [done, *self._drop(clearing)]
-
-    def _clear_deleted_stacks(self) -> list[Effect]:
-        """Issue the Drops of the stacks deleted in this node's previous cycle."""
-        deferred, self.store.deferred_drops = self.store.deferred_drops, []
-        return [e for clearing in deferred for e in self._drop(clearing)]
-
-    def _drop(self, clearing: Clearing) -> list[Effect]:
-        self.store.dropping[clearing.op_id] = clearing
-        removes, queue = clearing.removes, (clearing.queue, clearing.stack)
-        effects: list[Effect] = []
-        for i in range(removes.available):
-            drop = Drop(None, removes.position(i), removes.ticket, self.me, clearing.op_id, queue)
-            effects.extend(self._issue(drop))
-        return effects
+    def _issue_all(self, messages: list[Drop]) -> list[Effect]:
+        return [e for m in messages for e in self._issue(m)]
 
     def _issue(self, message: Put | Get | Drop) -> list[Effect]:
         """Start a DHT operation: straight to the key's owner when an answer told us who
@@ -280,7 +278,8 @@ class VirtualNode(NodeState):
         a = self.store.awaiting.pop(op_id, None)
         if a is None:
             raise ProtocolError(f"{self.me.describe()}: reply for unknown op #{op_id}")
-        return [Complete(op_id, element, a.ord, a.position), *self._finished_dht(op_id, owner)]
+        done = Complete(op_id, element, a.ord, a.position, max_deliveries=a.limit)
+        return [done, *self._finished_dht(op_id, owner)]
 
     def _finished_dht(self, op_id: int, owner: KeyOwner | None) -> list[Effect]:
         self.store.unacked_puts.pop(op_id, None)

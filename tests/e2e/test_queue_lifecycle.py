@@ -1,7 +1,10 @@
-"""Deleting a queue on real daemons (issue 12, item 1): ``delete_queue`` and ``skueue
-delete`` remove what a named queue holds, clear its entries on every member, free the
-name for a queue of either kind, show in ``skueue stats``, need an admin token where
-tokens are on, and stay done across a kill -9 and restart of a durable member.
+"""Making and deleting queues on real daemons (issue 12, items 1 and 3).
+
+``create_queue`` and ``skueue create`` make a queue with its settings (its structure and
+a delivery limit that every consumer gets); ``delete_queue`` and ``skueue delete`` remove
+what a named queue holds, clear its entries on every member, free the name for a queue of
+either kind, show in ``skueue stats``, need an admin token where tokens are on, and stay
+done across a kill -9 and restart of a durable member.
 """
 
 from __future__ import annotations
@@ -126,3 +129,34 @@ def test_a_delete_stays_done_across_kill_9_and_restart(tmp_path: Path) -> None:
     finally:
         problems = stop([d for d in cluster.daemons if d.alive()])
         assert not problems, problems
+
+
+def test_a_queue_made_with_a_delivery_limit_sends_a_poison_message_to_its_dead_letters(
+    skueued_cluster: StartCluster,
+) -> None:
+    """The limit is the queue's: consumers on two members that ask for none get it."""
+    cluster = skueued_cluster(2, "queue")
+    made = skueue_cli("create", "jobs", "--max-deliveries", "2", "--json",
+                      "--node", cluster.addresses[0])  # fmt: skip
+    assert made.returncode == 0 and json.loads(made.stdout) == {"queue": "jobs", "created": True}
+    again = skueue_cli("create", "jobs", "--max-deliveries", "2", "--node", cluster.addresses[1])
+    assert again.returncode == 0 and "found jobs" in again.stderr
+    other = skueue_cli("create", "jobs", "--structure", "stack", "--node", cluster.addresses[1])
+    assert other.returncode == 1
+    assert "'jobs' exists already, as a queue with a delivery limit of 2" in other.stderr
+    bad = skueue_cli("create", "jobs", "--max-deliveries", "-1", "--node", cluster.addresses[1])
+    assert bad.returncode == 2 and "--max-deliveries" in bad.stderr
+    with skueue.client.api.connect_blocking(cluster.addresses[0]) as q:
+        q.enqueue(b"poison", queue="jobs")
+        assert q.stats()["queues"]["jobs"]["max_deliveries"] == 2
+    for delivery, node in enumerate(cluster.addresses, 1):
+        with skueue.client.api.connect_blocking(node) as q:
+            leased = q.dequeue(queue="jobs", lease=30)
+            assert leased is not None and leased.deliveries == delivery
+            assert q.nack(leased)
+    with skueue.client.api.connect_blocking(cluster.addresses[0]) as q:
+        assert q.dequeue(queue="jobs") is None
+        assert q.dequeue(queue="jobs.dlq") == b"poison"
+        assert q.create_queue("other", structure="stack") is True
+        with pytest.raises(ValueError, match="max_deliveries"):
+            q.create_queue("other", max_deliveries=1001)
