@@ -14,6 +14,13 @@ import pytest
 from skueue.cli import config_file, skueued
 
 
+@pytest.fixture(autouse=True)
+def no_log_setup(monkeypatch: pytest.MonkeyPatch) -> None:
+    """main() sets structlog up on the stderr of the moment, which is capsys's here: later
+    tests would log into a closed file."""
+    monkeypatch.setattr(skueued, "configure", lambda *args, **kwargs: None)
+
+
 def run(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
     # Never without --print-config: a check that let a file through must not start a daemon.
     assert "--print-config" in argv
