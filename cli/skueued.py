@@ -137,6 +137,13 @@ def build_parser() -> Parser:
         help="largest element a client may store (set the same on every member)",
     )
     p.add_argument(
+        "--metrics",
+        type=address,
+        metavar="HOST:PORT",
+        help="serve Prometheus metrics (/metrics) and health probes (/healthz, /readyz) "
+        "over HTTP here",
+    )
+    p.add_argument(
         "--log-format",
         choices=["json", "console"],
         default="console",
@@ -229,6 +236,7 @@ def main(argv: list[str] | None = None) -> int:
         fsync=fsync,
         cluster_keys=keys,
         client_tokens=tokens,
+        metrics=parse_address(args.metrics) if args.metrics else None,
     )
     if args.print_config:
         print(config_file.render(parser, args), end="")

@@ -69,6 +69,9 @@ class Daemon(Replay, IncomingConnections):
         async with trio.open_nursery() as nursery:
             self.nursery = nursery
             nursery.start_soon(trio.serve_listeners, self._on_connection, listeners)
+            if self.config.metrics is not None:
+                # First: /healthz answers, and /readyz says why not, while start-up waits.
+                await self._serve_metrics(self.config.metrics, nursery)
             self.directory = Directory(self.process_id, self.address)
             self.links = PeerLinks(
                 self.process_id, self.address, self.limits, nursery, self.directory,
@@ -116,6 +119,14 @@ class Daemon(Replay, IncomingConnections):
                 structure=self.config.structure.value,
             )
             task_status.started(listening)
+
+    async def _serve_metrics(self, address: Address, nursery: trio.Nursery) -> None:
+        from skueue.runtime.metrics import probe  # prometheus_client: only where asked for
+
+        listeners = await bind(address)
+        served = Address(address.host, listeners[0].socket.getsockname()[1])
+        nursery.start_soon(probe(self).serve, listeners)
+        log.info("serving metrics", address=str(served), paths="/metrics /healthz /readyz")
 
     def _open_input_log(self) -> InputLog | None:
         """The data directory's log (None: an in-memory daemon).  The daemon keeps the
