@@ -23,6 +23,7 @@ connection closed; everyone else is served on.  Our own bugs stop the daemon lou
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import trio
@@ -66,6 +67,7 @@ class Daemon(Replay, IncomingConnections):
         listening = Address(listen.host, port)
         self.address = self.config.advertise or listening
         self.process_id = self.config.process_id or str(self.address)
+        log.info("starting", process=self.process_id, listen=str(listening))
         async with trio.open_nursery() as nursery:
             self.nursery = nursery
             nursery.start_soon(trio.serve_listeners, self._on_connection, listeners)
@@ -98,12 +100,20 @@ class Daemon(Replay, IncomingConnections):
                 if input_log is not None:
                     input_log.check_members(ids)
             if input_log is not None:
+                began, recovering = time.perf_counter(), not input_log.fresh()
                 if input_log.snapshot_file is not None:
                     self._restore(input_log.snapshot_file)
                     input_log.snapshot_file = None
                 self._forget_lost_appends()
                 self._replay(input_log.records())
                 input_log.replay_segments = []
+                if recovering:
+                    log.info(
+                        "recovery done",
+                        process=self.process_id,
+                        seconds=round(time.perf_counter() - began, 3),
+                        records=input_log.record_count,
+                    )
                 self.input_log = input_log
                 self.links.ready.set()
             nursery.start_soon(self.owner)
