@@ -43,6 +43,10 @@ REASONS = {
     503: "Service Unavailable",
 }
 TEXT = "text/plain; charset=utf-8"
+# After answering, what a client still sends is read and dropped for at most this long
+# and this much (a lingering close; the request timeout bounds it too).
+LINGER_S = 1.0
+LINGER_BYTES_MAX = 64 * 1024
 
 
 @attrs.frozen
@@ -70,14 +74,17 @@ class HttpProbe:
         try:
             with trio.move_on_after(limits.http_request_timeout_s):
                 if self.active >= limits.http_connections_max:
+                    await read_head(stream, limits.http_request_bytes_max)
                     await self._send(stream, "GET", text(503, "busy: too many connections\n"))
+                    await linger(stream)
                     return
                 self.active += 1
                 try:
                     method, response = await self._answer(stream)
                     await self._send(stream, method, response)
                 finally:
-                    self.active -= 1
+                    self.active -= 1  # lingering (bounded by LINGER_S) is not serving
+                await linger(stream)
         except (trio.BrokenResourceError, trio.ClosedResourceError, OSError):
             pass  # the client went away; nothing to tell anyone
         finally:
@@ -113,6 +120,20 @@ class HttpProbe:
             "Connection: close\r\n\r\n"
         ).encode("ascii")
         await stream.send_all(head if method == "HEAD" else head + response.body)
+
+
+async def linger(stream: trio.SocketStream) -> None:
+    """Close gently: say we are done, then read what the client still sends for a moment.
+    Closing on unread bytes resets the connection, and a reset can reach the client
+    before the answer it has not read yet."""
+    await stream.send_eof()
+    with trio.move_on_after(LINGER_S):
+        drained = 0
+        while drained < LINGER_BYTES_MAX:
+            chunk = await stream.receive_some(4096)
+            if not chunk:
+                return
+            drained += len(chunk)
 
 
 def text(status: int, body: str) -> Response:
