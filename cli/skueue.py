@@ -9,6 +9,7 @@ from skueue.cli import (
     bench_cmd,
     client_cmds,
     experiment_cmd,
+    health_cmd,
     keygen_cmd,
     lease_cmds,
     sim_cmd,
@@ -23,6 +24,7 @@ def build_parser() -> Parser:
         dest="command", required=True, metavar="COMMAND", parser_class=Parser
     )
     client_cmds.add_parsers(sub)
+    health_cmd.add_parser(sub)
     lease_cmds.add_parsers(sub)
     keygen_cmd.add_parser(sub)
     sim_cmd.add_parser(sub)

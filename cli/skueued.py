@@ -22,7 +22,8 @@ from pathlib import Path
 import attrs
 import trio
 
-from skueue.cli.args import Parser, add_version, fail
+from skueue.cli import config_file
+from skueue.cli.args import Parser, add_version, address, fail
 from skueue.cli.running import leaves
 from skueue.core.ops import Structure
 from skueue.runtime.address import AddressError, parse_address, parse_addresses
@@ -39,6 +40,9 @@ from skueue.runtime.state import log
 VALUE_ROOM_BYTES = 1024
 
 
+# The smallest --snapshot-bytes: a snapshot per few records would be all the daemon does.
+SNAPSHOT_BYTES_MIN = 4096
+
 # Where a daemon keeps its data unless told otherwise (--data-dir, --in-memory): a
 # directory named after its process id in here, relative to the working directory.
 DEFAULT_DATA_ROOT = Path("skueue-data")
@@ -47,14 +51,17 @@ DEFAULT_DATA_ROOT = Path("skueue-data")
 def build_parser() -> Parser:
     p = Parser(prog="skueued", description="Run one Skueue process as a daemon.")
     add_version(p, "skueued")
+    config_file.add_config_options(p)
     p.add_argument(
         "--listen",
         required=True,
+        type=address,
         metavar="HOST:PORT",
         help="address to listen on for peers and clients (port 0: any free port)",
     )
     p.add_argument(
         "--advertise",
+        type=address,
         metavar="HOST:PORT",
         help="address the other members reach this daemon at, where it is not the listen "
         "address (a container's port mapping, NAT, a proxy) (default: the listen address)",
@@ -68,7 +75,7 @@ def build_parser() -> Parser:
     )
     p.add_argument(
         "--snapshot-bytes",
-        type=int,
+        type=snapshot_limit,
         default=Limits().snapshot_log_bytes,
         metavar="BYTES",
         help="with a data directory: compact the input log into a snapshot when it reaches "
@@ -81,6 +88,7 @@ def build_parser() -> Parser:
     )
     p.add_argument(
         "--fsync",
+        type=sync_policy,
         default="batch",
         metavar="POLICY",
         help="with --data-dir: batch (or always: one fsync per step, before its replies and "
@@ -88,9 +96,15 @@ def build_parser() -> Parser:
         "MS), never (the kernel decides)",
     )
     p.add_argument(
-        "--peers", default="", metavar="ADDR,...", help="the other members of a static cluster"
+        "--peers",
+        type=addresses,
+        default="",
+        metavar="ADDR,...",
+        help="the other members of a static cluster",
     )
-    p.add_argument("--join", metavar="SEED", help="join the cluster the daemon at SEED is in")
+    p.add_argument(
+        "--join", type=address, metavar="SEED", help="join the cluster the daemon at SEED is in"
+    )
     p.add_argument(
         "--client-tokens",
         metavar="FILE",
@@ -121,6 +135,13 @@ def build_parser() -> Parser:
         default=Limits().value_bytes_max,
         metavar="BYTES",
         help="largest element a client may store (set the same on every member)",
+    )
+    p.add_argument(
+        "--metrics",
+        type=address,
+        metavar="HOST:PORT",
+        help="serve Prometheus metrics (/metrics) and health probes (/healthz, /readyz) "
+        "over HTTP here",
     )
     p.add_argument(
         "--log-format",
@@ -164,7 +185,8 @@ async def stop_on_signal(scope: trio.CancelScope) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args = config_file.parse_args(parser, argv, "skueued")
     try:
         listen = parse_address(args.listen)
         peers = tuple(parse_addresses(args.peers))
@@ -195,8 +217,6 @@ def main(argv: list[str] | None = None) -> int:
             "can use the queue and make the daemon leave (--client-tokens FILE)",
             listen=str(listen),
         )
-    if args.snapshot_bytes < 4096:
-        fail("skueued", f"--snapshot-bytes must be at least 4096, not {args.snapshot_bytes}")
     try:
         limits = attrs.evolve(
             Limits(), value_bytes_max=args.value_bytes_max, snapshot_log_bytes=args.snapshot_bytes
@@ -216,7 +236,11 @@ def main(argv: list[str] | None = None) -> int:
         fsync=fsync,
         cluster_keys=keys,
         client_tokens=tokens,
+        metrics=parse_address(args.metrics) if args.metrics else None,
     )
+    if args.print_config:
+        print(config_file.render(parser, args), end="")
+        return 0
     try:
         trio.run(serve, config)
     except BaseException as e:  # noqa: BLE001 - unwrap a start-up error from task groups
@@ -237,6 +261,32 @@ def value_limit(text: str) -> int:
     if not 1 <= value <= most:
         raise argparse.ArgumentTypeError(f"{text} is not between 1 and {most} bytes")
     return value
+
+
+def snapshot_limit(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < SNAPSHOT_BYTES_MIN:
+        raise argparse.ArgumentTypeError(f"must be at least {SNAPSHOT_BYTES_MIN}, not {value}")
+    return value
+
+
+def addresses(text: str) -> str:
+    """``ADDR,...``, each checked here so that a bad one is a usage error."""
+    try:
+        return ",".join(str(a) for a in parse_addresses(text))
+    except AddressError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+
+
+def sync_policy(text: str) -> str:
+    try:
+        SyncPolicy.parse(text)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e).removeprefix("--fsync: ")) from None
+    return text
 
 
 def startup_error(e: BaseException) -> DaemonError | None:

@@ -39,6 +39,7 @@ from skueue.core.node.virtual_node import VirtualNode
 from skueue.core.ops import DEFAULT_QUEUE, Item, Op, OpKind, QueueSettings, Structure
 from skueue.core.parts.membership_state import HANDOVER_BYTES_MAX, JoinTicket, LeaveTicket
 from skueue.core.parts.ring import Mode
+from skueue.core.stats import ProcessStats, node_stats
 from skueue.overlay.labels import Kind, NodeRef, process_nodes
 from skueue.overlay.view import View
 
@@ -53,41 +54,6 @@ class TickDue(enum.Enum):
 
 # Right first, so that a batch climbs the process's own nodes within one tick.
 TICK_ORDER = (Kind.RIGHT, Kind.MIDDLE, Kind.LEFT)
-
-
-@dataclass(frozen=True, slots=True)
-class NodeStats:
-    """One virtual node, as :meth:`Process.stats` reports it."""
-
-    entries: int  # DHT entries it stores
-    batches_sent: int  # batches it sent up the tree so far
-    last_batch_operations: int  # operations in the last of them
-
-
-@dataclass(frozen=True, slots=True)
-class ProcessStats:
-    """What a driver may know about a process without reading its nodes (pure, a copy)."""
-
-    process_id: str
-    structure: Structure
-    nodes: Mapping[str, NodeStats]  # "left", "middle", "right"
-    anchor: bool  # this process holds the anchor
-    size: int | None  # elements in the default queue, known at the anchor only
-    joined: bool
-    leaving: bool
-    departed: bool
-    alone: bool  # a one-process cluster: every node is its own predecessor's process
-    # Every queue's size and structure ("queue"/"stack"), known at the anchor only.
-    queues: Mapping[str, tuple[int, str, int]] | None = None  # size, structure, limit
-
-    @property
-    def entries(self) -> int:
-        return sum(n.entries for n in self.nodes.values())
-
-    @property
-    def held_elements(self) -> int:
-        """Elements this process stores or, at the anchor, may still have to serve."""
-        return max(self.entries, self.size or 0)
 
 
 @dataclass(slots=True)
@@ -363,14 +329,7 @@ class Process:
         return ProcessStats(
             process_id=self.process_id,
             structure=self.structure,
-            nodes={
-                kind.name.lower(): NodeStats(
-                    node.store.entries(),
-                    node.batching.batches_sent,
-                    node.batching.last_batch_operations,
-                )
-                for kind, node in self.nodes.items()
-            },
+            nodes={kind.name.lower(): node_stats(node) for kind, node in self.nodes.items()},
             anchor=anchor is not None,
             size=None if queues is None else queues.get(DEFAULT_QUEUE, (0, "", 0))[0],
             queues=queues,
@@ -378,6 +337,16 @@ class Process:
             leaving=self.leaving,
             departed=self.departed,
             alone=all(n.ring.view.pred.process == self.process_id for n in self.nodes.values()),
+            leases_held=len(self.leases.table),
+        )
+
+    def batch_counts(self) -> tuple[tuple[int, int], ...]:
+        """Per node, in the order of :attr:`nodes`: batches sent so far and the operations
+        in the last one.  Cheap enough to read around every tick (a driver's batch
+        histograms); :meth:`stats` is the full account."""
+        return tuple(
+            (n.batching.batches_sent, n.batching.last_batch_operations)
+            for n in self.nodes.values()
         )
 
     def describe(self) -> str:

@@ -36,4 +36,6 @@ class DaemonConfig:
     cluster_keys: ClusterKeys | None = None
     # The tokens clients must present, with their roles (runtime/client_auth.py).
     client_tokens: ClientTokens | None = None
+    # Where to serve Prometheus metrics, /healthz and /readyz (runtime/metrics.py); None: not.
+    metrics: Address | None = None
 

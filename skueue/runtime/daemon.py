@@ -23,6 +23,7 @@ connection closed; everyone else is served on.  Our own bugs stop the daemon lou
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import trio
@@ -66,9 +67,13 @@ class Daemon(Replay, IncomingConnections):
         listening = Address(listen.host, port)
         self.address = self.config.advertise or listening
         self.process_id = self.config.process_id or str(self.address)
+        log.info("starting", process=self.process_id, listen=str(listening))
         async with trio.open_nursery() as nursery:
             self.nursery = nursery
             nursery.start_soon(trio.serve_listeners, self._on_connection, listeners)
+            if self.config.metrics is not None:
+                # First: /healthz answers, and /readyz says why not, while start-up waits.
+                await self._serve_metrics(self.config.metrics, nursery)
             self.directory = Directory(self.process_id, self.address)
             self.links = PeerLinks(
                 self.process_id, self.address, self.limits, nursery, self.directory,
@@ -95,12 +100,20 @@ class Daemon(Replay, IncomingConnections):
                 if input_log is not None:
                     input_log.check_members(ids)
             if input_log is not None:
+                began, recovering = time.perf_counter(), not input_log.fresh()
                 if input_log.snapshot_file is not None:
                     self._restore(input_log.snapshot_file)
                     input_log.snapshot_file = None
                 self._forget_lost_appends()
                 self._replay(input_log.records())
                 input_log.replay_segments = []
+                if recovering:
+                    log.info(
+                        "recovery done",
+                        process=self.process_id,
+                        seconds=round(time.perf_counter() - began, 3),
+                        records=input_log.record_count,
+                    )
                 self.input_log = input_log
                 self.links.ready.set()
             nursery.start_soon(self.owner)
@@ -116,6 +129,14 @@ class Daemon(Replay, IncomingConnections):
                 structure=self.config.structure.value,
             )
             task_status.started(listening)
+
+    async def _serve_metrics(self, address: Address, nursery: trio.Nursery) -> None:
+        from skueue.runtime.metrics import probe  # prometheus_client: only where asked for
+
+        listeners = await bind(address)
+        served = Address(address.host, listeners[0].socket.getsockname()[1])
+        nursery.start_soon(probe(self).serve, listeners)
+        log.info("serving metrics", address=str(served), paths="/metrics /healthz /readyz")
 
     def _open_input_log(self) -> InputLog | None:
         """The data directory's log (None: an in-memory daemon).  The daemon keeps the

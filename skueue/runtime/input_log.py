@@ -33,6 +33,7 @@ from __future__ import annotations
 import json
 import os
 import struct
+import time
 import zlib
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -43,6 +44,7 @@ import msgpack
 import structlog
 
 from skueue.runtime.errors import DaemonError
+from skueue.runtime.tallies import FSYNC_BUCKETS_S, Histogram
 
 log = structlog.get_logger("skueued")
 
@@ -115,6 +117,7 @@ class InputLog:
         self.allocated = 0
         self.buffer: list[bytes] = []
         self.last_sync = 0.0
+        self.sync_seconds = Histogram(FSYNC_BUCKETS_S)  # each fdatasync of the log (metrics)
 
     def _read(self) -> None:
         """The snapshot, and the records of the segments after it; older segments (a
@@ -237,11 +240,16 @@ class InputLog:
             os.pwrite(self.fd, data, self.end)
             self.end += len(data)
             if self.policy.mode == "batch":
-                os.fdatasync(self.fd)
+                self._fdatasync()
                 return
         if self.policy.mode == "interval" and now - self.last_sync >= self.policy.interval_s:
-            os.fdatasync(self.fd)
+            self._fdatasync()
             self.last_sync = now
+
+    def _fdatasync(self) -> None:
+        began = time.perf_counter()
+        os.fdatasync(self.fd)
+        self.sync_seconds.observe(time.perf_counter() - began)
 
     def close(self) -> None:
         os.close(self.fd)

@@ -81,6 +81,14 @@ class Limits:
     entry_page_bytes: int = 4 * 1024 * 1024
     entry_pages_mapped_max: int = 4
     request_timeout_s_max: float = 3600.0
+    # The metrics and health address (--metrics; runtime/http_probe.py): connections
+    # served at once (past it a new one gets 503 at once), the bytes of a request's head,
+    # and the time a connection may take from accept to the end of its response.
+    http_connections_max: int = 16
+    http_request_bytes_max: int = 8192
+    http_request_timeout_s: float = 5.0
+    # A member in one update phase for this long is not ready (/readyz; runtime/health.py).
+    update_phase_stall_s: float = 30.0
 
     def __attrs_post_init__(self) -> None:
         if self.entry_page_bytes < self.value_bytes_max:

@@ -65,6 +65,11 @@ class LinkSender:
     raw: socket.socket | None = None
     wake: trio.Event = attrs.field(factory=trio.Event)
     closed: bool = False
+    # For the metrics: connections made, the last frame number written on any of them,
+    # and frames written again on a new connection (retransmits).
+    connections: int = 0
+    written_last: int = 0
+    frames_resent: int = 0
 
     def add(self, frames: list[object]) -> None:
         """Number ``frames``, keep them in the outbox, and send them if the writer is idle."""
@@ -113,6 +118,7 @@ class LinkSender:
             self.next_blob += 1
         else:
             self.offset = sent
+        self.written_last = self.outbox[-1].last
 
     async def serve(self, stream: trio.SocketStream, handled: int) -> None:
         """Write the outbox on ``stream``, a new connection whose peer said it handled
@@ -120,6 +126,12 @@ class LinkSender:
         The stream's errors propagate to the caller, which reconnects."""
         self.acknowledged(handled)
         self.next_blob, self.offset = self.base, 0
+        self.connections += 1
+        self.frames_resent += sum(
+            min(b.last, self.written_last) - b.first + 1
+            for b in self.outbox
+            if b.first <= self.written_last
+        )
         self.raw = socket.socket(fileno=stream.socket.fileno())
         try:
             while not self.closed:
@@ -135,12 +147,14 @@ class LinkSender:
                     size += len(parts[-1])
                     end += 1
                 end_blob = self.base + end
+                last = self.outbox[end - 1].last
                 self.sending = True
                 try:
                     await stream.send_all(b"".join(parts))
                 finally:
                     self.sending = False
                 self.next_blob, self.offset = max(end_blob, self.base), 0
+                self.written_last = max(self.written_last, last)
         finally:
             self.raw.detach()  # the descriptor is the stream's
             self.raw = None

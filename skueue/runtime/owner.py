@@ -51,7 +51,7 @@ from skueue.wire.client_protocol import (
     RemoveRequest,
     StatsRequest,
 )
-from skueue.wire.client_replies import UNAVAILABLE, Done, ErrorReply
+from skueue.wire.client_replies import UNAVAILABLE, Done, ErrorReply, Welcome
 from skueue.wire.errors import RemoteProtocolError
 from skueue.wire.peer import encode_message
 
@@ -139,16 +139,20 @@ class OwnerLoop(MembershipWaiters):
     def _tick(self) -> None:
         assert self.host is not None
         self._log(["t"])
-        if not DEBUG_LOGS.enabled:
-            self.host.tick()
+        process = self.host.process
+        before = process.batch_counts()
+        if not self.host.tick():
             return
-        before = self.host.process.stats().nodes
-        self.host.tick()
-        for name, node in self.host.process.stats().nodes.items():
-            if node.batches_sent != before[name].batches_sent and node.last_batch_operations:
+        now = trio.current_time()
+        after = process.batch_counts()
+        for kind, (sent, ops), (earlier, _) in zip(process.nodes, after, before, strict=True):
+            if sent == earlier:
+                continue
+            node = kind.name.lower()
+            self.tallies.batch(node, ops, now)
+            if ops and DEBUG_LOGS.enabled:
                 # idle trees turn empty batches all the time: only batches with operations
-                log.debug("batch up", process=self.process_id, node=name,
-                          batch_ops=node.last_batch_operations)
+                log.debug("batch up", process=self.process_id, node=node, batch_ops=ops)
 
     def _handle_input(self, item: Input) -> None:
         try:
@@ -200,6 +204,7 @@ class OwnerLoop(MembershipWaiters):
             case ClientInput(client=client, request=request):
                 self._request(client, request)
             case ClientGone(client=client):
+                self.tallies.client_gone(client)
                 for number in host.waits_of(client):  # nobody is left to wait for
                     self._log(["w", number])
                     host.end_wait(number)
@@ -262,6 +267,7 @@ class OwnerLoop(MembershipWaiters):
     def _request(self, client: int, request: ClientRequest) -> None:
         assert self.host is not None
         host = self.host
+        self.tallies.request(client, request.rid, request_kind(request), trio.current_time())
         match request:
             case InsertRequest(rid=rid, values=values, queue=queue, stack=stack):
                 if not self._refuse_while_leaving(client, rid):
@@ -381,8 +387,35 @@ class OwnerLoop(MembershipWaiters):
         for peer, batch in peer_frames.items():
             self.links.send(peer, batch)
         self._acknowledge()
+        now = trio.current_time()
         for client, reply in replies:
+            if not isinstance(reply, Welcome):
+                outcome = (reply.code or "error") if isinstance(reply, ErrorReply) else "ok"
+                self.tallies.replied(client, reply.rid, outcome, now)
             self.sessions.deliver(client, reply)
+
+
+def request_kind(request: ClientRequest) -> str:
+    """The request's name in the metrics: its kind, a blocking remove apart (its time
+    includes the wait), a lease request by what it does (ack, nack, extend)."""
+    match request:
+        case InsertRequest():
+            return "insert"
+        case RemoveRequest(wait_ms=wait_ms):
+            return "remove" if wait_ms is None else "remove_blocking"
+        case LeaseRequest(kind=kind):
+            return str(kind)
+        case StatsRequest():
+            return "stats"
+        case CreateRequest():
+            return "create"
+        case DeleteRequest():
+            return "delete"
+        case JoinClusterRequest():
+            return "join"
+        case LeaveRequest():
+            return "leave"
+    return "other"
 
 
 def describe_input(item: Input) -> str:

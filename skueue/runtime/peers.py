@@ -101,12 +101,14 @@ class PeerLinks:
         self.ready = trio.Event()
 
     def mark_down(self, peer: str) -> None:
-        if peer in self.directory.addresses:
-            self.down_since.setdefault(peer, trio.current_time())
+        if peer in self.directory.addresses and peer not in self.down_since:
+            self.down_since[peer] = trio.current_time()
+            log.info("peer is down", peer=peer)
 
     def mark_up(self, peer: str) -> None:
-        if self.down_since.pop(peer, None) is not None:
-            log.info("peer is back", peer=peer)
+        since = self.down_since.pop(peer, None)
+        if since is not None:
+            log.info("peer is back", peer=peer, down_s=round(trio.current_time() - since, 1))
 
     def down(self) -> dict[str, float]:
         """Members whose link is down, with the seconds since it went down."""

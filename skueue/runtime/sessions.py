@@ -152,6 +152,7 @@ class ClientSessions:
         self.buffers = BufferBudget(limits.partial_frame_bytes_total_max)
         # Removed elements whose reply never reached a client (see the module docstring).
         self.dropped_results = 0
+        self.accepted = 0  # clients served so far (the metrics' connections counter)
 
     async def greet(
         self, stream: trio.SocketStream, decoder: FrameDecoder
@@ -246,6 +247,7 @@ class ClientSessions:
                 await stream.send_all(pack(ErrorReply(None, refusal, UNAVAILABLE).frame()))
             return
         client = next(self.client_ids)
+        self.accepted += 1
         send, receive = trio.open_memory_channel[Reply](self.limits.client_replies_max)
         session = ClientSession(
             send,

@@ -18,6 +18,7 @@ from skueue.runtime.address import Address
 from skueue.runtime.config import DaemonConfig
 from skueue.runtime.directory import Directory
 from skueue.runtime.entry_store import SnapshotEntryStore
+from skueue.runtime.health import PhaseWatch, Readiness, readiness
 from skueue.runtime.host import Host
 from skueue.runtime.input_log import InputLog
 from skueue.runtime.inputs import Input
@@ -25,6 +26,7 @@ from skueue.runtime.link_receiver import Inbound
 from skueue.runtime.peers import PeerLinks
 from skueue.runtime.sessions import ClientSessions
 from skueue.runtime.stats import StatsGathering, local_stats
+from skueue.runtime.tallies import Tallies
 
 log = structlog.get_logger("skueued")
 
@@ -60,6 +62,8 @@ class DaemonState:
         self.entry_store: SnapshotEntryStore | None = None
         self.session_numbers = itertools.count(1)
         self.stats = StatsGathering(self.limits.stats_timeout_s)
+        self.tallies = Tallies()  # what the metrics count (runtime/tallies.py)
+        self.phase_watch = PhaseWatch()  # how long an update phase lasts (runtime/health.py)
         self.nursery: trio.Nursery | None = None
         # Membership: clients waiting for a join or a leave to go through.
         self.joined = trio.Event()
@@ -84,7 +88,25 @@ class DaemonState:
             "segment": log.segment,
             "fsync": log.policy.mode,
         }
-        return {**stats, "address": str(self.address), "durable": durable}
+        ready = self.readiness()
+        return {
+            **stats,
+            "address": str(self.address),
+            "durable": durable,
+            "ready": ready.ready,
+            "ready_reason": ready.reason,
+        }
+
+    def readiness(self) -> Readiness:
+        """Whether this daemon is ready to serve, and if not why (runtime/health.py)."""
+        started = self.ready.is_set() and self.host is not None and self.links is not None
+        return readiness(
+            self.host.process.stats() if started and self.host is not None else None,
+            self.links.down() if started and self.links is not None else {},
+            self.phase_watch,
+            self.limits.update_phase_stall_s,
+            trio.current_time(),
+        )
 
     def _why_no_answer(self) -> str:
         """What the daemon knows of why the cluster is not answering (for timeouts)."""

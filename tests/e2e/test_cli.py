@@ -166,6 +166,7 @@ def interrupt(args: list[str], fake: FakeDaemon) -> tuple[int, str, str]:
         ["enqueue", "x"],
         ["dequeue"],
         ["consume", "jobs"],
+        ["health"],
         ["bench", "--ops", "100", "--clients", "2"],
     ],
 )

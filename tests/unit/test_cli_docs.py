@@ -45,7 +45,8 @@ def named(parser: argparse.ArgumentParser, flag: str) -> bool:
 
 
 @pytest.mark.parametrize(
-    "command", ["enqueue", "dequeue", "consume", "dlq", "stats", "join", "leave", "bench", "sim"]
+    "command",
+    ["enqueue", "dequeue", "consume", "dlq", "stats", "join", "leave", "health", "bench", "sim"],
 )
 def test_synopsis_names_every_option_and_only_real_ones(command: str) -> None:
     text = synopsis(command)

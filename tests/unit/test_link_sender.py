@@ -121,3 +121,21 @@ def test_acks_say_how_far_the_owner_handled_and_never_wait() -> None:
         inbound.handled = 9
         inbound.send_ack()
         assert inbound.unsent == pack(["ack", 9])
+
+
+@pytest.mark.trio
+async def test_frames_written_again_on_a_new_connection_are_counted_as_resent() -> None:
+    link = LinkSender()
+    link.add(["a"])  # not connected: never written, so not resent later
+    for round_ in range(2):
+        stream, theirs = stream_pair()
+        with theirs:
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(link.serve, stream, 0)  # the peer handled nothing
+                await trio.testing.wait_all_tasks_blocked()
+                if round_ == 0:
+                    link.add(["b", "c"])  # written by the owner on the first connection
+                    await trio.testing.wait_all_tasks_blocked()
+                nursery.cancel_scope.cancel()  # the connection breaks
+    # Second connection: "a", "b", "c" went again (all three were written once before).
+    assert (link.connections, link.written_last, link.frames_resent) == (2, 3, 3)

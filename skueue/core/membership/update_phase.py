@@ -129,6 +129,7 @@ def enter_phase(node: NodeState, old_children: tuple[NodeRef, ...]) -> None:
     """The update grants arrived (or, at the anchor, were assigned)."""
     old_parent = None if node.seat.policy is not None else node.ring.up
     node.member.phase = UpdatePhase(old_parent, old_children)
+    node.member.phases_entered += 1
     node.store.owners.forget()  # the ring may change now
 
 

@@ -180,6 +180,7 @@ class MembershipState:
     counted_joiners: set[NodeRef] = field(default_factory=set)
     leave: LeaveTicket | None = None  # leaving: shared by the process's nodes
     phase: UpdatePhase | None = None
+    phases_entered: int = 0  # update phases this node took part in (a counter for drivers)
     # Join requests that came during a phase: routed again when it is over.
     deferred_joins: list[NodeRef] = field(default_factory=list)
     # Handovers arriving in pieces (leaves and joins).
