@@ -51,6 +51,7 @@ from skueue.core.ops import (
     REFUSED_TOO_MANY_QUEUES,
     Structure,
 )
+from skueue.core.priority_anchor import PriorityAnchor, import_priority_anchor
 
 # One queue's counters as they travel in an anchor hand-over: name, stack, counters.
 QueueCounters = tuple[str, bool, tuple[int, ...]]
@@ -162,11 +163,17 @@ class StackAnchor:
         return self._pops(self.last), max(self.base + self.ticket, self.ord_next + count)
 
 
-def new_anchor(stack: bool, floor: int) -> AnchorPolicy:
+def new_anchor(stack: bool, floor: int, levels: int = 1) -> AnchorPolicy:
     """The counters of a queue made now: empty, above ``floor``."""
     if stack:
         return StackAnchor(ord_next=floor, base=floor)
+    if levels > 1:
+        return PriorityAnchor.empty(levels, floor)
     return QueueAnchor(floor + 1, floor, floor)
+
+
+def levels_of(policy: AnchorPolicy) -> int:
+    return policy.levels if isinstance(policy, PriorityAnchor) else 1
 
 
 def import_anchor(state: tuple[int, ...], stack: bool) -> AnchorPolicy:
@@ -174,6 +181,8 @@ def import_anchor(state: tuple[int, ...], stack: bool) -> AnchorPolicy:
     if stack:
         last, ticket, ord_next, base = state
         return StackAnchor(last, ticket, ord_next, base)
+    if len(state) != 3:
+        return import_priority_anchor(state)
     first, last, ord_next = state
     return QueueAnchor(first, last, ord_next)
 
@@ -225,19 +234,19 @@ class QueueAnchors:
         with other settings in one cycle, the first in that order makes it."""
         out: list[Creation] = []
         for key, _ in creates:
-            name, stack, limit = key
+            name, stack, limit, levels = key
             policy = self.queues.get(name)
             if policy is None:
                 if len(self.queues) >= QUEUES_MAX:
-                    out.append((key, CREATE_FULL, stack, limit))
+                    out.append((key, CREATE_FULL, stack, limit, levels))
                     continue
-                self.queues[name] = new_anchor(stack, self.floor)
+                self.queues[name] = new_anchor(stack, self.floor, levels)
                 if limit:
                     self.limits[name] = limit
-                out.append((key, CREATE_MADE, stack, limit))
+                out.append((key, CREATE_MADE, stack, limit, levels))
                 continue
-            now = (isinstance(policy, StackAnchor), self.limits.get(name, 0))
-            outcome = CREATE_FOUND if now == (stack, limit) else CREATE_FOUND_OTHER
+            now = (isinstance(policy, StackAnchor), self.limits.get(name, 0), levels_of(policy))
+            outcome = CREATE_FOUND if now == (stack, limit, levels) else CREATE_FOUND_OTHER
             out.append((key, outcome, *now))
         return tuple(out)
 
@@ -266,13 +275,14 @@ class QueueAnchors:
             self.floor = max(self.floor, floor)
         return tuple(out)
 
-    def describe_queues(self) -> dict[str, tuple[int, str, int]]:
-        """Each queue's size, structure and delivery limit, by name."""
+    def describe_queues(self) -> dict[str, tuple[int, str, int, int]]:
+        """Each queue's size, structure, delivery limit and priority levels, by name."""
         return {
             name: (
                 policy.size(),
                 "stack" if isinstance(policy, StackAnchor) else "queue",
                 self.limits.get(name, 0),
+                levels_of(policy),
             )
             for name, policy in sorted(self.queues.items())
         }

@@ -44,8 +44,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import TypeVar
 
-from skueue.core.ops import QueueSettings, settings_problem
-from skueue.dht.keys import POSITION_MAX
+from skueue.core.levels import LevelCounts, Segments, combine_runs, fold, nth, take
 
 T = TypeVar("T")
 
@@ -73,6 +72,9 @@ class Batch:
 
     counts: tuple[int, ...] = ()
     slots: tuple[int, ...] = ()
+    # Per run, an insert run's count at each priority level (skueue/core/levels.py);
+    # empty while every insert is at level 0.
+    levels: tuple[LevelCounts, ...] = ()
 
     @staticmethod
     def of(*counts: int) -> Batch:
@@ -97,10 +99,12 @@ class Batch:
         return Batch(runs, runs)
 
     def combine(self, other: Batch) -> Batch:
-        return Batch(
-            _add_elementwise(self.counts, other.counts),
-            _add_elementwise(self.slots, other.slots),
-        )
+        counts = _add_elementwise(self.counts, other.counts)
+        slots = _add_elementwise(self.slots, other.slots)
+        if not self.levels and not other.levels:
+            return Batch(counts, slots)
+        levels = combine_runs(self.levels, self.counts, other.levels, other.counts)
+        return Batch(counts, slots, levels)
 
     @property
     def operations(self) -> int:
@@ -114,7 +118,7 @@ class Batch:
         # Not strict: a peer's malformed batch must still describe itself in a log line.
         pairs = itertools.zip_longest(self.counts, self.slots, fillvalue="?")
         runs = ",".join(str(c) if c == s else f"{c}/{s}" for c, s in pairs)
-        return f"({runs})"
+        return f"({runs}){f' levels {self.levels}' if self.levels else ''}"
 
 
 QueueKey = tuple[str, bool]
@@ -124,8 +128,9 @@ decides which one the name is."""
 Section = tuple[QueueKey, Batch]
 Deletes = tuple[tuple[str, int], ...]
 """Per queue name, in name order, how many delete operations a batch carries."""
-CreateKey = tuple[str, bool, int]
-"""A create's queue and settings: name, stack, delivery limit (QueueSettings)."""
+CreateKey = tuple[str, bool, int, int]
+"""A create's queue and settings: name, stack, delivery limit, priority levels
+(QueueSettings)."""
 Creates = tuple[tuple[CreateKey, int], ...]
 """Per create key, in order, how many create operations a batch carries."""
 
@@ -210,76 +215,10 @@ class Batches:
         parts = [f"{name}{'(stack)' if stack else ''}{b.describe()}"
                  for (name, stack), b in self.sections]  # fmt: skip
         parts += [f"delete:{name}x{n}" for name, n in self.deletes]
-        parts += [f"create:{name}{'(stack)' if s else ''}/{m}x{n}"
-                  for (name, s, m), n in self.creates]  # fmt: skip
+        parts += [f"create:{key!r:.60}x{n}" for key, n in self.creates]
         extra = f" j{self.joins}" if self.joins else ""
         extra += f" l{self.leaves}" if self.leaves else ""
         return (" ".join(parts) or "()") + extra
-
-
-def batch_problem(b: Batch, stack: bool) -> str | None:
-    """What is wrong with a batch a peer sent, or None.  A queue batch needs a position
-    for every operation; a stack batch has the form ``(0, pops, pushes)`` (Theorem 20)."""
-    if len(b.counts) != len(b.slots):
-        return "counts and slots differ in length"
-    if any(not 0 <= c <= s <= RUN_OPS_MAX for c, s in zip(b.counts, b.slots, strict=True)):
-        return "a run is negative, too long, or has more operations than ranks"
-    if not stack and b.counts != b.slots:
-        return "a queue run needs a position for every operation"
-    if stack and (len(b.counts) > 3 or (b.slots and b.slots[0] != 0)):
-        return "a stack batch is (0, pops, pushes)"
-    return None
-
-
-def batches_problem(b: Batches) -> str | None:
-    """What is wrong with a cycle's batches a peer sent, or None."""
-    if not all(0 <= x <= COUNTER_MAX for x in (b.joins, b.leaves, b.nodes)):
-        return "a membership counter is out of range"
-    if not 0 <= b.patient <= b.operations:
-        return "more patient operations than operations"
-    keys = [key for key, _ in b.sections]
-    if any(x >= y for x, y in itertools.pairwise(keys)):
-        return "the queues are not in order, or one comes twice"
-    for (name, stack), batch in b.sections:
-        problem = batch_problem(batch, stack) or (None if batch.operations else "no operation")
-        if problem:
-            return f"queue {name!r}: {problem}"
-    names = [name for name, _ in b.deletes]
-    if any(x >= y for x, y in itertools.pairwise(names)):
-        return "the deleted queues are not in order, or one comes twice"
-    if not all(1 <= n <= RUN_OPS_MAX for _, n in b.deletes):
-        return "a queue's delete count is out of range"
-    created = [key for key, _ in b.creates]
-    if any(x >= y for x, y in itertools.pairwise(created)):
-        return "the created queues are not in order, or one comes twice"
-    if not all(1 <= n <= RUN_OPS_MAX for _, n in b.creates):
-        return "a queue's create count is out of range"
-    for (name, stack, limit), _ in b.creates:
-        problem = settings_problem(name, QueueSettings(stack, limit))
-        if problem:
-            return f"creating {name!r}: {problem}"
-    return None
-
-
-def grant_problem(g: RunGrant, index: int, count: int, stack: bool) -> str | None:
-    """What is wrong with the grant for run ``index`` of a batch whose run holds ``count``
-    operations needing positions, or None."""
-    inserts = is_insert_run(index)
-    if not (0 <= g.ord_first <= RANK_MAX and 0 <= g.ticket <= RANK_MAX):
-        return f"run {index}: rank or ticket out of range"
-    if inserts and g.available != count or not 0 <= g.available <= count:
-        return f"run {index}: {g.available} positions for {count} operations"
-    shape = (g.step, g.ticket_step)
-    want = (1, 0) if not stack else (1, 1) if inserts else (-1, 0)
-    if shape != want or (not stack and g.ticket != 0):
-        return f"run {index}: steps {shape} do not fit a {'stack' if stack else 'queue'}"
-    if g.first < (0 if stack else 1):
-        return f"run {index}: position {g.first}"
-    if g.available and not (
-        1 <= g.first <= POSITION_MAX and 1 <= g.position(g.available - 1) <= POSITION_MAX
-    ):
-        return f"run {index}: positions out of range"
-    return None
 
 
 def combine_all(batches: Sequence[Batch]) -> Batch:
@@ -299,8 +238,13 @@ class RunGrant:
     ticket: int = 0
     step: int = 1
     ticket_step: int = 0
+    # A queue with priority levels (skueue/core/levels.py): an insert run's first
+    # position and count at each level; a remove run's segments, most urgent first.
+    levels: Segments = ()
 
     def position(self, i: int) -> int:
+        if self.levels:
+            return nth(self.levels, i)
         return self.first + i * self.step
 
     def ticket_of(self, i: int) -> int:
@@ -355,6 +299,9 @@ def split_grants(grants: Sequence[RunGrant], subs: Sequence[Batch]) -> list[tupl
     """
     out: list[list[RunGrant]] = [[] for _ in subs]
     for i, g in enumerate(grants):
+        if g.levels:
+            _split_levels(i, g, subs, out)
+            continue
         # The grant's fields, walked forward sub-batch by sub-batch (plain ints: this
         # runs for every run of every node's batch in every cycle).
         first, available, ord_first, ticket = g.first, g.available, g.ord_first, g.ticket
@@ -369,3 +316,29 @@ def split_grants(grants: Sequence[RunGrant], subs: Sequence[Batch]) -> list[tupl
             ord_first += sub.slots[i]
             ticket += taken * ticket_step
     return [tuple(x) for x in out]
+
+
+def _split_levels(i: int, g: RunGrant, subs: Sequence[Batch], out: list[list[RunGrant]]) -> None:
+    """:func:`split_grants` for run ``i`` of a queue with priority levels: an insert run
+    by each sub-batch's count per level, a remove run along its segments."""
+    ord_first = g.ord_first
+    if is_insert_run(i):
+        nexts = [first for first, _ in g.levels]
+        for j, sub in enumerate(subs):
+            if i >= len(sub.counts):
+                continue
+            mine = fold(sub.levels[i] if sub.levels else (sub.counts[i],), len(nexts))
+            levels = tuple((nexts[k], n) for k, n in enumerate(mine))
+            nexts = [x + n for x, n in zip(nexts, mine, strict=True)]
+            out[j].append(RunGrant(levels[0][0], sub.counts[i], ord_first, levels=levels))
+            ord_first += sub.slots[i]
+        return
+    rest = g.levels
+    for j, sub in enumerate(subs):
+        if i >= len(sub.counts):
+            continue
+        taken, rest = take(rest, sub.counts[i])
+        available = sum(n for _, n in taken)
+        first = taken[0][0] if taken else g.first
+        out[j].append(RunGrant(first, available, ord_first, levels=taken))
+        ord_first += sub.slots[i]

@@ -14,17 +14,19 @@ with the grants, split over the sub-batches in their fixed order, like runs:
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 
-from skueue.core.batch import POSITION_MAX, RANK_MAX, Batches, CreateKey, QueueKey, RunGrant
+from skueue.core.batch import RANK_MAX, Batches, CreateKey, QueueKey, RunGrant
 from skueue.core.ops import CREATE_FOUND, CREATE_MADE
+from skueue.dht.keys import POSITION_MAX
 
 Deletion = tuple[QueueKey, RunGrant]
 """A deleted queue (its name, and whether it was a stack) and what its deletes got: the
 positions removed (``available`` of them; 0 for a queue that held nothing or did not
 exist) and the first delete's rank."""
-Creation = tuple[CreateKey, int, bool, int]
+Creation = tuple[CreateKey, int, bool, int, int]
 """What the anchor did for a create key: the outcome (``ops.CREATE_*``), and the queue's
-settings (stack, delivery limit) as they are now."""
+settings (stack, delivery limit, priority levels) as they are now."""
 
 
 
@@ -55,12 +57,12 @@ def split_deletions(
     out: list[list[Deletion]] = [[] for _ in subs]
     tables = [dict(sub.deletes) for sub in subs]
     for key, g in deleted:
-        first, available, ord_first = g.first, g.available, g.ord_first
+        ord_first, whole = g.ord_first, g
         for j, table in enumerate(tables):
             count = table.get(key[0], 0)
             if count:
-                out[j].append((key, RunGrant(first, available, ord_first, g.ticket, g.step)))
-                available = 0
+                out[j].append((key, replace(whole, ord_first=ord_first)))
+                whole = RunGrant(g.first, 0, 0, g.ticket, g.step)  # the later ones: empty
                 ord_first += count
     return [tuple(x) for x in out]
 
@@ -75,10 +77,10 @@ def split_creations(
         return [tuple(created)]
     out: list[list[Creation]] = [[] for _ in subs]
     tables = [dict(sub.creates) for sub in subs]
-    for key, outcome, stack, limit in created:
+    for key, outcome, stack, limit, levels in created:
         for j, table in enumerate(tables):
             if key in table:
-                out[j].append((key, outcome, stack, limit))
+                out[j].append((key, outcome, stack, limit, levels))
                 if outcome == CREATE_MADE:
                     outcome = CREATE_FOUND
     return [tuple(x) for x in out]

@@ -39,7 +39,8 @@ from skueue.core.batch import (
     SectionGrants,
 )
 from skueue.core.creates_deletes import Creation, Deletion
-from skueue.core.ops import Item, Op, OpKind, Structure
+from skueue.core.levels import clamp
+from skueue.core.ops import PRIORITIES_MAX, Item, Op, OpKind, Structure
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,7 +94,10 @@ class OwnBuffer:
         if not self.ops:
             return Batch()
         if self.structure is Structure.QUEUE:
-            return Batch.of_order(op.kind.inserts for op in self.ops)
+            batch = Batch.of_order(op.kind.inserts for op in self.ops)
+            if any(op.priority for op in self.ops):
+                return Batch(batch.counts, batch.slots, run_levels(self.ops, len(batch.counts)))
+            return batch
         split = self._split()
         pops = sum(1 for i in range(split) if i not in self.partner)
         pushes = len(self.open_pushes)
@@ -107,13 +111,20 @@ class OwnBuffer:
     def _assign_queue(self, grants: tuple[RunGrant, ...]) -> list[Assignment]:
         out = []
         run, offset = -1, 0
+        taken: list[int] = []  # an insert run of a queue with levels: positions per level
         for op in self.ops:
             wanted_run_parity = 0 if op.kind.inserts else 1
             if run < 0 or run % 2 != wanted_run_parity:
                 run = wanted_run_parity if run < 0 else run + 1
                 offset = 0
+                taken = [0] * len(grants[run].levels)
             g = grants[run]
-            position = g.position(offset) if offset < g.available else None
+            if taken and op.kind.inserts:  # at its own level, in issue order there
+                level = clamp(op.priority, len(taken))
+                position: int | None = g.levels[level][0] + taken[level]
+                taken[level] += 1
+            else:
+                position = g.position(offset) if offset < g.available else None
             out.append(Assignment(op, g.ord_first + offset, position))
             offset += 1
         return out
@@ -141,10 +152,28 @@ class OwnBuffer:
 
 
 
-def create_key(op: Op) -> tuple[str, bool, int]:
+def run_levels(ops: list[Op], runs: int) -> tuple[tuple[int, ...], ...]:
+    """Each run's count per priority level (insert runs; remove runs have none), for a
+    queue buffer whose inserts are not all at level 0."""
+    out: list[list[int]] = [[] for _ in range(runs)]
+    run = -1
+    for op in ops:
+        parity = 0 if op.kind.inserts else 1
+        if run < 0 or run % 2 != parity:
+            run = parity if run < 0 else run + 1
+        if op.kind.inserts:
+            counts = out[run]
+            level = min(op.priority, PRIORITIES_MAX - 1)
+            counts.extend([0] * (level + 1 - len(counts)))
+            counts[level] += 1
+    return tuple(tuple(c) for c in out)
+
+
+def create_key(op: Op) -> tuple[str, bool, int, int]:
     """A create's queue and settings, as batches carry them."""
-    assert op.settings is not None
-    return (op.queue, op.settings.stack, op.settings.max_deliveries)
+    s = op.settings
+    assert s is not None
+    return (op.queue, s.stack, s.max_deliveries, s.priorities)
 
 
 @dataclass(slots=True)

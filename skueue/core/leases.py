@@ -24,7 +24,9 @@ A lease ends in one of three ways:
   anchor to hand out positions it had already passed.)
 - **dead letter**: a return of an element delivered ``max_deliveries`` times already
   sends it to its queue's dead-letter queue (:func:`~skueue.core.ops.dead_letter_queue`)
-  instead, with its count and reason.  The limit is the queue's, set when it was made
+  instead, with its count and reason.  (In a queue with priority levels, a returned
+  element goes back at its own level, read off the position it was taken from.)  The
+  limit is the queue's, set when it was made
   (``QueueSettings``, sent down with the remove's grants), or the remove's own, if that
   is smaller.
 
@@ -45,6 +47,7 @@ from dataclasses import dataclass, field
 
 from skueue.core.effects import Complete, Effect
 from skueue.core.errors import ProtocolError
+from skueue.core.levels import level_of
 from skueue.core.ops import (
     Element,
     Item,
@@ -69,6 +72,7 @@ class Lease:
     max_deliveries: int  # 0: never dead-lettered
     reason: str  # why it came back the last time ("" for its first delivery)
     holder: int = -1  # the driver's mark of who holds it (a daemon: the connection); unread here
+    priority: int = 0  # its level in a queue with priorities: it goes back there
 
     @property
     def dead_letter(self) -> bool:
@@ -196,7 +200,7 @@ class Leases:
         else:
             structure = Structure.STACK if lease.stack else Structure.QUEUE
             queue, kind = lease.queue, insert_kind(structure)
-        op: Op = new_op(kind, item, queue)
+        op: Op = new_op(kind, item, queue, priority=lease.priority)
         self.returning[op.op_id] = (lease, reason)
         return op
 
@@ -211,7 +215,7 @@ class Leases:
             if type(effect) is Complete:
                 op = self.leasing.pop(effect.op_id, None)
                 if op is not None and effect.value is not None:
-                    self._grant(op, effect.value, effect.max_deliveries)
+                    self._grant(op, effect.value, effect.max_deliveries, effect.position)
                 returned = self.returning.pop(effect.op_id, None)
                 if returned is not None:
                     if effect.error is not None:
@@ -222,7 +226,7 @@ class Leases:
             out.append(effect)
         return out, refused
 
-    def _grant(self, op: Op, item: Item, queue_limit: int) -> None:
+    def _grant(self, op: Op, item: Item, queue_limit: int, position: int | None) -> None:
         """Lease ``item`` to ``op``'s consumer; it goes to the dead letters past the
         smaller of its queue's delivery limit and the one the remove asked for."""
         limit = min((x for x in (op.max_deliveries, queue_limit) if x), default=0)
@@ -232,5 +236,5 @@ class Leases:
         deadline = self.now_ms + op.lease_ms
         self.table.add(
             Lease(op.op_id, op.queue, op.key[1], value, before + 1, deadline,  # type: ignore[arg-type]
-                  limit, reason)
+                  limit, reason, priority=level_of(position or 0))
         )  # fmt: skip

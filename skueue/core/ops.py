@@ -102,6 +102,8 @@ STACK_KINDS = frozenset({OpKind.PUSH, OpKind.POP})
 
 DELIVERY_LIMIT_MAX = 1000
 """The largest delivery limit, of a queue or of one leased remove."""
+PRIORITIES_MAX = 16
+"""The most priority levels a queue may have (issue 14; skueue/core/levels.py)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -114,16 +116,24 @@ class QueueSettings:
     # A leased element returned more often than this goes to the queue's dead letters
     # (0: never), whatever limit its consumer asked for, if that was larger or none.
     max_deliveries: int = 0
+    # Priority levels, 0 the most urgent (skueue/core/levels.py); 1: none.  Queues only.
+    priorities: int = 1
 
     def describe(self) -> str:
         limit = f" with a delivery limit of {self.max_deliveries}" if self.max_deliveries else ""
-        return ("a stack" if self.stack else "a queue") + (limit or " without a delivery limit")
+        levels = f" and {self.priorities} priority levels" if self.priorities > 1 else ""
+        kind = "a stack" if self.stack else "a queue"
+        return kind + (limit or " without a delivery limit") + levels
 
 
 def settings_problem(queue: str, settings: QueueSettings) -> str | None:
     """Why ``queue`` cannot have ``settings``, or None."""
     if not 0 <= settings.max_deliveries <= DELIVERY_LIMIT_MAX:
         return f"a delivery limit is 0 (none) to {DELIVERY_LIMIT_MAX}"
+    if not 1 <= settings.priorities <= PRIORITIES_MAX:
+        return f"a queue has 1 (no priorities) to {PRIORITIES_MAX} priority levels"
+    if settings.stack and settings.priorities > 1:
+        return "a stack has no priority levels"
     if settings.max_deliveries:
         return dead_letter_problem(queue)
     return None
@@ -214,6 +224,9 @@ class Op:
     max_deliveries: int = 0
     # A create's: the queue's settings.
     settings: QueueSettings | None = None
+    # An enqueue's priority level, 0 the most urgent (skueue/core/levels.py: one above
+    # the queue's last level counts as its last; a queue without levels ignores it).
+    priority: int = 0
 
     @property
     def key(self) -> tuple[str, bool]:

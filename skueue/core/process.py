@@ -162,9 +162,13 @@ class Process:
         lease_ms: int = 0,
         max_deliveries: int = 0,
         settings: QueueSettings | None = None,
+        priority: int = 0,
     ) -> Op:
         """Build the next operation of this process (op ids follow issue order)."""
-        op = Op(self.next_op_id, kind, value, queue, patient, lease_ms, max_deliveries, settings)
+        op = Op(
+            self.next_op_id, kind, value, queue, patient, lease_ms, max_deliveries, settings,
+            priority,
+        )  # fmt: skip
         self.next_op_id += 1
         return op
 
@@ -331,7 +335,7 @@ class Process:
             structure=self.structure,
             nodes={kind.name.lower(): node_stats(node) for kind, node in self.nodes.items()},
             anchor=anchor is not None,
-            size=None if queues is None else queues.get(DEFAULT_QUEUE, (0, "", 0))[0],
+            size=None if queues is None else queues.get(DEFAULT_QUEUE, (0, "", 0, 1))[0],
             queues=queues,
             joined=self.joined,
             leaving=self.leaving,

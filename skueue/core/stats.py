@@ -36,7 +36,8 @@ class ProcessStats:
     departed: bool
     alone: bool  # a one-process cluster: every node is its own predecessor's process
     # Every queue's size, structure ("queue"/"stack") and delivery limit, at the anchor only.
-    queues: Mapping[str, tuple[int, str, int]] | None = None  # size, structure, limit
+    # size, structure, delivery limit, priority levels
+    queues: Mapping[str, tuple[int, str, int, int]] | None = None
     leases_held: int = 0  # elements handed out with a lease, not acked or returned yet
 
     @property

@@ -194,7 +194,7 @@ class DaemonCollector(Collector):
                 "skueue_queue_depth",
                 "elements in each queue (at the anchor only)",
                 ["queue"],
-                {(q,): size for q, (size, _, _) in core.queues.items()},
+                {(q,): size for q, (size, *_) in core.queues.items()},
             )
 
     def _queues(self) -> Iterator[Metric]:

@@ -31,8 +31,9 @@ def local_stats(host: Host) -> dict[str, Any]:
         "leaving": core.leaving,
         "size": core.size,
         "queues": None if core.queues is None else {
-            name: {"size": size, "structure": structure, "max_deliveries": limit}
-            for name, (size, structure, limit) in core.queues.items()
+            name: {"size": size, "structure": structure, "max_deliveries": limit,
+                   "priorities": levels}
+            for name, (size, structure, limit, levels) in core.queues.items()
         },
         "queue_stats": host.queue_stats.as_dict(),
         # Counters include those inherited from processes that left, so that the
@@ -132,6 +133,7 @@ def _queues(anchor: dict[str, Any] | None, members: list[dict[str, Any]]) -> dic
             "structure": "deleted" if deleted else at_anchor.get("structure"),
             "size": 0 if deleted else at_anchor.get("size"),
             "max_deliveries": at_anchor.get("max_deliveries", 0),
+            "priorities": at_anchor.get("priorities", 1),
             **(counted.get(name) or nothing()),
         }
     return out

@@ -12,6 +12,7 @@ from typing import Any
 from skueue.core.batch import Batch, Batches, RunGrant
 from skueue.core.ops import (
     DELIVERY_LIMIT_MAX,
+    PRIORITIES_MAX,
     RETURN_REASONS,
     Element,
     Item,
@@ -113,8 +114,11 @@ def _runs(counts: Any, slots: Any) -> Batch:
 
 def encode_batch(b: Batches) -> list[Any]:
     sections = [[name, stack, list(r.counts), list(r.slots)] for (name, stack), r in b.sections]
+    for section, (_, r) in zip(sections, b.sections, strict=True):
+        if r.levels:  # a queue with priority levels: each run's count per level
+            section.append([list(v) for v in r.levels])
     deletes = [[name, count] for name, count in b.deletes]
-    creates = [[name, stack, limit, count] for (name, stack, limit), count in b.creates]
+    creates = [[*key, count] for key, count in b.creates]
     return [sections, b.joins, b.leaves, b.nodes, b.patient, deletes, creates]
 
 
@@ -122,29 +126,59 @@ def decode_batch(x: Any) -> Batches:
     sections, joins, leaves, nodes, patient, deletes, creates = _list(x, "batches", 7)
     decoded = []
     for section in _list(sections, "batches"):
+        levels: tuple[tuple[int, ...], ...] = ()
+        if type(section) is list and len(section) == 5:
+            levels = _levels(section[4])
+            section = section[:4]
         name, stack, counts, slots = _list(section, "batch", 4)
         key = (queue_name(name, "batch queue"), _bool(stack, "batch stack"))
-        decoded.append((key, _runs(counts, slots)))
+        runs = _runs(counts, slots)
+        decoded.append((key, Batch(runs.counts, runs.slots, levels) if levels else runs))
     deleted = []
     for pair in _list(deletes, "batch deletes"):
         name, count = _list(pair, "batch delete", 2)
         deleted.append((queue_name(name, "deleted queue"), _int(count, "deletes")))
     created = []
     for four in _list(creates, "batch creates"):
-        name, stack, limit, count = _list(four, "batch create", 4)
+        name, stack, limit, levels, count = _list(four, "batch create", 5)
         made = (queue_name(name, "created queue"), _bool(stack, "create stack"),
-               _int(limit, "delivery limit", 0, DELIVERY_LIMIT_MAX + 1))  # fmt: skip
+                _int(limit, "delivery limit", 0, DELIVERY_LIMIT_MAX + 1),
+                _int(levels, "priority levels", 1, PRIORITIES_MAX + 1))  # fmt: skip
         created.append((made, _int(count, "creates")))
     return Batches(tuple(decoded), _int(joins, "joins"), _int(leaves, "leaves"),
                    _int(nodes, "nodes"), _int(patient, "patient"), tuple(deleted),
                    tuple(created))  # fmt: skip
 
 
-def encode_grant(g: RunGrant) -> list[int]:
-    return [g.first, g.available, g.ord_first, g.ticket, g.step, g.ticket_step]
+def _levels(x: Any) -> tuple[tuple[int, ...], ...]:
+    """A batch's count per level of each run (checked further by the core)."""
+    runs = _list(x, "batch levels")
+    if not runs or len(runs) > RUNS_MAX:
+        raise RemoteProtocolError("batch levels: one count vector per run")
+    out = []
+    for run in runs:
+        counts = _list(run, "batch level counts")
+        if len(counts) > PRIORITIES_MAX:
+            raise RemoteProtocolError("batch levels: at most 16 levels")
+        out.append(tuple(_int(c, "level count") for c in counts))
+    return tuple(out)
+
+
+def encode_grant(g: RunGrant) -> list[Any]:
+    fields: list[Any] = [g.first, g.available, g.ord_first, g.ticket, g.step, g.ticket_step]
+    if g.levels:  # a queue with priority levels: [[first, count], ...]
+        fields.append([list(pair) for pair in g.levels])
+    return fields
 
 
 def decode_grant(x: Any) -> RunGrant:
+    levels: tuple[tuple[int, int], ...] = ()
+    if type(x) is list and len(x) == 7:
+        pairs = _list(x[6], "grant levels")
+        if not 0 < len(pairs) <= PRIORITIES_MAX:
+            raise RemoteProtocolError("grant: 1 to 16 levels")
+        levels = tuple(_pair(p) for p in pairs)
+        x = x[:6]
     first, available, ord_first, ticket, step, ticket_step = _list(x, "grant", 6)
     # type() first: True == 1 and 1.0 == 1, and neither is a step.
     if type(step) is not int or step not in (1, -1):
@@ -158,7 +192,13 @@ def decode_grant(x: Any) -> RunGrant:
         _int(ticket, "grant ticket"),
         step,
         ticket_step,
+        levels,
     )
+
+
+def _pair(x: Any) -> tuple[int, int]:
+    first, count = _list(x, "grant level", 2)
+    return _int(first, "level position"), _int(count, "level count")
 
 
 def encode_route(r: Route) -> list[int]:

@@ -7,7 +7,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from skueue.core.batch import Batch, Batches, batches_problem
+from skueue.core.batch import Batch, Batches
+from skueue.core.batch_checks import batches_problem
 from skueue.core.ops import OpKind, Structure
 from skueue.core.process import TickDue
 from skueue.runtime.host import Host

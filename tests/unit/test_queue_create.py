@@ -61,7 +61,7 @@ def test_a_create_makes_a_queue_with_its_settings_or_finds_it() -> None:
     assert sim.result(pids[2], again).created is False and sim.result(pids[2], again).error is None
     error = sim.result(pids[2], other).error
     assert error == "'undo' exists already, as a stack without a delivery limit", error
-    assert anchor_of(sim).describe_queues()["jobs"] == (0, "queue", 3)
+    assert anchor_of(sim).describe_queues()["jobs"] == (0, "queue", 3, 1)
     # A made stack is a stack for the operations that follow.
     sim.submit(pids[0], OpKind.ENQUEUE, "x", "undo")
     sim.run()
@@ -139,18 +139,18 @@ def test_a_delete_frees_the_name_and_its_settings() -> None:
     again = sim.create(pids[1], "jobs")
     sim.run()
     assert sim.result(pids[1], again).created is True
-    assert anchor_of(sim).describe_queues()["jobs"] == (0, "queue", 0)
+    assert anchor_of(sim).describe_queues()["jobs"] == (0, "queue", 0, 1)
 
 
 def test_the_anchor_hands_the_limits_over() -> None:
     anchors = QueueAnchors.starting(Structure.QUEUE)
-    outcome = anchors.create(((("a", False, 3), 1), (("b", True, 0), 2)))
+    outcome = anchors.create(((("a", False, 3, 1), 1), (("b", True, 0, 1), 2)))
     assert [o[1] for o in outcome] == [CREATE_MADE, CREATE_MADE]
     again = import_anchors(*anchors.export())
     assert again.limits == {"a": 3}
-    assert again.create(((("a", False, 3), 1), (("b", True, 5), 1))) == (
-        (("a", False, 3), CREATE_FOUND, False, 3),
-        (("b", True, 5), CREATE_FOUND_OTHER, True, 0),
+    assert again.create(((("a", False, 3, 1), 1), (("b", True, 5, 1), 1))) == (
+        (("a", False, 3, 1), CREATE_FOUND, False, 3, 1),
+        (("b", True, 5, 1), CREATE_FOUND_OTHER, True, 0, 1),
     )
     assert again.limits_of(Batches()) == ()
 

@@ -205,7 +205,7 @@ def test_random_deletes_among_queues_and_stacks_keep_every_name_in_order(seed: i
     for pairs in sim.per_queue().values():
         replay(pairs, seed)
     held = sum(1 for _ in stored(sim))
-    sizes = sum(size for size, _, _ in anchor_of(sim).describe_queues().values())
+    sizes = sum(size for size, *_ in anchor_of(sim).describe_queues().values())
     assert held == sizes, f"seed {seed}: {held} entries for queues of {sizes} elements"
 
 
@@ -238,6 +238,17 @@ def queue_change_messages() -> list[Any]:
         sim.ops[(pid, op.op_id)] = op
         sim._take(pid, sim.processes[pid].submit(op))
     sim.submit(pids[0], OpKind.ENQUEUE, "x", "lim")
+    made = sim.processes[pids[1]].new_op(
+        OpKind.CREATE, None, "pq", settings=QueueSettings(priorities=3)
+    )
+    sim.ops[(pids[1], made.op_id)] = made
+    sim._take(pids[1], sim.processes[pids[1]].submit(made))
+    sim.run()
+    for i, pid in enumerate(pids * 2):  # priority levels: batches and grants carry them
+        op = sim.processes[pid].new_op(OpKind.ENQUEUE, f"p{i}", "pq", priority=i % 4)
+        sim.ops[(pid, op.op_id)] = op
+        sim._take(pid, sim.processes[pid].submit(op))
+        sim.submit(pid, OpKind.DEQUEUE, None, "pq")
     sim.run()
     leased = sim.processes[pids[2]].new_op(OpKind.DEQUEUE, None, "lim", lease_ms=100)
     sim.ops[(pids[2], leased.op_id)] = leased
@@ -260,3 +271,4 @@ def test_a_delete_travels_as_drops_and_acknowledgements() -> None:
     grants = [m for m in messages if isinstance(m, Grants)]
     assert any(g.created for g in grants) and any(g.limits for g in grants)
     assert any(g.deleted for g in grants)
+    assert any(r.levels for g in grants for _, runs in g.grants for r in runs)

@@ -14,6 +14,7 @@ from collections.abc import Iterable
 from typing import NoReturn
 
 from skueue.core.errors import PeerError
+from skueue.core.levels import LEVEL_POSITION_MAX
 from skueue.core.membership.state import in_interval
 from skueue.core.messages.field_types import PARTS_MAX, QueueCounters
 from skueue.core.messages.membership import (
@@ -39,7 +40,7 @@ from skueue.core.messages.membership import (
     UpdateOver,
     Withdraw,
 )
-from skueue.core.ops import is_item
+from skueue.core.ops import PRIORITIES_MAX, is_item
 from skueue.core.parts.membership_state import JOINS, LEAVES, OVER
 from skueue.core.parts.node_state import NodeState
 from skueue.core.parts.ring import Mode
@@ -161,6 +162,14 @@ def _anchor_state_ok(state: tuple[QueueCounters, ...]) -> bool:
 
 
 def _counters_ok(counters: tuple[int, ...], stack: bool) -> bool:
+    if not stack and len(counters) != 3:  # a queue with priority levels: ord, then pairs
+        pairs = counters[1:]
+        return (
+            2 <= len(pairs) // 2 <= PRIORITIES_MAX
+            and len(pairs) % 2 == 0
+            and all(0 <= x <= LEVEL_POSITION_MAX for x in counters)
+            and all(1 <= f <= la + 1 for f, la in zip(pairs[0::2], pairs[1::2], strict=True))
+        )
     if len(counters) != (4 if stack else 3) or not all(0 <= x <= POSITION_MAX for x in counters):
         return False
     if stack:

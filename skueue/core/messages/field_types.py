@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Annotated
 
-from skueue.core.ops import DEFAULT_QUEUE, DELIVERY_LIMIT_MAX, Item
+from skueue.core.ops import DEFAULT_QUEUE, DELIVERY_LIMIT_MAX, PRIORITIES_MAX, Item
 from skueue.overlay.labels import LABEL_SPACE, NodeRef
 
 INT_MAX = 1 << 63  # msgpack's integers stop at 2**64; ours at 2**63, like the DHT keys
@@ -47,11 +47,14 @@ QueueName = Annotated[str, QueueNameRule()]
 QueueRef = tuple[QueueName, bool]  # a queue: its name, and True for a stack
 DEFAULT_QUEUE_REF: QueueRef = (DEFAULT_QUEUE, False)
 # One queue's anchor counters in a hand-over: name, stack, (first, last, ord) for a
-# queue or (last, ticket, ord, base) for a stack.
-QueueCounters = tuple[QueueName, bool, Annotated[tuple[int, ...], Items(3, 4)]]
+# queue, (last, ticket, ord, base) for a stack, (ord, first_0, last_0, ...) for a queue
+# with priority levels.
+Counters = Annotated[tuple[int, ...], Items(3, 1 + 2 * PRIORITIES_MAX)]
+QueueCounters = tuple[QueueName, bool, Counters]
 DeliveryLimit = Annotated[int, Range(0, DELIVERY_LIMIT_MAX + 1)]  # 0: none
-# A create's queue and settings (skueue.core.batch.CreateKey): name, stack, limit.
-CreateKey = tuple[QueueName, bool, DeliveryLimit]
+PriorityLevels = Annotated[int, Range(1, PRIORITIES_MAX + 1)]
+# A create's queue and settings (skueue.core.batch.CreateKey): name, stack, limit, levels.
+CreateKey = tuple[QueueName, bool, DeliveryLimit, PriorityLevels]
 Generation = Annotated[int, Range(-1)]  # a batch number, or -1 for "none yet"
 PartCount = Annotated[int, Range(0, PARTS_MAX + 1)]
 PartIndex = Annotated[int, Range(0, PARTS_MAX)]

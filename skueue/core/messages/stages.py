@@ -18,6 +18,7 @@ from skueue.core.messages.field_types import (
     Items,
     KeyOwner,
     Position,
+    PriorityLevels,
     QueueRef,
     Range,
 )
@@ -60,7 +61,9 @@ class Grants:
     deleted: tuple[tuple[QueueRef, RunGrant], ...] = ()
     # What the batch's creates found (``skueue.core.batch.Creation``): the outcome
     # (``ops.CREATE_*``) and the queue's settings as they are.
-    created: tuple[tuple[CreateKey, Annotated[int, Range(0, 4)], bool, DeliveryLimit], ...] = ()
+    created: tuple[
+        tuple[CreateKey, Annotated[int, Range(0, 4)], bool, DeliveryLimit, PriorityLevels], ...
+    ] = ()
     # The delivery limits of the batch's queues that have one.
     limits: tuple[tuple[QueueRef, Annotated[int, Range(1, DELIVERY_LIMIT_MAX + 1)]], ...] = ()
 

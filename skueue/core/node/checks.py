@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from typing import NoReturn
 
-from skueue.core.batch import batches_problem, grant_problem
+from skueue.core.batch import combine_all
+from skueue.core.batch_checks import batches_problem, grant_problem
 from skueue.core.creates_deletes import deletion_problem
 from skueue.core.errors import PeerError
 from skueue.core.membership import update_phase as membership
@@ -155,9 +156,11 @@ def _check_grants(node: NodeState, m: Grants) -> None:
         runs = max(len(b.counts) for b in batches)
         if len(grants) != runs:
             refuse(node, f"{len(grants)} grants for a batch of {runs} runs in queue {name!r}")
+        combined = combine_all(batches)
         for i, g in enumerate(grants):
-            count = sum(b.counts[i] for b in batches if i < len(b.counts))
-            problem = grant_problem(g, i, count, stack)
+            count = combined.counts[i]
+            levels = combined.levels[i] if combined.levels else ()
+            problem = grant_problem(g, i, count, stack, levels)
             if problem:
                 refuse(node, f"grants {m.describe()}: queue {name!r}: {problem}")
     deleting = sorted({name for _, b in flight.layout for name, _ in b.deletes})
@@ -168,7 +171,7 @@ def _check_grants(node: NodeState, m: Grants) -> None:
         if problem:
             refuse(node, f"grants {m.describe()}: deleting {name!r}: {problem}")
     creating = sorted({key for _, b in flight.layout for key, _ in b.creates})
-    if [key for key, _, _, _ in m.created] != creating:  # each create key once, in order
+    if [c[0] for c in m.created] != creating:  # each create key once, in order
         refuse(node, f"grants {m.describe()} create other queues than the batch")
     limited = [key for key, _ in m.limits]
     if limited != sorted(set(limited)) or not set(limited) <= keys:

@@ -35,12 +35,12 @@ from skueue.overlay.labels import NodeRef
 
 def created(op: Op, creation: Creation) -> Complete:
     """What a create is told: made, found, or found with other settings (an error)."""
-    _, outcome, stack, limit = creation
+    _, outcome, stack, limit, levels = creation
     if outcome == CREATE_FULL:
         why = refusal_text(REFUSED_TOO_MANY_QUEUES, op.queue, op.kind)
         return Complete(op.op_id, None, -1, error=why)
     if outcome == CREATE_FOUND_OTHER:
-        now = QueueSettings(stack, limit).describe()
+        now = QueueSettings(stack, limit, levels).describe()
         return Complete(op.op_id, None, -1, error=f"{op.queue!r} exists already, as {now}")
     return Complete(op.op_id, None, -1, created=outcome == CREATE_MADE)
 

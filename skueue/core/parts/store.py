@@ -48,6 +48,8 @@ class Clearing:
 
     def covers(self, position: int) -> bool:
         g = self.removes
+        if g.levels:
+            return any(first <= position < first + n for first, n in g.levels)
         low, high = sorted((g.first, g.position(g.available - 1)))
         return low <= position <= high
 
