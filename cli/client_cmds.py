@@ -36,7 +36,7 @@ from typing import Any, TypeVar
 from skueue.cli.args import address, fail, positive_float, positive_int
 from skueue.cli.running import run_async
 from skueue.client.api import DEFAULT_NODE, DEFAULT_REQUEST_TIMEOUT_S, Client, connect
-from skueue.core.ops import DEFAULT_QUEUE, DELIVERY_LIMIT_MAX, queue_name_problem
+from skueue.core.ops import DEFAULT_QUEUE, DELIVERY_LIMIT_MAX, PRIORITIES_MAX, queue_name_problem
 from skueue.runtime.address import AddressError, parse_address
 
 EXIT_EMPTY = 3
@@ -133,6 +133,15 @@ def add_parsers(sub: Any) -> None:
         action="store_true",
         help="enqueue the whole of stdin as one element",
     )
+    p.add_argument(
+        "-p",
+        "--priority",
+        type=bounded_int(0, PRIORITIES_MAX - 1),
+        default=None,
+        metavar="P",
+        help="the level in a queue made with --priorities (0 the most urgent; past the "
+        "last level, the last); other queues ignore it (default: 0)",
+    )
     p.set_defaults(run=run_enqueue)
 
     p = sub.add_parser(
@@ -187,8 +196,16 @@ def add_parsers(sub: Any) -> None:
         help="what it is (default: the daemon's --structure)",
     )
     p.add_argument(
+        "--priorities",
+        type=bounded_int(1, PRIORITIES_MAX),
+        default=None,
+        metavar="P",
+        help=f"priority levels, 0 the most urgent (2 to {PRIORITIES_MAX}; a queue only; "
+        "default: 1, none)",
+    )
+    p.add_argument(
         "--max-deliveries",
-        type=delivery_limit,
+        type=bounded_int(0, DELIVERY_LIMIT_MAX),
         default=None,
         metavar="N",
         help="a leased element returned more than N times goes to NAME.dlq, whatever "
@@ -307,7 +324,9 @@ def run_enqueue(args: argparse.Namespace) -> int:
     async def body(q: Client) -> None:
         # The client checks every value against the daemon's limit before sending any,
         # and splits the call into requests that fit; they go in order.
-        await q.enqueue_many(values, queue=args.queue, structure=args.structure)
+        await q.enqueue_many(
+            values, queue=args.queue, structure=args.structure, priority=args.priority
+        )
 
     with_client("skueue enqueue", args, body)
     return 0
@@ -348,7 +367,10 @@ def json_element(value: bytes) -> dict[str, str | None]:
 def run_create(args: argparse.Namespace) -> int:
     async def body(q: Client) -> bool:
         return await q.create_queue(
-            args.queue, structure=args.structure, max_deliveries=args.max_deliveries
+            args.queue,
+            structure=args.structure,
+            max_deliveries=args.max_deliveries,
+            priorities=args.priorities,
         )
 
     created = with_client("skueue create", args, body)
@@ -359,14 +381,19 @@ def run_create(args: argparse.Namespace) -> int:
     return 0
 
 
-def delivery_limit(text: str) -> int:
-    try:
-        limit = int(text)
-    except ValueError:
-        limit = -1
-    if not 0 <= limit <= DELIVERY_LIMIT_MAX:
-        raise argparse.ArgumentTypeError(f"an integer from 0 (none) to {DELIVERY_LIMIT_MAX}")
-    return limit
+def bounded_int(low: int, high: int) -> Callable[[str], int]:
+    """An argparse type: an integer from ``low`` to ``high``."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            value = low - 1
+        if not low <= value <= high:
+            raise argparse.ArgumentTypeError(f"an integer from {low} to {high}")
+        return value
+
+    return parse
 
 
 def run_delete(args: argparse.Namespace) -> int:
@@ -430,7 +457,8 @@ def format_queue(q: dict[str, Any]) -> str:
     size = q.get("size")
     return "\n".join([
         f"queue {q.get('queue')} ({q.get('structure') or 'structure unknown'}"
-        + (f", delivery limit {q['max_deliveries']})" if q.get("max_deliveries") else ")"),
+        + (f", delivery limit {q['max_deliveries']}" if q.get("max_deliveries") else "")
+        + (f", {q['priorities']} priority levels)" if q.get("priorities", 1) > 1 else ")"),
         f"  waiting: {'unknown (anchor unreachable)' if size is None else size}",
         f"  inserted {q.get('inserted', 0)}, removed {q.get('removed', 0)}, "
         f"empty results {q.get('empty', 0)}, removed by deletes {q.get('deleted', 0)}",

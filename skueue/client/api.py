@@ -49,7 +49,7 @@ from skueue.client.errors import (
     error_from,
     reason,
 )
-from skueue.core.ops import queue_name_problem
+from skueue.core.ops import PRIORITIES_MAX, queue_name_problem
 from skueue.runtime.limits import Limits
 from skueue.wire.client_protocol import (
     LEASE_MS_MAX,
@@ -204,9 +204,16 @@ class Client:
     # with that structure; the other structure's operations on it raise RequestRejected.
 
     async def enqueue(
-        self, value: bytes, *, queue: str | None = None, structure: str | None = None
+        self,
+        value: bytes,
+        *,
+        queue: str | None = None,
+        structure: str | None = None,
+        priority: int | None = None,
     ) -> Inserted:
-        return (await self.insert([value], queue=queue, structure=structure))[0]
+        """``priority``: its level in a queue made with priority levels (0 the most
+        urgent; past the last level, the last); other queues ignore it."""
+        return (await self.insert([value], queue=queue, structure=structure, priority=priority))[0]
 
     @overload
     async def dequeue(
@@ -258,9 +265,14 @@ class Client:
         return (await self.remove(1, queue=queue, structure=structure, wait=wait))[0].value
 
     async def enqueue_many(
-        self, values: Sequence[bytes], *, queue: str | None = None, structure: str | None = None
+        self,
+        values: Sequence[bytes],
+        *,
+        queue: str | None = None,
+        structure: str | None = None,
+        priority: int | None = None,
     ) -> list[Inserted]:
-        return await self.insert(values, queue=queue, structure=structure)
+        return await self.insert(values, queue=queue, structure=structure, priority=priority)
 
     @overload
     async def dequeue_many(
@@ -380,15 +392,22 @@ class Client:
     pop = dequeue
 
     async def insert(
-        self, values: Sequence[bytes], *, queue: str | None = None, structure: str | None = None
+        self,
+        values: Sequence[bytes],
+        *,
+        queue: str | None = None,
+        structure: str | None = None,
+        priority: int | None = None,
     ) -> list[Inserted]:
         """Insert ``values`` in order; one :class:`Inserted` per value.  Every value is
         checked against the daemon's limit before any is sent."""
         name, stack = _target(queue, structure)
+        if priority is not None:
+            _checked_int("priority", priority, 0, PRIORITIES_MAX - 1)
         checked = [self._checked_value(v) for v in values]
         out: list[Inserted] = []
         for chunk in self._insert_chunks(checked):
-            results = await self._request(InsertRequest(0, chunk, name, stack))
+            results = await self._request(InsertRequest(0, chunk, name, stack, priority))
             out.extend(Inserted(r[0], r[1]) for r in results)
         return out
 
@@ -409,19 +428,31 @@ class Client:
         return await self._remove(count, target, stop_when_empty=False, wait=wait)
 
     async def create_queue(
-        self, queue: str, *, structure: str | None = None, max_deliveries: int | None = None
+        self,
+        queue: str,
+        *,
+        structure: str | None = None,
+        max_deliveries: int | None = None,
+        priorities: int | None = None,
     ) -> bool:
         """Make the named queue with these settings: ``structure`` ("queue" or "stack";
         default the daemon's) and ``max_deliveries`` (a leased element returned more
         often goes to ``NAME.dlq``, whatever limit its consumer asked for, unless that
         is smaller; default none).  True if this call made it, False if it was made
         already with these settings; made with others, it raises ``RequestRejected``
-        that says which.  A name used without a create is made by its first operation,
-        with its structure and no limit."""
+        that says which.  ``priorities``: a queue of that many priority levels (2 to
+        16; ``enqueue(priority=)`` picks one, and every dequeue takes the most urgent
+        element, FIFO within a level).  A name used without a create is made by its
+        first operation, with its structure, no limit and no levels."""
         name, stack = _target(queue, structure)
         assert name is not None
-        limit = None if max_deliveries is None else _queue_limit(max_deliveries)
-        ((created,),) = await self._request(CreateRequest(0, name, stack, limit))
+        limit = None
+        if max_deliveries is not None:
+            limit = _checked_int("max_deliveries", max_deliveries, 0, MAX_DELIVERIES_MAX)
+        if priorities is not None:
+            _checked_int("priorities", priorities, 1, PRIORITIES_MAX)
+        request = CreateRequest(0, name, stack, limit, priorities)
+        ((created,),) = await self._request(request)
         return bool(created)
 
     async def delete_queue(self, queue: str) -> int:
@@ -897,11 +928,10 @@ def _max_deliveries(limit: int | None) -> int | None:
     return limit
 
 
-def _queue_limit(limit: object) -> int:
-    """A queue's delivery limit, checked (0: none)."""
-    if type(limit) is not int or not 0 <= limit <= MAX_DELIVERIES_MAX:
-        raise ValueError(f"max_deliveries must be an integer from 0 (none) to {MAX_DELIVERIES_MAX}")
-    return limit
+def _checked_int(name: str, value: object, low: int, high: int) -> int:
+    if type(value) is not int or not low <= value <= high:
+        raise ValueError(f"{name} must be an integer from {low} to {high}")
+    return value
 
 
 def _target(queue: str | None, structure: str | None) -> tuple[str | None, bool | None]:
@@ -959,9 +989,16 @@ class BlockingClient:
         return self._portal.call(partial(method, *args, **kwargs))
 
     def enqueue(
-        self, value: bytes, *, queue: str | None = None, structure: str | None = None
+        self,
+        value: bytes,
+        *,
+        queue: str | None = None,
+        structure: str | None = None,
+        priority: int | None = None,
     ) -> Inserted:
-        return self._run(self._client.enqueue, value, queue=queue, structure=structure)
+        return self._run(
+            self._client.enqueue, value, queue=queue, structure=structure, priority=priority
+        )
 
     def dequeue(
         self,
@@ -999,9 +1036,16 @@ class BlockingClient:
         return BlockingConsumer(self._client.consume(queue, **options), self._portal)
 
     def enqueue_many(
-        self, values: Sequence[bytes], *, queue: str | None = None, structure: str | None = None
+        self,
+        values: Sequence[bytes],
+        *,
+        queue: str | None = None,
+        structure: str | None = None,
+        priority: int | None = None,
     ) -> list[Inserted]:
-        return self._run(self._client.enqueue_many, values, queue=queue, structure=structure)
+        return self._run(
+            self._client.enqueue_many, values, queue=queue, structure=structure, priority=priority
+        )
 
     def dequeue_many(
         self,
@@ -1020,9 +1064,16 @@ class BlockingClient:
         )  # fmt: skip
 
     def insert(
-        self, values: Sequence[bytes], *, queue: str | None = None, structure: str | None = None
+        self,
+        values: Sequence[bytes],
+        *,
+        queue: str | None = None,
+        structure: str | None = None,
+        priority: int | None = None,
     ) -> list[Inserted]:
-        return self._run(self._client.insert, values, queue=queue, structure=structure)
+        return self._run(
+            self._client.insert, values, queue=queue, structure=structure, priority=priority
+        )
 
     def remove(
         self,

@@ -124,12 +124,14 @@ class Host:
         key: RetryKey | None = None,
         queue: str | None = None,
         stack: bool | None = None,
+        priority: int = 0,
     ) -> None:
         """Insert ``values`` into ``queue`` (None: the default queue), a stack if
-        ``stack`` (None: the structure this daemon was started with)."""
+        ``stack`` (None: the structure this daemon was started with), at ``priority``
+        (a queue with priority levels; others ignore it)."""
         kind = insert_kind(self._structure(stack))
         ops: list[tuple[OpKind, Element | None]] = [(kind, v) for v in values]
-        self._submit(client, rid, ops, deadline, key, queue)
+        self._submit(client, rid, ops, deadline, key, queue, priority=priority)
 
     def remove(
         self,
@@ -160,12 +162,14 @@ class Host:
         queue: str,
         stack: bool | None,
         max_deliveries: int,
+        priorities: int = 1,
         deadline: float = math.inf,
         key: RetryKey | None = None,
     ) -> None:
         """Make ``queue`` with these settings (``stack`` None: the daemon's structure),
         or find it made with them; the result is ``[created]``."""
-        settings = QueueSettings(self._structure(stack) is Structure.STACK, max_deliveries)
+        stack = self._structure(stack) is Structure.STACK
+        settings = QueueSettings(stack, max_deliveries, priorities)
         self._submit(client, rid, [(OpKind.CREATE, None)], deadline, key, queue, settings=settings)
 
     def delete(
@@ -197,6 +201,7 @@ class Host:
         lease_ms: int = 0,
         max_deliveries: int = 0,
         settings: QueueSettings | None = None,
+        priority: int = 0,
     ) -> None:
         if key is not None and self._retried(client, rid, key, deadline):
             return
@@ -222,7 +227,7 @@ class Host:
             # attempts after an empty one are patient (_try_again).  Patient from the
             # start, a consumer's refill of a full queue waited for the idle pace.
             op = self.process.new_op(
-                kind, value, request.queue, False, lease_ms, max_deliveries, settings
+                kind, value, request.queue, False, lease_ms, max_deliveries, settings, priority
             )
             self.ops[op.op_id] = (request, index)
             submitted.append(op)

@@ -272,8 +272,9 @@ class OwnerLoop(MembershipWaiters):
             case InsertRequest(rid=rid, values=values, queue=queue, stack=stack):
                 if not self._refuse_while_leaving(client, rid):
                     deadline, key = self._deadline(client), self._retry_key(client, rid)
-                    self._log(["i", key and key[0], rid, list(values), queue, stack])
-                    host.insert(client, rid, list(values), deadline, key, queue, stack)
+                    priority = request.priority or 0
+                    self._log(["i", key and key[0], rid, list(values), queue, stack, priority])
+                    host.insert(client, rid, list(values), deadline, key, queue, stack, priority)
             case RemoveRequest(rid=rid, count=count, queue=queue, stack=stack, wait_ms=wait_ms):
                 if not self._refuse_while_leaving(client, rid):
                     deadline, key = self._deadline(client), self._retry_key(client, rid)
@@ -291,8 +292,9 @@ class OwnerLoop(MembershipWaiters):
             case CreateRequest(rid=rid, queue=queue, stack=stack, max_deliveries=limit):
                 if not self._refuse_while_leaving(client, rid):
                     deadline, key = self._deadline(client), self._retry_key(client, rid)
-                    self._log(["C", key and key[0], rid, queue, stack, limit])
-                    host.create(client, rid, queue, stack, limit or 0, deadline, key)
+                    levels = request.priorities or 1
+                    self._log(["C", key and key[0], rid, queue, stack, limit, levels])
+                    host.create(client, rid, queue, stack, limit or 0, levels, deadline, key)
             case DeleteRequest(rid=rid, queue=queue):
                 if not self._refuse_while_leaving(client, rid):
                     deadline, key = self._deadline(client), self._retry_key(client, rid)

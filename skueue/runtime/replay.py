@@ -79,9 +79,10 @@ class Replay(OwnerLoop):
                 match record:
                     case ["t"]:
                         host.tick()
-                    case ["i", session, rid, values, queue, stack]:
+                    case ["i", session, rid, values, queue, stack, priority]:
                         key = None if session is None else (session, rid)
-                        host.insert(RESTORED, rid, values, key=key, queue=queue, stack=stack)
+                        host.insert(RESTORED, rid, values, key=key, queue=queue, stack=stack,
+                                    priority=priority)  # fmt: skip
                         host.client_gone(RESTORED)
                     case ["r", session, rid, count, queue, stack, wait_ms, lease_ms, limit]:
                         key = None if session is None else (session, rid)
@@ -91,9 +92,9 @@ class Replay(OwnerLoop):
                                     wait_until=until, lease_ms=lease_ms,
                                     max_deliveries=limit)  # fmt: skip
                         host.client_gone(RESTORED)
-                    case ["C", session, rid, queue, stack, limit]:
+                    case ["C", session, rid, queue, stack, limit, levels]:
                         key = None if session is None else (session, rid)
-                        host.create(RESTORED, rid, queue, stack, limit or 0, key=key)
+                        host.create(RESTORED, rid, queue, stack, limit or 0, levels, key=key)
                         host.client_gone(RESTORED)
                     case ["d", session, rid, queue]:
                         key = None if session is None else (session, rid)

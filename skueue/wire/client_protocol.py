@@ -84,6 +84,7 @@ import msgpack
 from skueue.core.ops import (
     DEFAULT_QUEUE,
     DELIVERY_LIMIT_MAX,
+    PRIORITIES_MAX,
     QueueSettings,
     dead_letter_problem,
     queue_name_problem,
@@ -199,9 +200,13 @@ class InsertRequest:
     values: list[bytes]
     queue: str | None = None  # None: the default queue
     stack: bool | None = None  # None: the daemon's structure
+    priority: int | None = None  # None: 0, the most urgent level (skueue/core/levels.py)
 
     def frame(self) -> list[Any]:
-        return ["insert", self.rid, list(self.values), *_queue_options(self.queue, self.stack)]
+        options = _queue_options(self.queue, self.stack)
+        if self.priority is not None:
+            options = [{**(options[0] if options else {}), "priority": self.priority}]
+        return ["insert", self.rid, list(self.values), *options]
 
 
 @attrs.frozen
@@ -270,7 +275,9 @@ def _parse_queue(
     if len(frame) < 4:
         return None, None
     options = frame[3]
-    allowed = {"queue", "stack", *REMOVE_NUMBERS} if kind == "remove" else {"queue", "stack"}
+    allowed = (
+        {"queue", "stack", *REMOVE_NUMBERS} if kind == "remove" else {"queue", "stack", "priority"}
+    )
     if not isinstance(options, dict) or not set(options) <= allowed:
         names = ", ".join(f'"{a}"' for a in sorted(allowed))
         raise RemoteProtocolError(f"{kind}: the 4th field is a map of {names}")
@@ -296,12 +303,16 @@ class CreateRequest:
     queue: str
     stack: bool | None = None
     max_deliveries: int | None = None
+    priorities: int | None = None  # priority levels (None: 1, none)
 
     def frame(self) -> list[Any]:
-        options = _queue_options(None, self.stack)
-        if self.max_deliveries is not None:
-            options = [{**(options[0] if options else {}), "max_deliveries": self.max_deliveries}]
-        return ["create", self.rid, self.queue, *options]
+        settings = {
+            "stack": self.stack,
+            "max_deliveries": self.max_deliveries,
+            "priorities": self.priorities,
+        }
+        options = {k: v for k, v in settings.items() if v is not None}
+        return ["create", self.rid, self.queue, *([options] if options else [])]
 
 
 @attrs.frozen
@@ -383,6 +394,12 @@ def parse_request(frame: Any, limits: RequestLimits) -> ClientRequest | ErrorRep
             return request
         if target != (None, None):
             request = attrs.evolve(request, queue=target[0], stack=target[1])
+        if isinstance(request, InsertRequest) and len(frame) == 4 and "priority" in frame[3]:
+            priority = frame[3]["priority"]
+            if type(priority) is not int or not 0 <= priority < PRIORITIES_MAX:
+                why = f"insert: priority is an integer from 0 (most urgent) to {PRIORITIES_MAX - 1}"
+                return ErrorReply(rid, why, INVALID)
+            request = attrs.evolve(request, priority=priority)
         if isinstance(request, RemoveRequest) and len(frame) == 4:
             return _remove_numbers(request, frame[3])
         return request
@@ -411,19 +428,21 @@ def _parse_create(rid: int, frame: list[Any]) -> CreateRequest | ErrorReply:
     if problem is not None:
         return ErrorReply(rid, f"create: {problem}", INVALID)
     options = frame[3] if len(frame) == 4 else {}
-    if not isinstance(options, dict) or not set(options) <= {"stack", "max_deliveries"}:
-        raise RemoteProtocolError('create: the 4th field is a map of "max_deliveries", "stack"')
-    stack, limit = options.get("stack"), options.get("max_deliveries")
+    names = {"stack", "max_deliveries", "priorities"}
+    if not isinstance(options, dict) or not set(options) <= names:
+        raise RemoteProtocolError(
+            'create: the 4th field is a map of "max_deliveries", "priorities", "stack"'
+        )
+    stack, limit, levels = (options.get(n) for n in ("stack", "max_deliveries", "priorities"))
     if stack is not None and type(stack) is not bool:
         raise RemoteProtocolError("create: stack must be true or false")
-    if limit is not None:
-        if type(limit) is not int or not 0 <= limit <= MAX_DELIVERIES_MAX:
-            why = f"create: max_deliveries is an integer from 0 (none) to {MAX_DELIVERIES_MAX}"
-            return ErrorReply(rid, why, INVALID)
-        problem = settings_problem(frame[2], QueueSettings(bool(stack), limit))
-        if problem is not None:
-            return ErrorReply(rid, f"create: {problem}", INVALID)
-    return CreateRequest(rid, frame[2], stack, limit)
+    if any(x is not None and type(x) is not int for x in (limit, levels)):
+        return ErrorReply(rid, "create: max_deliveries and priorities are integers", INVALID)
+    settings = QueueSettings(bool(stack), limit or 0, 1 if levels is None else levels)
+    problem = settings_problem(frame[2], settings)
+    if problem is not None:
+        return ErrorReply(rid, f"create: {problem}", INVALID)
+    return CreateRequest(rid, frame[2], stack, limit, levels)
 
 
 def _remove_numbers(request: RemoveRequest, options: dict[str, Any]) -> RemoveRequest | ErrorReply:

@@ -160,3 +160,34 @@ def test_a_queue_made_with_a_delivery_limit_sends_a_poison_message_to_its_dead_l
         assert q.create_queue("other", structure="stack") is True
         with pytest.raises(ValueError, match="max_deliveries"):
             q.create_queue("other", max_deliveries=1001)
+
+
+def test_a_queue_with_priority_levels_serves_the_most_urgent_first(
+    skueued_cluster: StartCluster,
+) -> None:
+    """Issue 14 on real daemons: ``skueue create --priorities``, ``enqueue -p``; every
+    dequeue, on any member, takes the most urgent element, FIFO within a level, and a
+    nacked element goes back at its own level."""
+    cluster = skueued_cluster(3, "queue")
+    made = skueue_cli("create", "pq", "--priorities", "4", "--node", cluster.addresses[0])
+    assert made.returncode == 0, made.stderr
+    for value, priority in (("low-1", "3"), ("mid-1", "1"), ("top-1", "0"), ("low-2", "9"),
+                            ("mid-2", "1")):  # fmt: skip
+        sent = skueue_cli("enqueue", "-q", "pq", "-p", priority, value,
+                          "--node", cluster.addresses[1])  # fmt: skip
+        assert sent.returncode == 0, sent.stderr
+    bad = skueue_cli("enqueue", "-q", "pq", "-p", "16", "x", "--node", cluster.addresses[1])
+    assert bad.returncode == 2 and "--priority" in bad.stderr
+    with skueue.client.api.connect_blocking(cluster.addresses[2]) as q:
+        q.enqueue(b"low-3", queue="pq", priority=15)  # past the last level: the last
+        leased = q.dequeue(queue="pq", lease=30)
+        assert leased is not None and leased.value == b"top-1"
+        got = [q.dequeue(queue="pq") for _ in range(2)]
+        assert got == [b"mid-1", b"mid-2"]
+        assert q.nack(leased)
+        assert q.dequeue_many(5, queue="pq") == [b"top-1", b"low-1", b"low-2", b"low-3"]
+        assert q.stats()["queues"]["pq"]["priorities"] == 4
+        with pytest.raises(ValueError, match="priority"):
+            q.enqueue(b"x", queue="pq", priority=16)
+        with pytest.raises(RequestRejected, match="a stack has no priority levels"):
+            q.create_queue("st", structure="stack", priorities=2)

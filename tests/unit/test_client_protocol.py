@@ -14,6 +14,8 @@ from skueue.wire.client_protocol import (
     PROTOCOL_VERSION,
     RID_MAX,
     ClientHello,
+    CreateRequest,
+    DeleteRequest,
     InsertRequest,
     JoinClusterRequest,
     LeaseRequest,
@@ -32,6 +34,7 @@ from skueue.wire.client_replies import Done, ErrorReply, More, StatsReply, Welco
 from skueue.wire.errors import RemoteProtocolError
 
 LIMITS = Limits(ops_per_request_max=3, value_bytes_max=4)
+INSERT_MAP = 'the 4th field is a map of "priority", "queue", "stack"'
 
 
 @pytest.mark.parametrize(
@@ -80,9 +83,9 @@ def test_valid_requests_parse(frame: list[Any], expected: Any) -> None:
         (["insert", 1, [bytearray(b"a")]], "values must be bytes"),
         (["insert", 1, [[b"a"]]], "values must be bytes"),
         (["insert", 1], "unknown request 'insert' with 2 fields"),
-        (["insert", 1, [b"a"], 0], 'the 4th field is a map of "queue", "stack"'),
-        (["insert", 1, [b"a"], {"name": "q"}], 'the 4th field is a map of "queue", "stack"'),
-        (["insert", 1, [b"a"], {"wait_ms": 5}], 'the 4th field is a map of "queue", "stack"'),
+        (["insert", 1, [b"a"], 0], INSERT_MAP),
+        (["insert", 1, [b"a"], {"name": "q"}], INSERT_MAP),
+        (["insert", 1, [b"a"], {"wait_ms": 5}], INSERT_MAP),
         (["remove", 1, 1, {"name": "q"}], '"lease_ms", "max_deliveries", "queue", "stack"'),
         (["ack", 1, []], "non-empty list of lease ids"),
         (["ack", 1, 5], "non-empty list of lease ids"),
@@ -433,3 +436,38 @@ def test_lease_requests_round_trip() -> None:
         LeaseRequest("extend", 8, [9], 60_000),
     ):
         assert parse_request(request.frame(), LIMITS) == request
+
+
+@pytest.mark.parametrize(
+    ("frame", "expected"),
+    [
+        (["insert", 4, [b"a"], {"queue": "pq", "priority": 3}],
+         InsertRequest(4, [b"a"], "pq", None, 3)),
+        (["create", 5, "pq", {"priorities": 8, "max_deliveries": 2}],
+         CreateRequest(5, "pq", None, 2, 8)),
+        (["create", 6, "jobs"], CreateRequest(6, "jobs")),
+        (["delete", 7, "jobs"], DeleteRequest(7, "jobs")),
+    ],
+)  # fmt: skip
+def test_priorities_creates_and_deletes_parse_and_frame_back(
+    frame: list[Any], expected: Any
+) -> None:
+    assert parse_request(frame, LIMITS) == expected
+    assert expected.frame() == frame
+
+
+@pytest.mark.parametrize(
+    ("frame", "message"),
+    [
+        (["insert", 1, [b"a"], {"priority": 16}], "priority is an integer from 0"),
+        (["insert", 1, [b"a"], {"priority": True}], "priority is an integer from 0"),
+        (["create", 1, "pq", {"priorities": 17}], "1 (no priorities) to 16 priority levels"),
+        (["create", 1, "pq", {"priorities": 2, "stack": True}], "a stack has no priority"),
+        (["create", 1, "pq", {"max_deliveries": "3"}], "are integers"),
+        (["create", 1, "x" * 127, {"max_deliveries": 3}], "at most 124 characters"),
+        (["delete", 1, "no spaces"], "only ASCII"),
+    ],
+)
+def test_bad_priorities_and_settings_get_one_clear_error(frame: list[Any], message: str) -> None:
+    reply = parse_request(frame, LIMITS)
+    assert isinstance(reply, ErrorReply) and message in reply.message, reply
