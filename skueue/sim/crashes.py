@@ -130,7 +130,13 @@ def do(process: Process, item: Input) -> list[Effect]:
     match item:
         case Request(op):
             made = process.new_op(
-                op.kind, op.value, op.queue, lease_ms=op.lease_ms, max_deliveries=op.max_deliveries
+                op.kind,
+                op.value,
+                op.queue,
+                lease_ms=op.lease_ms,
+                max_deliveries=op.max_deliveries,
+                settings=op.settings,
+                priority=op.priority,
             )
             if made != op:
                 raise DeterminismError(f"made operation {made.describe()}, not {op.describe()}")
