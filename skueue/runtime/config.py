@@ -12,6 +12,7 @@ from skueue.runtime.client_auth import ClientTokens
 from skueue.runtime.input_log import SyncPolicy
 from skueue.runtime.limits import Limits
 from skueue.runtime.peer_auth import ClusterKeys
+from skueue.runtime.tls import DaemonTls
 
 
 @attrs.frozen
@@ -36,4 +37,5 @@ class DaemonConfig:
     cluster_keys: ClusterKeys | None = None
     # The tokens clients must present, with their roles (runtime/client_auth.py).
     client_tokens: ClientTokens | None = None
-
+    # TLS on every connection (runtime/tls.py); None: plaintext.
+    tls: DaemonTls | None = None

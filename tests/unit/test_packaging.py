@@ -26,7 +26,8 @@ ROOT = Path(__file__).resolve().parents[2]
 # What the build reads: the metadata, the README (its long description) and the sources.
 BUILD_INPUTS = ("pyproject.toml", "README.md", "skueue", "overlay", "dht", "cli")
 INSTALLED_INSIDE = ("overlay", "dht", "cli")
-LEAN = {"trio", "anyio", "rich", "msgpack", "mmh3", "attrs", "structlog", "google-crc32c"}
+LEAN = {"trio", "anyio", "rich", "msgpack", "mmh3", "attrs", "structlog", "google-crc32c",
+        "cryptography"}
 SPARK_EXTRA = {"pyspark", "matplotlib"}
 NEVER_LEAN = SPARK_EXTRA | {"pytest", "hypothesis", "pytest-trio", "redis"}
 
