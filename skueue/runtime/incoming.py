@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import socket
+import ssl
 from collections.abc import Coroutine
 from typing import Any
 
@@ -73,8 +74,11 @@ class IncomingConnections(DaemonState):
         except RemoteProtocolError as e:
             log.warning("bad input, closing connection", error=str(e))
             await _try_send(stream, pack(ErrorReply(None, str(e)).frame()))
-        except DISCONNECTED:
-            pass  # an abrupt disconnect: nothing to answer
+        except DISCONNECTED as e:
+            # An abrupt disconnect: nothing to answer.  Under TLS it may also be a record
+            # that failed its MAC (changed or replayed on the path): that is worth a line.
+            if isinstance(e.__cause__, ssl.SSLError):
+                log.warning("a TLS connection failed; closing it", error=tls_failure(e))
 
     async def _start_tls(
         self, tcp: trio.SocketStream, tls: DaemonTls

@@ -324,7 +324,10 @@ class PeerLinks:
             except (trio.BrokenResourceError, trio.ClosedResourceError, OSError,
                     RemoteProtocolError) as e:
                 if not link.closed:
-                    log.warning("lost the link to a peer; reconnecting", peer=peer, error=str(e))
+                    # A TLS record that fails its MAC (changed or replayed on the path)
+                    # arrives as a broken stream caused by an ssl error: name that.
+                    error = tls_failure(e) if self.tls is not None else str(e)
+                    log.warning("lost the link to a peer; reconnecting", peer=peer, error=error)
                     self.mark_down(peer)
 
     async def _reconnect(self, peer: str, address: Address) -> tuple[trio.abc.Stream, int] | None:
