@@ -8,6 +8,7 @@ refuses to start unless ``--plaintext`` says so."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
 import subprocess
@@ -188,6 +189,25 @@ def test_tls_handshakes_that_never_finish_are_strangers_and_garbage_is_refused(
             s.close()
     err = cluster.stderr()
     assert "a TLS handshake failed" in err and "Traceback" not in err, err
+
+
+def test_a_tls_handshake_that_stalls_is_closed_at_the_handshake_deadline(
+    skueued_cluster: StartCluster, certs: Certs
+) -> None:
+    """``handshake_timeout_s`` (10 s) covers the TLS handshake: a connection that starts
+    one and says no more is closed then, with one warning."""
+    cluster = skueued_cluster(1, "queue", ("--in-memory", *certs.daemon_args()))
+    host, port = cluster.addresses[0].rsplit(":", 1)
+    deadline_s = Limits().handshake_timeout_s
+    with socket.create_connection((host, int(port)), timeout=5) as s:
+        s.sendall(b"\x16\x03\x01\x02\x00\x01")
+        s.settimeout(deadline_s + 10)
+        t0 = time.monotonic()
+        with contextlib.suppress(ConnectionResetError):
+            assert s.recv(1) == b""
+        waited = time.monotonic() - t0
+    assert deadline_s - 1 < waited < deadline_s + 5, waited
+    assert "no TLS handshake in time" in cluster.stderr()
 
 
 def test_listening_beyond_loopback_needs_tls_or_an_explicit_plaintext(tmp_path: Path) -> None:
