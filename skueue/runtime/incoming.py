@@ -89,7 +89,10 @@ class IncomingConnections(DaemonState):
         without TLS prints why it was refused."""
         source = _source(tcp)
         with self.sessions.unknown(tcp), trio.move_on_after(self.limits.handshake_timeout_s):
-            first = await peek(tcp, 1)
+            try:
+                first = await peek(tcp, 1)
+            except OSError:  # reset before a word
+                return None
             if not first:
                 return None  # gone before a word
             if not looks_like_tls(first):
