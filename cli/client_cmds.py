@@ -29,6 +29,7 @@ import argparse
 import base64
 import json
 import os
+import ssl
 import sys
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
@@ -36,6 +37,8 @@ from typing import Any, TypeVar
 from skueue.cli.args import address, fail, positive_float, positive_int
 from skueue.cli.running import run_async
 from skueue.client.api import DEFAULT_NODE, DEFAULT_REQUEST_TIMEOUT_S, Client, connect
+from skueue.client.errors import RequestRejected
+from skueue.client.tls import client_context
 from skueue.core.ops import DEFAULT_QUEUE, DELIVERY_LIMIT_MAX, PRIORITIES_MAX, queue_name_problem
 from skueue.runtime.address import AddressError, parse_address
 
@@ -67,6 +70,35 @@ def add_node_option(p: argparse.ArgumentParser) -> None:
         metavar="ADDR",
         help=f"daemon to talk to (default: $SKUEUE_NODE, else {DEFAULT_NODE})",
     )
+    # Every command that talks to a daemon may need TLS to reach it.
+    p.add_argument(
+        "--tls-ca",
+        metavar="FILE",
+        help="connect with TLS, trusting this CA (default: $SKUEUE_TLS_CA; unset: plaintext)",
+    )
+    p.add_argument(
+        "--tls-cert",
+        metavar="FILE",
+        help="a client certificate to present (default: $SKUEUE_TLS_CERT)",
+    )
+    p.add_argument(
+        "--tls-key", metavar="FILE", help="its private key (default: $SKUEUE_TLS_KEY)"
+    )
+
+
+def tls_of(prog: str, args: argparse.Namespace) -> ssl.SSLContext | None:
+    """The TLS context the options ask for; None: the client's default ($SKUEUE_TLS_*)."""
+    ca, cert, key = (getattr(args, n, None) for n in ("tls_ca", "tls_cert", "tls_key"))
+    if ca is None and cert is None and key is None:
+        return None
+    env = {n: os.environ.get(f"SKUEUE_{n.upper()}") or None for n in ("tls_ca", "tls_cert",
+                                                                       "tls_key")}  # fmt: skip
+    try:
+        return client_context(
+            ca or env["tls_ca"], cert or env["tls_cert"], key or env["tls_key"]
+        )
+    except RequestRejected as e:
+        fail(prog, str(e))
 
 
 def add_timeout_option(p: argparse.ArgumentParser, default: float) -> None:
@@ -275,9 +307,10 @@ def with_client(
     admin: bool = False,
 ) -> T:
     node = args.node or default_node()
+    tls = tls_of(prog, args)
 
     async def main() -> T:
-        async with connect(node, request_timeout_s=args.timeout, admin=admin) as q:
+        async with connect(node, request_timeout_s=args.timeout, admin=admin, tls=tls) as q:
             return await body(q)
 
     return run_async(prog, main)

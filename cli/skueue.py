@@ -7,6 +7,7 @@ import sys
 from skueue.cli import (
     analyze_cmd,
     bench_cmd,
+    certs_cmd,
     client_cmds,
     experiment_cmd,
     health_cmd,
@@ -27,6 +28,7 @@ def build_parser() -> Parser:
     health_cmd.add_parser(sub)
     lease_cmds.add_parsers(sub)
     keygen_cmd.add_parser(sub)
+    certs_cmd.add_parser(sub)
     sim_cmd.add_parser(sub)
     bench_cmd.add_parser(sub)
     analyze_cmd.add_parser(sub)

@@ -1,7 +1,9 @@
 """``skueued``: run one Skueue process (its three virtual nodes) as a daemon.
 
     skueued --listen HOST:PORT [--peers ADDR,... | --join SEED] [--id ID]
-            [--structure queue|stack] [--value-bytes-max BYTES]
+            [--cluster-key FILE] [--client-tokens FILE]
+            [--tls-cert FILE --tls-key FILE [--tls-ca FILE] [--tls-client-ca FILE]]
+            [--plaintext] [--structure queue|stack] [--value-bytes-max BYTES]
             [--log-format json|console] [--log-level LEVEL]
 
 Alone it is a one-process cluster; with ``--peers`` it forms a static cluster with every
@@ -10,6 +12,9 @@ joins the cluster SEED belongs to (and prints its ready line once it is in the r
 A daemon that was asked to leave (``skueue leave``) exits once its data is held by the
 others.  It prints one line
 on stdout when ready and shuts down cleanly on SIGTERM or SIGINT.
+
+Beyond loopback it speaks TLS (``--tls-cert``/``--tls-key``) or refuses to start, unless
+``--plaintext`` asks for plaintext links explicitly; on loopback plaintext is the default.
 """
 
 from __future__ import annotations
@@ -35,6 +40,7 @@ from skueue.runtime.limits import Limits
 from skueue.runtime.logging import configure
 from skueue.runtime.peer_auth import ClusterKeys
 from skueue.runtime.state import log
+from skueue.runtime.tls import DaemonTls, TlsFiles
 
 # A frame holds one value and the request around it.
 VALUE_ROOM_BYTES = 1024
@@ -116,6 +122,30 @@ def build_parser() -> Parser:
         metavar="FILE",
         help="the cluster's secret key (skueue keygen makes one; the same on every member): "
         "every peer link proves both ends hold it",
+    )
+    p.add_argument(
+        "--tls-cert",
+        metavar="FILE",
+        help="TLS on every connection, peers and clients: this daemon's certificate "
+        "(PEM; skueue certs makes one) (needs --tls-key)",
+    )
+    p.add_argument("--tls-key", metavar="FILE", help="the private key of --tls-cert (PEM)")
+    p.add_argument(
+        "--tls-ca",
+        metavar="FILE",
+        help="with --tls-cert: peer links are mutual TLS, each end's certificate signed by "
+        "this CA and marked OU=peer (without it, peers' certificates are not checked)",
+    )
+    p.add_argument(
+        "--tls-client-ca",
+        metavar="FILE",
+        help="with --tls-cert: clients may present a certificate signed by this CA instead "
+        "of a token (OU=admin: the admin role); without --client-tokens they must",
+    )
+    p.add_argument(
+        "--plaintext",
+        action="store_true",
+        help="allow listening beyond loopback without TLS (refused otherwise)",
     )
     p.add_argument(
         "--id",
@@ -200,18 +230,31 @@ def main(argv: list[str] | None = None) -> int:
     if args.in_memory and args.data_dir:
         fail("skueued", "--in-memory and --data-dir exclude each other")
     configure(args.log_format, args.log_level)
+    tls_files = tls_options(args)
+    if tls_files is None and not listen.is_loopback() and not args.plaintext:
+        fail(
+            "skueued",
+            f"listening on {listen} (beyond loopback) without TLS: give --tls-cert and "
+            "--tls-key (skueue certs makes them), or --plaintext to accept plaintext links",
+        )
     try:
         keys = ClusterKeys.load(Path(args.cluster_key)) if args.cluster_key else None
         tokens = ClientTokens.load(Path(args.client_tokens)) if args.client_tokens else None
+        tls = DaemonTls.load(tls_files) if tls_files is not None else None
     except DaemonError as e:
         fail("skueued", str(e))
+    if tls is not None and tls.peer_issuers is None:
+        log.warning(
+            "TLS without --tls-ca: peers' certificates are not checked, so an attacker on "
+            "the path could sit in the middle of a peer link (give every member --tls-ca)"
+        )
     if keys is None and not listen.is_loopback():
         log.warning(
             "listening beyond loopback without a cluster key: anyone who can reach the port "
             "can act as a member (start every member with --cluster-key)",
             listen=str(listen),
         )
-    if tokens is None and not listen.is_loopback():
+    if tokens is None and (tls is None or tls.client_issuers is None) and not listen.is_loopback():
         log.warning(
             "listening beyond loopback without client tokens: anyone who can reach the port "
             "can use the queue and make the daemon leave (--client-tokens FILE)",
@@ -237,6 +280,7 @@ def main(argv: list[str] | None = None) -> int:
         cluster_keys=keys,
         client_tokens=tokens,
         metrics=parse_address(args.metrics) if args.metrics else None,
+        tls=tls,
     )
     if args.print_config:
         print(config_file.render(parser, args), end="")
@@ -249,6 +293,25 @@ def main(argv: list[str] | None = None) -> int:
             raise
         fail("skueued", str(error), code=1)
     return 0
+
+
+def tls_options(args: argparse.Namespace) -> TlsFiles | None:
+    """The TLS files named, checked for what goes together (None: no TLS)."""
+    if args.tls_cert is None and args.tls_key is None:
+        for option in ("tls_ca", "tls_client_ca"):
+            if getattr(args, option) is not None:
+                fail("skueued", f"--{option.replace('_', '-')} needs --tls-cert and --tls-key")
+        return None
+    if args.tls_cert is None or args.tls_key is None:
+        fail("skueued", "--tls-cert and --tls-key go together")
+    if args.plaintext:
+        fail("skueued", "--plaintext and --tls-cert exclude each other")
+    return TlsFiles(
+        Path(args.tls_cert),
+        Path(args.tls_key),
+        Path(args.tls_ca) if args.tls_ca else None,
+        Path(args.tls_client_ca) if args.tls_client_ca else None,
+    )
 
 
 def value_limit(text: str) -> int:

@@ -6,6 +6,10 @@
 #   netns_cluster.sh status  [--prefix NAME] [--state-dir DIR]
 #   netns_cluster.sh stop    [--prefix NAME] [--state-dir DIR] [--timeout S] [--keep-logs]
 #
+# The hosts talk TLS (a CA and one certificate per host, made by `skueue certs` in the
+# state directory's tls/; peer links are mutual TLS) and prove a cluster key inside it.
+# Clients reach them with SKUEUE_TLS_CA=<state dir>/tls/ca.crt.
+#
 # Topology (the subnet exists only inside these namespaces, nothing routes it anywhere):
 #
 #   namespace <prefix>hub:  bridge "skqbr" (no address, no uplink, no routes)
@@ -38,6 +42,7 @@ LOG_FORMAT=console
 TIMEOUT_S=30
 STATE_DIR=
 SKUEUED=
+SKUEUE_CLI=
 KEEP_LOGS=0
 
 die() { echo "$PROG: error: $*" >&2; exit 1; }
@@ -71,6 +76,8 @@ ns_pids() { ip netns pids "$1" 2>/dev/null || true; }
 clear_state() {
     local keep_logs=${1:-0}
     rm -f -- "$STATE_DIR/daemons" "$STATE_DIR/network.err" "$STATE_DIR/cluster.key"
+    rm -f -- "$STATE_DIR/tls/"*.crt "$STATE_DIR/tls/"*.key "$STATE_DIR/tls.err"
+    rmdir -- "$STATE_DIR/tls" 2>/dev/null || true
     [ "$keep_logs" -eq 1 ] || rm -f -- "$STATE_DIR/${PREFIX}"[0-9]*.log
     rmdir -- "$STATE_DIR" 2>/dev/null || true
     rmdir -- "$DEFAULT_STATE_ROOT" 2>/dev/null || true  # only if empty too
@@ -117,6 +124,22 @@ find_skueued() {
         SKUEUED=$(command -v skueued)
     else
         die "skueued not found (no $here/../.venv/bin/skueued, none on PATH); use --skueued"
+    fi
+}
+
+# skueue (for `skueue certs`): beside skueued, else this checkout's, else on PATH.
+find_skueue() {
+    local here beside
+    here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+    beside=$(dirname "$SKUEUED")/skueue
+    if [ -x "$beside" ]; then
+        SKUEUE_CLI=$beside
+    elif [ -x "$here/../.venv/bin/skueue" ]; then
+        SKUEUE_CLI=$(cd "$here/.." && pwd)/.venv/bin/skueue
+    elif command -v skueue >/dev/null; then
+        SKUEUE_CLI=$(command -v skueue)
+    else
+        die "skueue not found (needed for skueue certs): install the project"
     fi
 }
 
@@ -200,6 +223,7 @@ cmd_start() {
     parse_options "$@"
     need_tools
     find_skueued
+    find_skueue
     local existing
     existing=$(our_namespaces | xargs)
     [ -z "$existing" ] || die "namespaces of a cluster exist already ($existing): run '$PROG stop --prefix $PREFIX' first"
@@ -215,8 +239,15 @@ cmd_start() {
     (umask 077 && od -An -tx1 -N32 /dev/urandom | tr -d ' \n' >"$STATE_DIR/cluster.key") \
         || fail_start "cannot write $STATE_DIR/cluster.key"
     local i j peers address ns log pid
-    local -a addresses=() pids=()
+    local -a addresses=() pids=() hosts=()
     for ((i = 0; i < n; i++)); do addresses+=("$(address_of "$i")"); done
+    # TLS: a CA for this cluster and a member certificate per host naming its address
+    # (beyond loopback skueued refuses to run without TLS unless told --plaintext).
+    for ((i = 0; i < n; i++)); do
+        hosts+=(--host "$(ns_name "$i"),${addresses[$i]%:*}")
+    done
+    "$SKUEUE_CLI" certs "$STATE_DIR/tls" "${hosts[@]}" 2>"$STATE_DIR/tls.err" \
+        || fail_start "cannot make the TLS certificates: $(cat "$STATE_DIR/tls.err")"
     for ((i = 0; i < n; i++)); do
         ns=$(ns_name "$i")
         address=${addresses[$i]}
@@ -230,6 +261,8 @@ cmd_start() {
         PYTHONUNBUFFERED=1 setsid ip netns exec "$ns" "$SKUEUED" \
             --listen "$address" --peers "$peers" --id "$ns" --in-memory \
             --cluster-key "$STATE_DIR/cluster.key" \
+            --tls-cert "$STATE_DIR/tls/$ns.crt" --tls-key "$STATE_DIR/tls/$ns.key" \
+            --tls-ca "$STATE_DIR/tls/ca.crt" \
             --structure "$STRUCTURE" --log-format "$LOG_FORMAT" \
             </dev/null >"$log" 2>&1 &
         pids+=("$!")

@@ -27,6 +27,7 @@ import atexit
 import itertools
 import os
 import secrets
+import ssl
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Sequence
 from contextlib import ExitStack, asynccontextmanager
 from functools import partial
@@ -49,6 +50,7 @@ from skueue.client.errors import (
     error_from,
     reason,
 )
+from skueue.client.tls import resolve as resolve_tls
 from skueue.core.ops import PRIORITIES_MAX, queue_name_problem
 from skueue.runtime.limits import Limits
 from skueue.wire.client_protocol import (
@@ -801,12 +803,14 @@ def seed_list(addresses: str) -> list[str]:
     return list(dict.fromkeys(seeds))
 
 
-async def open_first(seeds: list[str], hello: ClientHello, timeout_s: float) -> tuple[str, Opened]:
+async def open_first(
+    seeds: list[str], hello: ClientHello, timeout_s: float, tls: ssl.SSLContext | None = None
+) -> tuple[str, Opened]:
     """The first seed that answers, in order; if none does, the error of each, in one line."""
     errors = []
     for seed in seeds:
         try:
-            return seed, await open_connection(seed, hello, timeout_s)
+            return seed, await open_connection(seed, hello, timeout_s, tls)
         except BadAddress:
             raise
         except SkueueError as e:
@@ -825,6 +829,7 @@ async def connect(
     admin: bool = False,
     retry: bool = True,
     token: str | None = None,
+    tls: bool | ssl.SSLContext | None = None,
 ) -> AsyncIterator[Client]:
     """Connect to a daemon (default ``$SKUEUE_NODE``, else 127.0.0.1:7400).
 
@@ -836,8 +841,12 @@ async def connect(
     daemon answers each with the outcome of its first attempt, so none is applied twice
     and no dequeued element is lost with a broken reply (within the daemon's retry
     window; see the README).  ``token`` (default ``$SKUEUE_TOKEN``): the credential a
-    daemon started with ``--client-tokens`` asks for."""
+    daemon started with ``--client-tokens`` asks for.  ``tls``: None (TLS when
+    ``$SKUEUE_TLS_CA`` is set), False, True or an :class:`ssl.SSLContext`; see
+    :mod:`skueue.client.tls` (``$SKUEUE_TLS_CERT``/``$SKUEUE_TLS_KEY`` add a client
+    certificate)."""
     token = token or os.environ.get("SKUEUE_TOKEN") or None
+    context = resolve_tls(tls)
     if request_timeout_s is None:
         request_timeout_s = DEFAULT_REQUEST_TIMEOUT_S
     if not request_timeout_s > 0:
@@ -850,10 +859,10 @@ async def connect(
         return ClientHello(PROTOCOL_VERSION, request_timeout_s, admin, session, token)
 
     hello = new_hello()
-    target, opened = await open_first(seeds, hello, timeout_s)
+    target, opened = await open_first(seeds, hello, timeout_s, context)
 
     async def reopen() -> Opened:
-        return await open_connection(client.address, hello, timeout_s)
+        return await open_connection(client.address, hello, timeout_s, context)
 
     async def fail_over(current: str) -> tuple[str, Opened] | None:
         nonlocal hello
@@ -861,7 +870,7 @@ async def connect(
         fresh = new_hello()
         for other in others:
             try:
-                opened = await open_connection(other, fresh, timeout_s)
+                opened = await open_connection(other, fresh, timeout_s, context)
             except SkueueError:
                 continue
             hello = fresh
@@ -1111,6 +1120,7 @@ def connect_blocking(
     request_timeout_s: float | None = None,
     admin: bool = False,
     token: str | None = None,
+    tls: bool | ssl.SSLContext | None = None,
 ) -> BlockingClient:
     """A connected :class:`BlockingClient` for scripts:
 
@@ -1120,5 +1130,5 @@ def connect_blocking(
     or ``q = skueue.connect_blocking(addr)`` ... ``q.close()``."""
     return BlockingClient(
         address, timeout_s=timeout_s, request_timeout_s=request_timeout_s, admin=admin,
-        token=token,
+        token=token, tls=tls,
     )  # fmt: skip

@@ -5,6 +5,7 @@ Used for a client's first connection and for every reconnect after one broke.
 
 from __future__ import annotations
 
+import ssl
 from typing import Any
 
 import anyio
@@ -34,17 +35,26 @@ class Opened:
     leftover: list[Any]  # frames that came in with the welcome
 
 
-async def open_connection(target: str, hello: ClientHello, timeout_s: float) -> Opened:
-    """Connect to ``target`` and say ``hello``; raises :class:`NodeUnreachable` (or
-    :class:`NodeUnavailable` when the daemon refuses for now) with one line."""
+async def open_connection(
+    target: str, hello: ClientHello, timeout_s: float, tls: ssl.SSLContext | None = None
+) -> Opened:
+    """Connect to ``target`` (with TLS when ``tls`` is given, checking the daemon's
+    certificate against the address dialled) and say ``hello``; raises
+    :class:`NodeUnreachable` (or :class:`NodeUnavailable` when the daemon refuses for
+    now) with one line."""
     try:
         addr = parse_address(target)
     except AddressError as e:
         raise BadAddress(str(e)) from None
     try:
         with anyio.fail_after(timeout_s):
-            stream = await anyio.connect_tcp(addr.host, addr.port)
-    except (OSError, TimeoutError) as e:
+            if tls is None:
+                stream: anyio.abc.ByteStream = await anyio.connect_tcp(addr.host, addr.port)
+            else:
+                stream = await anyio.connect_tcp(
+                    addr.host, addr.port, ssl_context=tls, tls_hostname=addr.host
+                )
+    except (OSError, TimeoutError, anyio.BrokenResourceError, anyio.EndOfStream) as e:
         raise NodeUnreachable(f"cannot reach skueued at {target}: {reason(e)}") from None
     try:
         return await _greet(stream, target, hello, timeout_s)
@@ -84,7 +94,7 @@ async def _greet(
         refusal = error_from(greeting, target)
         if isinstance(refusal, NodeUnavailable):
             raise refusal
-        raise NodeUnreachable(f"{target} refused the connection: {greeting.message!r:.80}")
+        raise NodeUnreachable(f"{target} refused the connection: {greeting.message!s:.300}")
     if not isinstance(greeting, Welcome):
         raise NodeUnreachable(f"{target} did not greet us as skueued: {welcome!r:.80}")
     return Opened(stream, decoder, greeting, leftover)

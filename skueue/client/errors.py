@@ -3,6 +3,8 @@ error reply of the daemon."""
 
 from __future__ import annotations
 
+import ssl
+
 from skueue.wire.client_replies import ErrorReply
 
 
@@ -39,7 +41,26 @@ class BadAddress(SkueueError, ValueError):
 def reason(e: BaseException) -> str:
     if isinstance(e, TimeoutError):
         return "timed out"
+    cause = e.__cause__
+    if isinstance(cause, ssl.SSLError):  # anyio wraps a failed TLS read
+        e = cause
+    if isinstance(e, ssl.SSLError):
+        return f"TLS: {e.reason or e}" + TLS_HINTS.get(e.reason or "", "")
     return getattr(e, "strerror", None) or str(e) or type(e).__name__
+
+
+# What a TLS failure most likely means, said with it.
+TLS_HINTS = {
+    "WRONG_VERSION_NUMBER": " (the daemon does not speak TLS? it needs --tls-cert)",
+    "CERTIFICATE_VERIFY_FAILED": (
+        " (the daemon's certificate is not signed by the CA you trust: --tls-ca, "
+        "$SKUEUE_TLS_CA; or it does not name the address you dial)"
+    ),
+    "TLSV13_ALERT_CERTIFICATE_REQUIRED": (
+        " (the daemon wants a client certificate: --tls-cert/--tls-key, $SKUEUE_TLS_CERT)"
+    ),
+    "TLSV1_ALERT_UNKNOWN_CA": " (the daemon does not trust your client certificate's CA)",
+}
 
 
 def error_from(reply: ErrorReply, name: str) -> SkueueError:

@@ -24,6 +24,7 @@ latency describe the workload alone.
 from __future__ import annotations
 
 import random
+import ssl
 import statistics
 import time
 from collections.abc import Callable, Sequence
@@ -56,6 +57,10 @@ class LoadConfig:
     queues: tuple[str, ...] = ()
     """Named queues each request picks one of at random (empty: the default queue); the
     history names them, and the checkers check each on its own."""
+    token: str | None = None
+    """The clients' token (None: ``$SKUEUE_TOKEN``, if set)."""
+    tls: bool | ssl.SSLContext | None = None
+    """The clients' TLS (``connect(tls=...)``; None: ``$SKUEUE_TLS_CA``, if set)."""
 
     def __attrs_post_init__(self) -> None:
         if not self.nodes:
@@ -258,7 +263,10 @@ async def run_workload(
     async def one_client(index: int, count: int) -> None:
         node = config.nodes[index % len(config.nodes)]
         async with (
-            connect(node, request_timeout_s=config.request_timeout_s) as q,
+            connect(
+                node, request_timeout_s=config.request_timeout_s, token=config.token,
+                tls=config.tls,
+            ) as q,  # fmt: skip
             anyio.create_task_group() as lanes,
         ):
             for lane, share in enumerate(shares(count, config.in_flight)):
@@ -288,7 +296,10 @@ async def drain(config: LoadConfig, result: LoadResult) -> None:
     counts the elements it took."""
     remove_op = op_names(config.structure)[1]
     name, seq = f"c{config.clients}", 0
-    async with connect(config.nodes[0], request_timeout_s=config.request_timeout_s) as q:
+    async with connect(
+        config.nodes[0], request_timeout_s=config.request_timeout_s, token=config.token,
+        tls=config.tls,
+    ) as q:  # fmt: skip
         for queue in config.queues or (None,):
             while True:
                 invoke = result.clock()

@@ -12,6 +12,7 @@ from skueue.runtime.client_auth import ClientTokens
 from skueue.runtime.input_log import SyncPolicy
 from skueue.runtime.limits import Limits
 from skueue.runtime.peer_auth import ClusterKeys
+from skueue.runtime.tls import DaemonTls
 
 
 @attrs.frozen
@@ -38,4 +39,5 @@ class DaemonConfig:
     client_tokens: ClientTokens | None = None
     # Where to serve Prometheus metrics, /healthz and /readyz (runtime/metrics.py); None: not.
     metrics: Address | None = None
-
+    # TLS on every connection (runtime/tls.py); None: plaintext.
+    tls: DaemonTls | None = None

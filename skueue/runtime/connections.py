@@ -13,6 +13,7 @@ from typing import Any, TypeVar
 import attrs
 import trio
 
+from skueue.runtime.tls import looks_like_tls
 from skueue.wire.errors import RemoteProtocolError
 from skueue.wire.framing import HEADER_BYTES, FrameDecoder
 
@@ -22,6 +23,10 @@ RECEIVE_BYTES = 65536
 # The first frame of a connection (a hello) is small; until it is in, a connection we do
 # not know yet holds no more than this.
 HELLO_BYTES_MAX = 4096
+TLS_REFUSAL = (
+    "this connection speaks TLS and this daemon does not (start it with --tls-cert and "
+    "--tls-key, or connect without TLS)"
+)
 
 
 class ConnectionTimeout(RemoteProtocolError):
@@ -149,6 +154,8 @@ async def first_frame(
             data = await stream.receive_some(first_bytes_max)
             if not data:
                 raise RemoteProtocolError("connection closed before its hello")
+            if not head and looks_like_tls(data):
+                raise RemoteProtocolError(TLS_REFUSAL)
             if len(head) < HEADER_BYTES:
                 head += data[: HEADER_BYTES - len(head)]
                 length = int.from_bytes(head, "big") if len(head) == HEADER_BYTES else 0

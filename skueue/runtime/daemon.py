@@ -77,7 +77,7 @@ class Daemon(Replay, IncomingConnections):
             self.directory = Directory(self.process_id, self.address)
             self.links = PeerLinks(
                 self.process_id, self.address, self.limits, nursery, self.directory,
-                self.config.cluster_keys,
+                self.config.cluster_keys, self.config.tls,
             )  # fmt: skip
             input_log = self._open_input_log()
             if input_log is None:

@@ -21,6 +21,7 @@ import trio
 from skueue.runtime.address import Address, AddressError, parse_address
 from skueue.runtime.errors import DaemonError
 from skueue.runtime.peer_auth import auth_map
+from skueue.runtime.tls import socket_of
 from skueue.wire.errors import RemoteProtocolError
 
 
@@ -57,7 +58,7 @@ def parse_peer_hello(hello: Any) -> PeerGreeting:
     return PeerGreeting(hello[1], hello[2], nonce, hello[4] if len(hello) == 5 else 0, auth)
 
 
-def reachable(advertised: str, stream: trio.SocketStream) -> Address:
+def reachable(advertised: str, stream: trio.abc.Stream) -> Address:
     """Where a peer can be reached: the address it advertises, with a wildcard host
     (it listens on 0.0.0.0 or ::) replaced by the address its connection came from."""
     try:
@@ -65,7 +66,7 @@ def reachable(advertised: str, stream: trio.SocketStream) -> Address:
     except AddressError as e:
         raise RemoteProtocolError(f"hello-peer: {e}") from None
     if address.host in ("0.0.0.0", "::", ""):
-        address = Address(stream.socket.getpeername()[0], address.port)
+        address = Address(socket_of(stream).getpeername()[0], address.port)
     return address
 
 

@@ -8,7 +8,10 @@ becomes an input for the owner.  Bad input closes that connection with one error
 
 from __future__ import annotations
 
+import contextlib
 import socket
+import ssl
+from collections.abc import Coroutine
 from typing import Any
 
 import trio
@@ -16,42 +19,116 @@ import trio
 from skueue.runtime.connections import frames, next_frame, put
 from skueue.runtime.handshake import parse_peer_hello, reachable
 from skueue.runtime.inputs import PeerControl, PeerGone, PeerHello, PeerInput
-from skueue.runtime.link_receiver import Inbound, Numbering
+from skueue.runtime.link_receiver import Inbound, Numbering, StreamAcks
 from skueue.runtime.peer_auth import AUTH_FRAME, mismatch, new_challenge
 from skueue.runtime.peers import parse_peer_frame
 from skueue.runtime.sessions import DISCONNECTED
 from skueue.runtime.state import DaemonState, log
+from skueue.runtime.tls import DaemonTls, looks_like_tls, peek, tls_failure
 from skueue.wire.client_replies import ErrorReply
 from skueue.wire.errors import RemoteProtocolError
 from skueue.wire.framing import FrameDecoder, pack
 
+# Closing a connection (a TLS goodbye, an error line) waits no longer than this for a
+# client or peer that does not read.
+CLOSE_S = 1.0
+PLAINTEXT_REFUSAL = (
+    "this daemon speaks TLS only (a member or client without TLS? start every member "
+    "with the same --tls-* options; clients: skueue --tls-ca, $SKUEUE_TLS_CA or "
+    "connect(tls=...))"
+)
+
 
 class IncomingConnections(DaemonState):
-    async def _on_connection(self, stream: trio.SocketStream) -> None:
+    async def _on_connection(self, tcp: trio.SocketStream) -> None:
+        stream: trio.abc.Stream = tcp
+        try:
+            if self.config.tls is not None:
+                wrapped = await self._start_tls(tcp, self.config.tls)
+                if wrapped is None:
+                    return
+                stream = wrapped
+            await self._serve_connection(stream)
+        except RemoteProtocolError as e:  # too many strangers: this one was closed
+            log.warning("bad input, closing connection", error=str(e))
+        finally:
+            # Bounded: a TLS close says goodbye first, to a peer that may not read.
+            with trio.move_on_after(CLOSE_S):
+                await stream.aclose()
+            await trio.aclose_forcefully(tcp)
+
+    async def _serve_connection(self, stream: trio.abc.Stream) -> None:
         decoder = FrameDecoder(self.limits.frame_bytes_max)
-        async with stream:  # the error reply below must go out before the stream closes
+        try:
+            hello, rest = await self.sessions.greet(stream, decoder)
+            if isinstance(hello, list) and hello[:1] == ["hello-peer"]:
+                await self._peer_session(stream, decoder, hello, rest)
+            elif isinstance(hello, list) and hello[:1] == ["hello-client"]:
+                await self.ready.wait()
+                role = None
+                if self.config.tls is not None and isinstance(stream, trio.SSLStream):
+                    role = self.config.tls.client_role(stream)
+                await self.sessions.serve(stream, decoder, rest, hello, role)
+            else:
+                raise RemoteProtocolError(f"expected a hello, got {hello!r:.60}")
+        except RemoteProtocolError as e:
+            log.warning("bad input, closing connection", error=str(e))
+            await _try_send(stream, pack(ErrorReply(None, str(e)).frame()))
+        except DISCONNECTED as e:
+            # An abrupt disconnect: nothing to answer.  Under TLS it may also be a record
+            # that failed its MAC (changed or replayed on the path): that is worth a line.
+            if isinstance(e.__cause__, ssl.SSLError):
+                log.warning("a TLS connection failed; closing it", error=tls_failure(e))
+
+    async def _start_tls(
+        self, tcp: trio.SocketStream, tls: DaemonTls
+    ) -> trio.SSLStream[Any] | None:
+        """The TLS handshake of a connection just accepted, within the handshake deadline
+        and counted as a stranger; None (and one warning) when it fails.  A connection
+        that speaks plaintext is told so in plaintext, so that a member or client started
+        without TLS prints why it was refused."""
+        source = _source(tcp)
+        with self.sessions.unknown(tcp), trio.move_on_after(self.limits.handshake_timeout_s):
             try:
-                hello, rest = await self.sessions.greet(stream, decoder)
-                if isinstance(hello, list) and hello[:1] == ["hello-peer"]:
-                    await self._peer_session(stream, decoder, hello, rest)
-                elif isinstance(hello, list) and hello[:1] == ["hello-client"]:
-                    await self.ready.wait()
-                    await self.sessions.serve(stream, decoder, rest, hello)
-                else:
-                    raise RemoteProtocolError(f"expected a hello, got {hello!r:.60}")
-            except RemoteProtocolError as e:
-                log.warning("bad input, closing connection", error=str(e))
-                await _try_send(stream, pack(ErrorReply(None, str(e)).frame()))
-            except DISCONNECTED:
-                pass  # an abrupt disconnect: nothing to answer
+                first = await peek(tcp, 1)
+            except OSError:  # reset before a word
+                return None
+            if not first:
+                return None  # gone before a word
+            if not looks_like_tls(first):
+                log.warning(PLAINTEXT_REFUSAL + "; closing", source=source)
+                with contextlib.suppress(*DISCONNECTED):
+                    # Its hello is read first: closing with unread bytes would reset
+                    # the connection, and the reset could overtake our answer.
+                    await tcp.receive_some(self.limits.hello_bytes_max)
+                await _try_send(tcp, pack(ErrorReply(None, PLAINTEXT_REFUSAL).frame()))
+                return None
+            stream = trio.SSLStream(tcp, tls.server, server_side=True)
+            try:
+                await stream.do_handshake()
+            except DISCONNECTED as e:
+                log.warning("a TLS handshake failed; closing", source=source, error=tls_failure(e))
+                return None
+            return stream
+        log.warning(
+            "no TLS handshake in time; closing",
+            source=source,
+            handshake_timeout_s=self.limits.handshake_timeout_s,
+        )
+        return None
 
     async def _peer_session(
-        self, stream: trio.SocketStream, decoder: FrameDecoder, hello: Any, rest: list[Any]
+        self, stream: trio.abc.Stream, decoder: FrameDecoder, hello: Any, rest: list[Any]
     ) -> None:
         assert self.links is not None  # peers are served once the links exist
         greeting = parse_peer_hello(hello)
         peer = greeting.process
         address = reachable(greeting.address, stream)
+        tls = self.config.tls
+        if tls is not None and isinstance(stream, trio.SSLStream):
+            refusal = tls.peer_refusal(stream)
+            if refusal is not None:  # logged once, as bad input, by the caller
+                raise RemoteProtocolError(f"refused the TLS certificate of peer {peer}: {refusal}")
         keys = self.config.cluster_keys
         if keys is not None or greeting.auth is not None:
             # Before anything of ours changes (a peer's previous session is ended below
@@ -66,6 +143,7 @@ class IncomingConnections(DaemonState):
         inbound = self.inbound.setdefault(peer, Inbound())
         session = next(self.session_numbers)
         raw: socket.socket | None = None
+        acks: StreamAcks | None = None
         with trio.CancelScope() as scope:
             # A peer's links are read one at a time: a new connection ends the one before
             # (which may be half open and never end by itself), then takes its turn.
@@ -78,23 +156,31 @@ class IncomingConnections(DaemonState):
                     if keys is None:  # with a key, our hello went with the handshake
                         await stream.send_all(pack(self.links.hello(inbound.handled)))
                     log.debug("peer connected", peer=peer, handled=inbound.handled)
-                    raw = socket.socket(fileno=stream.socket.fileno())
-                    inbound.attach(raw)
+                    if isinstance(stream, trio.SocketStream):
+                        raw = socket.socket(fileno=stream.socket.fileno())
+                        inbound.attach(raw)
+                    else:  # TLS: acks go through the stream, from a task of their own
+                        acks = inbound.attach_stream()
                     # A durable daemon takes frames only once its log is replayed; its
                     # hello said 0 before that, which makes the peer send all it has.
                     await self.links.ready.wait()
                     await self.inbox_send.send(PeerHello(peer, address, session))
-                    await self._read_peer(peer, inbound, stream, decoder, rest)
+                    if acks is None:
+                        await self._read_peer(peer, inbound, stream, decoder, rest)
+                    else:
+                        reader = self._read_peer(peer, inbound, stream, decoder, rest)
+                        await _both(reader, acks.run(inbound, stream))
             finally:
                 if self.peer_sessions.get(peer, (0,))[0] == session:
                     del self.peer_sessions[peer]
-                if raw is not None:
-                    inbound.detach(raw)
-                    raw.detach()  # the descriptor is the stream's
+                if raw is not None or acks is not None:
+                    inbound.detach(raw, acks)
+                    if raw is not None:
+                        raw.detach()  # the descriptor is the stream's
                     self.inbox_send.send_nowait(PeerGone(peer, session))  # the inbox is large
 
     async def _authenticate(
-        self, stream: trio.SocketStream, decoder: FrameDecoder, greeting: Any, rest: list[Any]
+        self, stream: trio.abc.Stream, decoder: FrameDecoder, greeting: Any, rest: list[Any]
     ) -> list[Any]:
         """The acceptor's half of the cluster-key handshake (runtime/peer_auth.py): our
         hello with our challenge and proof, then the opener's proof, checked.  Returns
@@ -127,7 +213,7 @@ class IncomingConnections(DaemonState):
         self,
         peer: str,
         inbound: Inbound,
-        stream: trio.SocketStream,
+        stream: trio.abc.Stream,
         decoder: FrameDecoder,
         rest: list[Any],
     ) -> None:
@@ -152,9 +238,37 @@ class IncomingConnections(DaemonState):
             inbound.accepted = number  # only now: a cancelled put delivered nothing
 
 
-async def _try_send(stream: trio.SocketStream, blob: bytes) -> None:
+async def _try_send(stream: trio.abc.Stream, blob: bytes) -> None:
     try:
-        with trio.move_on_after(1):
+        with trio.move_on_after(CLOSE_S):
             await stream.send_all(blob)
-    except (trio.BrokenResourceError, trio.ClosedResourceError, ConnectionError):
+    except (trio.BrokenResourceError, trio.ClosedResourceError, trio.BusyResourceError,
+            ConnectionError):  # fmt: skip
         pass
+
+
+async def _both(reader: Coroutine[Any, Any, None], acks: Coroutine[Any, Any, None]) -> None:
+    """Read a TLS peer link and write its acks until either ends; the first error of
+    either is raised as it is (not in an exception group, which the connection handler
+    would not catch)."""
+    failures: list[BaseException] = []
+
+    async def guarded(job: Coroutine[Any, Any, None]) -> None:
+        try:
+            await job
+        except (RemoteProtocolError, *DISCONNECTED) as e:
+            failures.append(e)
+        nursery.cancel_scope.cancel()
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(guarded, reader)
+        nursery.start_soon(guarded, acks)
+    if failures:
+        raise failures[0]
+
+
+def _source(tcp: trio.SocketStream) -> str:
+    try:
+        return str(tcp.socket.getpeername()[0])
+    except OSError:
+        return "?"

@@ -38,19 +38,34 @@ class Inbound:
     raw: socket.socket | None = None
     unsent: bytes = b""
     lock: trio.Lock = attrs.field(factory=trio.Lock)
+    # A TLS connection's ack writer instead (its bytes must go through the TLS stream).
+    stream_acks: StreamAcks | None = None
 
     def attach(self, raw: socket.socket) -> None:
         """A new connection, whose handshake reported ``handled``."""
         self.raw, self.unsent, self.acked = raw, b"", self.handled
+        self.stream_acks = None
 
-    def detach(self, raw: socket.socket) -> None:
-        if self.raw is raw:
+    def attach_stream(self) -> StreamAcks:
+        """A new TLS connection: its acks are written by :meth:`StreamAcks.run`."""
+        self.raw, self.unsent, self.acked = None, b"", self.handled
+        self.stream_acks = StreamAcks()
+        return self.stream_acks
+
+    def detach(self, raw: socket.socket | None, acks: StreamAcks | None = None) -> None:
+        if raw is not None and self.raw is raw:
             self.raw = None
+        if acks is not None and self.stream_acks is acks:
+            self.stream_acks = None
 
     def send_ack(self) -> None:
         """Tell the peer how far this daemon has handled its frames, if that moved.
         Never waits: an ack the socket does not take now goes with the next one, and a
         lost one is made good by the next connection's handshake."""
+        if self.stream_acks is not None:
+            if self.handled != self.acked:
+                self.stream_acks.wake.set()
+            return
         raw = self.raw
         if raw is None or (self.handled == self.acked and not self.unsent):
             return
@@ -62,6 +77,23 @@ class Inbound:
         except OSError:
             return  # full or broken: the reader finds out
         self.unsent = self.unsent[sent:]
+
+
+@attrs.define(eq=False)
+class StreamAcks:
+    """The ack writer of a TLS peer link: the owner cannot write into a TLS stream
+    without waiting, so it wakes this task, which sends the newest count."""
+
+    wake: trio.Event = attrs.field(factory=trio.Event)
+
+    async def run(self, inbound: Inbound, stream: trio.abc.SendStream) -> None:
+        while True:
+            await self.wake.wait()
+            self.wake = trio.Event()
+            handled = inbound.handled
+            if handled != inbound.acked:
+                await stream.send_all(pack(["ack", handled]))
+                inbound.acked = handled
 
 
 class Numbering:

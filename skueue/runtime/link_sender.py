@@ -120,7 +120,7 @@ class LinkSender:
             self.offset = sent
         self.written_last = self.outbox[-1].last
 
-    async def serve(self, stream: trio.SocketStream, handled: int) -> None:
+    async def serve(self, stream: trio.abc.Stream, handled: int) -> None:
         """Write the outbox on ``stream``, a new connection whose peer said it handled
         every frame up to ``handled``, and then whatever comes, until :meth:`close`.
         The stream's errors propagate to the caller, which reconnects."""
@@ -132,7 +132,10 @@ class LinkSender:
             for b in self.outbox
             if b.first <= self.written_last
         )
-        self.raw = socket.socket(fileno=stream.socket.fileno())
+        # The owner's own writes go straight to the socket: not under TLS, whose bytes
+        # only the stream may write (there every write goes through the writer task).
+        if isinstance(stream, trio.SocketStream):
+            self.raw = socket.socket(fileno=stream.socket.fileno())
         try:
             while not self.closed:
                 if not self.unwritten():
@@ -156,11 +159,12 @@ class LinkSender:
                 self.next_blob, self.offset = max(end_blob, self.base), 0
                 self.written_last = max(self.written_last, last)
         finally:
-            self.raw.detach()  # the descriptor is the stream's
+            if self.raw is not None:
+                self.raw.detach()  # the descriptor is the stream's
             self.raw = None
 
 
-async def read_acks(stream: trio.SocketStream, link: LinkSender, frames_max: int) -> None:
+async def read_acks(stream: trio.abc.ReceiveStream, link: LinkSender, frames_max: int) -> None:
     """Take the peer's acknowledgements from a link's connection until it closes (which
     ends the connection: the caller reconnects)."""
     async for frame in frames(stream, FrameDecoder(frames_max)):

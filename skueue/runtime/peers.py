@@ -36,6 +36,7 @@ from skueue.runtime.handshake import PeerGreeting, parse_peer_hello
 from skueue.runtime.limits import Limits
 from skueue.runtime.link_sender import LinkSender, read_acks
 from skueue.runtime.peer_auth import AUTH_FRAME, ClusterKeys, mismatch, new_challenge
+from skueue.runtime.tls import DaemonTls, refused_for_good, tls_failure
 from skueue.wire.errors import RemoteProtocolError
 from skueue.wire.framing import FrameDecoder, pack
 from skueue.wire.peer import decode_message
@@ -73,9 +74,11 @@ class PeerLinks:
         nursery: trio.Nursery,
         directory: Directory,
         keys: ClusterKeys | None = None,
+        tls: DaemonTls | None = None,
     ) -> None:
         self.process_id = process_id
         self.keys = keys  # the cluster key(s): every link proves both ends hold one
+        self.tls = tls  # TLS on every link (runtime/tls.py); None: plaintext
         self.address = address
         self.limits = limits
         self.nursery = nursery
@@ -149,13 +152,13 @@ class PeerLinks:
         return ids
 
     async def _adopt(
-        self, address: Address, stream: trio.SocketStream, greeting: PeerGreeting
+        self, address: Address, stream: trio.abc.Stream, greeting: PeerGreeting
     ) -> bool:
         """Keep a link just opened to a peer as a member's (True), or close it because
         it reached this daemon itself (False); another daemon with our id is an error."""
         peer = greeting.process
         if peer == self.process_id:
-            await stream.aclose()
+            await trio.aclose_forcefully(stream)
             if greeting.nonce == self.nonce:
                 return False
             raise DaemonError(
@@ -202,14 +205,14 @@ class PeerLinks:
 
     async def _open(
         self, address: Address, timeout_s: float
-    ) -> tuple[trio.SocketStream, PeerGreeting]:
+    ) -> tuple[trio.abc.Stream, PeerGreeting]:
         """Connect and shake hands: the stream and what the peer's hello said."""
         delay = RETRY_START_S
         last_error = "no attempt"
         with trio.move_on_after(timeout_s):
             while True:
                 try:
-                    stream = await trio.open_tcp_stream(address.host, address.port)
+                    stream = await self._connect(address)
                     challenge = new_challenge() if self.keys is not None else None
                     auth = None if challenge is None else {"challenge": challenge}
                     await stream.send_all(pack(self.hello(auth=auth)))
@@ -218,24 +221,56 @@ class PeerLinks:
                     if isinstance(hello, list) and len(hello) >= 3 and hello[0] == "error":
                         # Refused on purpose (e.g. we restarted without our state):
                         # trying again cannot help.
-                        await stream.aclose()
+                        await trio.aclose_forcefully(stream)
                         raise DaemonError(f"{address} refused this daemon: {hello[2]!s:.300}")
                     try:
                         greeting = parse_peer_hello(hello)
                     except RemoteProtocolError:
-                        await stream.aclose()
+                        await trio.aclose_forcefully(stream)
                         raise RemoteProtocolError(f"{address} is not a skueued peer") from None
                     await self._prove(stream, address, greeting, challenge)
                     return stream, greeting
-                except (OSError, trio.BrokenResourceError, RemoteProtocolError) as e:
+                except trio.BrokenResourceError as e:
+                    last_error = tls_failure(e)
+                    hopeless = None if self.tls is None else refused_for_good(last_error)
+                    if hopeless is not None:
+                        raise DaemonError(
+                            f"the daemon at {address} {hopeless}: start every member with "
+                            "the same --tls-* options and certificates of one CA"
+                        ) from None
+                except (OSError, RemoteProtocolError) as e:
                     last_error = str(e)
                 await trio.sleep(delay)
                 delay = min(RETRY_MAX_S, delay * 2)
         raise DaemonError(f"cannot reach peer {address} within {timeout_s:g} s: {last_error}")
 
+    async def _connect(self, address: Address) -> trio.abc.Stream:
+        """A new connection to ``address``; with TLS, its handshake done in time and the
+        other end's certificate checked (runtime/tls.py)."""
+        tcp = await trio.open_tcp_stream(address.host, address.port)
+        if self.tls is None:
+            return tcp
+        stream = trio.SSLStream(tcp, self.tls.opener, server_hostname=None)
+        try:
+            with trio.fail_after(self.limits.handshake_timeout_s):
+                await stream.do_handshake()
+        except trio.TooSlowError:
+            await trio.aclose_forcefully(tcp)
+            raise RemoteProtocolError(
+                f"no TLS handshake with {address} within {self.limits.handshake_timeout_s:g} s"
+            ) from None
+        except BaseException:
+            await trio.aclose_forcefully(tcp)
+            raise
+        refusal = self.tls.peer_refusal(stream)
+        if refusal is not None:
+            await trio.aclose_forcefully(stream)
+            raise DaemonError(f"the daemon at {address} is not a member: {refusal}")
+        return stream
+
     async def _prove(
         self,
-        stream: trio.SocketStream,
+        stream: trio.abc.Stream,
         address: Address,
         greeting: PeerGreeting,
         challenge: str | None,
@@ -247,12 +282,12 @@ class PeerLinks:
         if keys is None and greeting.auth is None:
             return
         if keys is None or greeting.auth is None or challenge is None:
-            await stream.aclose()
+            await trio.aclose_forcefully(stream)
             raise DaemonError(mismatch(keys, f"the daemon at {address}"))
         theirs, proof = greeting.auth.get("challenge"), greeting.auth.get("proof")
         opener, acceptor = self.process_id, greeting.process
         if theirs is None or not keys.verify(proof, "accept", challenge, theirs, opener, acceptor):
-            await stream.aclose()
+            await trio.aclose_forcefully(stream)
             raise DaemonError(
                 f"the daemon at {address} failed the cluster-key check: it holds another key"
             )
@@ -264,7 +299,7 @@ class PeerLinks:
         peer: str,
         address: Address,
         link: LinkSender,
-        connected: tuple[trio.SocketStream, int] | None = None,
+        connected: tuple[trio.abc.Stream, int] | None = None,
     ) -> None:
         """Keep the link to ``peer`` connected and written until it is closed (the peer
         left).  A peer unreachable for ``connect_timeout_s`` is reported down; the link
@@ -291,15 +326,18 @@ class PeerLinks:
             except (trio.BrokenResourceError, trio.ClosedResourceError, OSError,
                     RemoteProtocolError) as e:
                 if not link.closed:
-                    log.warning("lost the link to a peer; reconnecting", peer=peer, error=str(e))
+                    # A TLS record that fails its MAC (changed or replayed on the path)
+                    # arrives as a broken stream caused by an ssl error: name that.
+                    error = tls_failure(e) if self.tls is not None else str(e)
+                    log.warning("lost the link to a peer; reconnecting", peer=peer, error=error)
                     self.mark_down(peer)
 
-    async def _reconnect(self, peer: str, address: Address) -> tuple[trio.SocketStream, int] | None:
+    async def _reconnect(self, peer: str, address: Address) -> tuple[trio.abc.Stream, int] | None:
         """A new connection to ``peer`` and how much of our frames it handled (None: it is
         another incarnation, refused)."""
         stream, greeting = await self._open(address, self.limits.connect_timeout_s)
         if greeting.process != peer or not self.same_incarnation(peer, greeting.nonce):
-            await stream.aclose()
+            await trio.aclose_forcefully(stream)
             return None
         return stream, greeting.handled
 
@@ -355,7 +393,7 @@ class PeerLinks:
 
 
 async def _serve_connection(
-    stream: trio.SocketStream, link: LinkSender, handled: int, frame_bytes_max: int
+    stream: trio.abc.Stream, link: LinkSender, handled: int, frame_bytes_max: int
 ) -> None:
     """Write the link on ``stream`` and take the peer's acks from it, until the link is
     closed (returns) or the connection fails (raises)."""

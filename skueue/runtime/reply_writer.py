@@ -87,7 +87,7 @@ def write_now(session: ClientSession, reply: Reply) -> Reply | None:
 
 async def write_replies(
     session: ClientSession,
-    stream: trio.SocketStream,
+    stream: trio.abc.SendStream,
     replies: trio.MemoryReceiveChannel[Reply],
     timeout_s: float,
 ) -> None:
@@ -114,7 +114,7 @@ async def write_replies(
 
 async def _send(
     session: ClientSession,
-    stream: trio.SocketStream,
+    stream: trio.abc.SendStream,
     raw: socket.socket | None,
     batch: list[Reply],
     timeout_s: float,
@@ -166,9 +166,10 @@ def close(session: ClientSession) -> None:
         session.scope.cancel()
 
 
-def _raw_socket(stream: trio.abc.Stream) -> socket.socket | None:
+def _raw_socket(stream: trio.abc.SendStream) -> socket.socket | None:
     """A plain socket object on the stream's descriptor, for a peek that must not wait
-    (detach it when done: the descriptor is the stream's)."""
+    (detach it when done: the descriptor is the stream's).  None under TLS, whose bytes
+    only the stream may write: then every reply goes through the writer task."""
     if not isinstance(stream, trio.SocketStream):
         return None
     return socket.socket(fileno=stream.socket.fileno())

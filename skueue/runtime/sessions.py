@@ -63,6 +63,7 @@ from skueue.runtime.reply_writer import (
     write_now,
     write_replies,
 )
+from skueue.runtime.tls import socket_of
 from skueue.wire.client_protocol import (
     ADMIN_REQUESTS,
     ADMIN_ROLE_REQUESTS,
@@ -120,11 +121,26 @@ class _Ending(RemoteProtocolError):
         self.code = code
 
 
-def _source(stream: trio.SocketStream) -> str:
+def _source(stream: trio.abc.Stream) -> str:
     try:
-        return str(stream.socket.getpeername()[0])
+        return str(socket_of(stream).getpeername()[0])
     except OSError:
         return "?"
+
+
+def _refusal_message(tokens: bool, certs: bool) -> str:
+    needs = {
+        (True, False): "a token: pass connect(token=...) or set $SKUEUE_TOKEN",
+        (False, True): (
+            "a TLS client certificate signed by its --tls-client-ca: pass "
+            "connect(tls=...) with one, or set $SKUEUE_TLS_CERT and $SKUEUE_TLS_KEY"
+        ),
+        (True, True): (
+            "a token or a TLS client certificate: pass connect(token=...) or set "
+            "$SKUEUE_TOKEN, or present a certificate signed by its --tls-client-ca"
+        ),
+    }[(tokens, certs)]
+    return f"this daemon serves only clients with {needs}"
 
 
 class ClientSessions:
@@ -136,9 +152,12 @@ class ClientSessions:
         inbox: trio.MemorySendChannel[Any],
         welcome: Callable[[], list[Any]],
         tokens: ClientTokens | None = None,
+        client_certs: bool = False,
     ) -> None:
         self.limits = limits
         self.tokens = tokens  # None: clients need no token (runtime/client_auth.py)
+        # Clients may show a TLS certificate instead (--tls-client-ca, runtime/tls.py).
+        self.client_certs = client_certs
         self.inbox = inbox
         self.welcome = welcome
         self.clients: dict[int, ClientSession] = {}
@@ -155,7 +174,7 @@ class ClientSessions:
         self.accepted = 0  # clients served so far (the metrics' connections counter)
 
     async def greet(
-        self, stream: trio.SocketStream, decoder: FrameDecoder
+        self, stream: trio.abc.Stream, decoder: FrameDecoder
     ) -> tuple[Any, list[Any]]:
         """The first frame of a new connection (peer or client), within the limits of a
         connection that has not said who it is yet."""
@@ -166,7 +185,7 @@ class ClientSessions:
         return first
 
     @contextlib.contextmanager
-    def unknown(self, stream: trio.SocketStream) -> Iterator[None]:
+    def unknown(self, stream: trio.abc.Stream) -> Iterator[None]:
         """A connection that has not said who it is yet (its hello; a peer's cluster-key
         proof): one of at most ``hello_pending_max``, and of ``hello_pending_per_source_max``
         from its address; past either, the oldest of them is closed."""
@@ -222,21 +241,24 @@ class ClientSessions:
 
     async def serve(
         self,
-        stream: trio.SocketStream,
+        stream: trio.abc.Stream,
         decoder: FrameDecoder,
         rest: list[Any],
         hello: Any = None,
+        cert_role: str | None = None,
     ) -> None:
         """Serve one client that said ``hello``, until it disconnects or misbehaves.
-        (Without ``hello``: a version 1 client with no options.)"""
+        (Without ``hello``: a version 1 client with no options.)  ``cert_role``: what
+        its TLS client certificate makes it (None: it showed none that counts)."""
         greeting = ClientHello(1) if hello is None else parse_client_hello(hello)
-        role = "admin" if self.tokens is None else self.tokens.role_of(greeting.token)
+        role = cert_role
+        if role is None and self.tokens is not None:
+            role = self.tokens.role_of(greeting.token)
+        elif role is None and not self.client_certs:
+            role = "admin"  # neither tokens nor certificates: anyone reaching the port
         if role is None:
-            log.warning("refused a client without a good token")
-            message = (
-                "this daemon serves only clients with a token: pass connect(token=...) or "
-                "set $SKUEUE_TOKEN"
-            )
+            log.warning("refused a client without a good token or certificate")
+            message = _refusal_message(self.tokens is not None, self.client_certs)
             with trio.move_on_after(REFUSAL_SEND_S), contextlib.suppress(*DISCONNECTED):
                 await stream.send_all(pack(ErrorReply(None, message, UNAUTHORIZED).frame()))
             return
@@ -289,7 +311,7 @@ class ClientSessions:
         self,
         client: int,
         session: ClientSession,
-        stream: trio.SocketStream,
+        stream: trio.abc.Stream,
         decoder: FrameDecoder,
         rest: list[Any],
     ) -> ErrorReply | None:
@@ -317,7 +339,7 @@ class ClientSessions:
         self,
         client: int,
         session: ClientSession,
-        stream: trio.SocketStream,
+        stream: trio.abc.Stream,
         decoder: FrameDecoder,
         rest: list[Any],
     ) -> None:

@@ -40,7 +40,11 @@ class DaemonState:
         self.limits = config.limits
         self.inbox_send, self.inbox = trio.open_memory_channel[Input](self.limits.inbox_items_max)
         self.sessions = ClientSessions(
-            self.limits, self.inbox_send, self.welcome, config.client_tokens
+            self.limits,
+            self.inbox_send,
+            self.welcome,
+            config.client_tokens,
+            client_certs=config.tls is not None and config.tls.client_issuers is not None,
         )
         self.ready = trio.Event()
         self.host: Host | None = None

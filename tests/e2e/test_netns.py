@@ -118,14 +118,20 @@ def test_netns_cluster_serves_and_leaves_nothing(netns_state: Path) -> None:
     assert out.returncode != 0 and "unreachable" in out.stderr.lower(), out
 
     workload_began = time.monotonic()
-    run_workload(
-        ["ip", "netns", "exec", f"{PREFIX}0"], sys.executable, ADDRESSES, WORKLOAD_ELEMENTS
-    )
+    # The hosts speak TLS only (issue 13): the client trusts the CA the script made.
+    ca = netns_state / "tls" / "ca.crt"
+    in_host = ["ip", "netns", "exec", f"{PREFIX}0", "env", f"SKUEUE_TLS_CA={ca}"]
+    run_workload(in_host, sys.executable, ADDRESSES, WORKLOAD_ELEMENTS)
+    plain = run("ip", "netns", "exec", f"{PREFIX}0", sys.executable, "-m", "skueue.cli.skueue",
+                "stats", "--node", ADDRESSES[1])  # fmt: skip
+    assert plain.returncode == 1 and "speaks TLS only" in plain.stderr, plain.stderr
     workload_s = time.monotonic() - workload_began
     # The hosts' links prove the cluster key the script made (issue 13).
     assert (netns_state / "cluster.key").stat().st_mode & 0o077 == 0
     logs = "".join((netns_state / f"{PREFIX}{i}.log").read_text() for i in range(HOSTS))
     assert "without a cluster key" not in logs, logs[-2000:]
+    assert "TLS without --tls-ca" not in logs, logs[-2000:]  # peer links are mutual TLS
+    assert logs.count("this daemon speaks TLS only") == 1, logs[-2000:]  # the plaintext try
 
     stopped = run(SCRIPT, "stop", "--state-dir", netns_state)
     assert stopped.returncode == 0, stopped.stderr

@@ -4,7 +4,8 @@ Each daemon advertises a proxy port instead of its own (``skueued --advertise``)
 peer link between daemons goes through here.  :meth:`ChaosProxy.break_one` aborts one live
 connection at a random moment with a reset: whatever was in flight in it (in the kernel's
 buffers or in the proxy's hands, often the middle of a frame) is lost, as when a network
-path fails.
+path fails.  :meth:`ChaosProxy.tamper_one` instead changes what one connection carries
+(a bit flipped, a recorded chunk replayed), as an attacker on the path would.
 """
 
 from __future__ import annotations
@@ -28,6 +29,24 @@ class Pair:
         self.down = down
         self.up = up
         self.scope = trio.CancelScope()
+        # Per direction (the sink): a change to make to the next chunk copied, and the
+        # last chunk copied (what a replay sends again).
+        self.pending: dict[trio.SocketStream, str] = {}
+        self.last: dict[trio.SocketStream, bytes] = {}
+        self.rng = random.Random()
+
+    def alter(self, sink: trio.SocketStream, data: bytes) -> bytes:
+        """``data`` as the proxy passes it on: changed if a tamper is pending."""
+        how = self.pending.pop(sink, None)
+        before, self.last[sink] = self.last.get(sink), data
+        if how == "flip":
+            i = self.rng.randrange(len(data))
+            return data[:i] + bytes([data[i] ^ (1 << self.rng.randrange(8))]) + data[i + 1 :]
+        if how == "replay" and before is not None:
+            return before + data  # a chunk recorded earlier, inserted again
+        if how == "replay":
+            self.pending[sink] = how  # nothing recorded yet: the next chunk
+        return data
 
     def abort(self) -> None:
         for stream in (self.down, self.up):
@@ -41,6 +60,7 @@ class ChaosProxy:
         self.rng = rng
         self.pairs: list[Pair] = []
         self.broken = 0
+        self.tampered = 0
 
     async def serve(
         self, listen_port: int, target: Address, *, task_status: Any = trio.TASK_STATUS_IGNORED
@@ -56,14 +76,26 @@ class ChaosProxy:
             await down.aclose()  # the daemon is not listening yet: the peer retries
             return
         pair = Pair(down, up)
+        pair.rng = self.rng  # one seed replays the run
         self.pairs.append(pair)
         try:
             with pair.scope:
                 async with down, up, trio.open_nursery() as nursery:
-                    nursery.start_soon(_copy, down, up, nursery.cancel_scope)
-                    nursery.start_soon(_copy, up, down, nursery.cancel_scope)
+                    nursery.start_soon(_copy, down, up, nursery.cancel_scope, pair)
+                    nursery.start_soon(_copy, up, down, nursery.cancel_scope, pair)
         finally:
             self.pairs.remove(pair)
+
+    def tamper_one(self, how: str) -> bool:
+        """Change the next chunk one live connection carries, in one direction picked at
+        random: ``flip`` one bit of it, or ``replay`` a chunk it carried before in front
+        of it (False: there was no connection)."""
+        if not self.pairs:
+            return False
+        pair = self.rng.choice(self.pairs)
+        pair.pending[self.rng.choice([pair.down, pair.up])] = how
+        self.tampered += 1
+        return True
 
     def break_one(self) -> bool:
         """Abort one live connection, picked at random (False: there was none)."""
@@ -75,11 +107,11 @@ class ChaosProxy:
 
 
 async def _copy(
-    source: trio.SocketStream, sink: trio.SocketStream, scope: trio.CancelScope
+    source: trio.SocketStream, sink: trio.SocketStream, scope: trio.CancelScope, pair: Pair
 ) -> None:
     try:
         while data := await source.receive_some(COPY_BYTES):
-            await sink.send_all(data)
+            await sink.send_all(pair.alter(sink, data) if pair.pending else data)
     except (trio.BrokenResourceError, trio.ClosedResourceError, OSError):
         pass
     scope.cancel()  # one side ended: end both, as a network path would

@@ -28,7 +28,7 @@ BUILD_INPUTS = ("pyproject.toml", "README.md", "skueue", "overlay", "dht", "cli"
 INSTALLED_INSIDE = ("overlay", "dht", "cli")
 LEAN = {
     "trio", "anyio", "rich", "msgpack", "mmh3", "attrs", "structlog", "google-crc32c",
-    "prometheus-client",
+    "prometheus-client", "cryptography",
 }  # fmt: skip
 SPARK_EXTRA = {"pyspark", "matplotlib"}
 NEVER_LEAN = SPARK_EXTRA | {"pytest", "hypothesis", "pytest-trio", "redis"}

@@ -150,11 +150,12 @@ def test_every_option_is_a_key_including_ones_added_later(tmp_path: Path) -> Non
     long = {s[2:] for a in parser._actions for s in a.option_strings if s.startswith("--")}
     assert set(keys) == long - {"help", "version", "config", "print-config"}
     assert keys["id"].dest == "process_id"
-    # An option added to the parser (as TLS and metrics options will be) is a key at once.
-    parser.add_argument("--tls-cert", metavar="FILE")
-    parser.add_argument("--tls-verify", action="store_true")
-    path = write(tmp_path, 'listen = "127.0.0.1:1"\ntls-cert = "c.pem"\ntls-verify = true\n')
+    assert {"tls-cert", "tls-ca", "plaintext", "metrics"} <= set(keys)  # added after the file
+    # An option added to the parser later is a key at once.
+    parser.add_argument("--future-file", metavar="FILE")
+    parser.add_argument("--future-flag", action="store_true")
+    path = write(tmp_path, 'listen = "127.0.0.1:1"\nfuture-file = "c.pem"\nfuture-flag = true\n')
     args = config_file.parse_args(parser, ["--config", str(path)], "skueued")
-    assert (args.tls_cert, args.tls_verify, args.listen) == ("c.pem", True, "127.0.0.1:1")
+    assert (args.future_file, args.future_flag, args.listen) == ("c.pem", True, "127.0.0.1:1")
     rendered = tomllib.loads(config_file.render(parser, args))
-    assert rendered["tls-cert"] == "c.pem" and rendered["tls-verify"] is True
+    assert rendered["future-file"] == "c.pem" and rendered["future-flag"] is True
