@@ -22,7 +22,9 @@ In one pass in ``ord`` order, each record must:
 - replay correctly on a plain ``collections.deque``, the deliberately
   simple oracle: inserts append, a queue removal must equal ``popleft()``, a
   stack removal must equal ``pop()``, and "empty" is right iff the deque is
-  empty.  Inserted values must be unique (the model's precondition).
+  empty.  Inserted values must be unique (the model's precondition).  A queue
+  with priority levels (records with a ``priority``) has a deque per level, and a
+  removal must equal ``popleft()`` of the most urgent one that is not empty.
 
 A drained run must also end with the deque empty.
 """
@@ -45,6 +47,7 @@ def find_violation_certificate(
     order = sorted(records, key=lambda r: r.ord)  # type: ignore[arg-type, return-value]
     queue = structure == "queue"
     contents: deque[str] = deque()
+    levels: dict[int, deque[str]] = {0: contents}  # a queue with priority levels
     inserted: dict[str, Record] = {}
     last_of: dict[str, Record] = {}
     prev: Record | None = None
@@ -78,8 +81,10 @@ def find_violation_certificate(
                     f"{r.describe()} (elements must be unique)"
                 )
             inserted[v] = r
-            contents.append(v)
+            levels.setdefault(r.priority or 0, deque()).append(v)
             continue
+        if len(levels) > 1:  # a queue with priority levels: the most urgent level's head
+            contents = next((levels[k] for k in sorted(levels) if levels[k]), levels[0])
         if v is None:
             if contents:
                 held = contents[0] if queue else contents[-1]
@@ -99,9 +104,10 @@ def find_violation_certificate(
                 f"certificate replay: {r.describe()} returned {v!r}, but {got!r} was at the "
                 f"{where}" + ("" if v in inserted else f" ({v!r} was never inserted before it)")
             )
-    if drained and contents:
+    left = [v for k in sorted(levels) for v in levels[k]]
+    if drained and left:
         return (
-            f"certificate replay: the run drained, but {len(contents)} element(s) remain, "
-            f"e.g. {inserted[contents[0]].describe()}"
+            f"certificate replay: the run drained, but {len(left)} element(s) remain, "
+            f"e.g. {inserted[left[0]].describe()}"
         )
     return None

@@ -298,7 +298,12 @@ def find_violation_exact(
             s[i] = min(s[i + 1], lane[i].response)
         sufmin.append(s)
     nprocs = len(lanes)
-    lookahead = _Lookahead(lanes, structure, realtime)
+    # A queue with priority levels: a removal takes the oldest element of the most urgent
+    # level.  The lookahead's pruning reasons about FIFO and LIFO order only, so the
+    # (small) search goes without it.
+    level = {r.value: r.priority or 0 for r in records if r.inserts}
+    prioritized = queue and any(level.values())
+    lookahead = _Lookahead(lanes, structure, realtime) if not prioritized else _NoLookahead()
 
     def successors(state: State) -> Iterator[tuple[Record, State]]:
         counts, contents = state
@@ -320,6 +325,14 @@ def find_violation_exact(
                 if contents:
                     continue
                 nxt = contents
+            elif prioritized:
+                if not contents:
+                    continue
+                urgent = min(level[x] for x in contents)
+                at = next(i for i, x in enumerate(contents) if level[x] == urgent)
+                if contents[at] != v:
+                    continue
+                nxt = contents[:at] + contents[at + 1 :]
             elif queue:
                 if not contents or contents[0] != v:
                     continue
@@ -367,6 +380,11 @@ def find_violation_exact(
             continue
         stack.append(successors(state))
     return best.explain(n, lanes, structure, realtime)
+
+
+class _NoLookahead:
+    def doomed(self, counts: tuple[int, ...], contents: tuple[str, ...]) -> str | None:
+        return None
 
 
 @attrs.frozen

@@ -14,7 +14,10 @@ history that carries ``ord`` on every record can be certified in
 run an operation belongs to; ``skueue bench`` marks its final drain ``"drain"``
 so that throughput and latency leave it out while the checkers still see it.  An
 optional ``queue`` names the queue of a cluster with named queues (issue 12; left out
-for the default queue): each queue is its own object, with its own ``ord``.
+for the default queue): each queue is its own object, with its own ``ord``.  An optional
+``priority`` is the level an enqueue's element went to in a queue with priority levels
+(issue 14; left out for level 0): a dequeue must return the oldest element of the most
+urgent level that holds any.
 
 The on-disk form is JSON Lines, one object per record, with exactly the field
 names above (``position``/``ord``/``phase``/``queue`` left out when unknown).  Histories arrive
@@ -74,6 +77,8 @@ class Record:
     to the history (it is checked) but not to throughput or latency."""
     queue: str | None = None
     """The named queue the operation was on; None for the default queue."""
+    priority: int | None = None
+    """An enqueue's level in a queue with priority levels (0 the most urgent); None: 0."""
 
     @property
     def inserts(self) -> bool:
@@ -92,6 +97,8 @@ class Record:
             extra += f" ord={self.ord}"
         if self.phase is not None:
             extra += f" phase={self.phase}"
+        if self.priority:
+            extra += f" priority={self.priority}"
         return f"{self.process}#{self.seq} {what} [{self.invoke}, {self.response}]{extra}"
 
 
@@ -115,6 +122,8 @@ def record_to_json(r: Record) -> dict[str, Any]:
         d["phase"] = r.phase
     if r.queue is not None:
         d["queue"] = r.queue
+    if r.priority:
+        d["priority"] = r.priority
     return d
 
 
@@ -154,7 +163,7 @@ def record_from_json(d: object) -> Record:
     if response < invoke:
         raise HistoryError(f"field 'response' ({response}) is before 'invoke' ({invoke})")
     optional: dict[str, int | None] = {}
-    for name in ("position", "ord"):
+    for name in ("position", "ord", "priority"):
         x = d.get(name)
         if x is not None and not _is_int(x):
             raise HistoryError(f"field {name!r} must be an integer or null, got {x!r}")
@@ -162,6 +171,8 @@ def record_from_json(d: object) -> Record:
     phase = d.get("phase")
     if phase is not None and (not isinstance(phase, str) or not phase):
         raise HistoryError(f"field 'phase' must be a non-empty string or null, got {phase!r}")
+    if optional["priority"] is not None and not (op == "enqueue" and optional["priority"] >= 0):
+        raise HistoryError("field 'priority' belongs to an enqueue and is not negative")
     queue = d.get("queue")
     if queue is not None and (not isinstance(queue, str) or not queue):
         raise HistoryError(f"field 'queue' must be a non-empty string or null, got {queue!r}")
@@ -176,6 +187,7 @@ def record_from_json(d: object) -> Record:
         ord=optional["ord"],
         phase=phase,
         queue=queue,
+        priority=optional["priority"] or None,
     )
 
 

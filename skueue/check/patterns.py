@@ -32,6 +32,12 @@ time, linearizability only).  With unique elements, ``ins(v)`` and
   (linearizability) when both links are real time; mixed chains are left to
   the exact checker.
 
+- priorities (a queue with priority levels, issue 14): FIFO and false empty hold within
+  each level (checked on each level's inserts and removals, with the empty removals);
+  across levels, a dequeue ``d`` returned ``y`` while some more urgent ``x`` had to be
+  present: ``ins(x)`` responded before ``d`` was invoked, and ``x`` was never removed or
+  its removal was invoked after ``d`` responded (real time, linearizability only).
+
 Each rule runs in ``O(n log n)``: sweeps over program order per process,
 sweeps over real time with inserts sorted by response, a range-max tree for
 the per-process LIFO rule and a Fenwick tree for the real-time one.
@@ -333,9 +339,55 @@ def find_violation_patterns(
         for v, e in sorted(ix.ins.items(), key=lambda kv: (kv[1].process, kv[1].seq)):
             if v not in ix.rem:
                 return f"lost: {e.describe()} was never removed, but the run drained"
+    if structure == "queue" and any(r.priority for r in records):
+        return _priorities(records, realtime)
     found = _false_empty_and_fifo(ix, structure, realtime)
     if found is None and structure == "stack":
         found = _lifo_program_order(ix, realtime)
         if found is None and realtime:
             found = _lifo_real_time(ix)
     return found
+
+
+def _priorities(records: Sequence[Record], realtime: bool) -> str | None:
+    """The rules of a queue with priority levels (see the module doc)."""
+    level = {r.value: r.priority or 0 for r in records if r.inserts}
+    for at in sorted(set(level.values())):
+        ops = [r for r in records if r.value is None or level.get(r.value) == at]
+        found = _false_empty_and_fifo(Index(ops), "queue", realtime)
+        if found is not None:
+            return f"at priority {at}: {found}"
+    return _less_urgent_first(records, level) if realtime else None
+
+
+def _less_urgent_first(records: Sequence[Record], level: dict[str | None, int]) -> str | None:
+    """A dequeue that returned a level-``l`` element while a more urgent one had to be
+    present.  Per cut-off level ``l``, a sweep over the inserts by response keeps the one
+    below ``l`` whose removal came latest (never removed: infinitely late)."""
+    ix = Index(records)
+    inserts = sorted((r for r in records if r.inserts), key=lambda r: r.response)
+    responses = [r.response for r in inserts]
+    latest: dict[int, list[tuple[float, Record | None]]] = {}
+    for cut in sorted({lv for lv in level.values() if lv}):
+        best: tuple[float, Record | None] = (-_INF, None)
+        sweep = []
+        for r in inserts:
+            if level[r.value] < cut:
+                removal = ix.rem.get(r.value)  # type: ignore[arg-type]
+                late = _INF if removal is None else removal.invoke
+                if late > best[0]:
+                    best = (late, r)
+            sweep.append(best)
+        latest[cut] = sweep
+    for d in sorted(ix.rem.values(), key=lambda r: (r.process, r.seq)):
+        mine = level[d.value]
+        before = bisect.bisect_left(responses, d.invoke)
+        if not mine or not before:
+            continue
+        late, urgent = latest[mine][before - 1]
+        if urgent is not None and d.response < late:
+            return (
+                f"priority: {d.describe()} returned a level-{mine} element while "
+                f"{urgent.describe()} (level {level[urgent.value]}) had to be in the queue"
+            )
+    return None

@@ -34,6 +34,7 @@ import attrs
 
 from skueue.check.history import Record
 from skueue.client.api import Client, Removed, connect
+from skueue.sim.recorder import insert_level
 
 DRAIN_BATCH = 200
 PROGRESS_INTERVAL_S = 0.2
@@ -196,7 +197,7 @@ def records_of(
     be valid, but weaker, and it would multiply the exact search's lanes.)"""
     return [
         Record(lane, first_seq + k, op, o.value, invoke, response, o.position, o.ord, phase,
-               queue)  # fmt: skip
+               queue, insert_level(o.position) if op == "enqueue" else None)  # fmt: skip
         for k, o in enumerate(outcomes)
     ]
 

@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 
 from skueue.check.history import Record
 from skueue.core.effects import Complete
+from skueue.core.levels import level_of
 from skueue.core.ops import DEFAULT_QUEUE, Element, Op, plain_or_none
 
 
@@ -38,6 +39,9 @@ class Recorder:
             position=done.position,
             ord=done.ord,
             queue=None if op.queue == DEFAULT_QUEUE else op.queue,
+            # The level the element went to (issue 14), read off its position: the
+            # daemon's, so a priority past the last level shows as the last.
+            priority=insert_level(done.position) if op.kind.inserts else None,
         )
         self.records.append(record)
         return record
@@ -45,3 +49,8 @@ class Recorder:
     @property
     def pending(self) -> int:
         return len(self.open_ops)
+
+
+def insert_level(position: int | None) -> int | None:
+    """An insert's priority level as a record holds it (None for level 0)."""
+    return level_of(position) or None if position else None
