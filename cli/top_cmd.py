@@ -105,10 +105,16 @@ class Watch:
         self.cur: Snapshot | None = None
         self.problem: str | None = None
         self.via = node
+        self.console = Console()
 
     def frame(self) -> RenderableType:
         return render(
-            self.via, self.prev, self.cur, interval_s=self.interval_s, problem=self.problem
+            self.via,
+            self.prev,
+            self.cur,
+            interval_s=self.interval_s,
+            problem=self.problem,
+            width=self.console.width,  # read again each time: the terminal may be resized
         )
 
     async def run(self, show: Callable[[RenderableType], None], answers: int | None) -> None:
@@ -147,15 +153,14 @@ class Watch:
 def run_top(args: argparse.Namespace) -> int:
     watch = Watch(args.node or default_node(), args.interval, args.timeout)
     if args.once:
-        console = Console()
-        if not console.is_terminal and "COLUMNS" not in os.environ:
-            console = Console(width=ONCE_WIDTH)
+        if not watch.console.is_terminal and "COLUMNS" not in os.environ:
+            watch.console = Console(width=ONCE_WIDTH)
         run_async(PROG, lambda: watch.run(lambda _: None, answers=2))
-        console.print(watch.frame())
+        watch.console.print(watch.frame())
         return EXIT_FAILED if watch.problem is not None or watch.cur is None else 0
 
     async def live() -> None:
-        with Live(watch.frame(), console=Console(), screen=True, auto_refresh=False) as view:
+        with Live(watch.frame(), console=watch.console, screen=True, auto_refresh=False) as view:
 
             def show(frame: RenderableType) -> None:
                 view.update(frame, refresh=True)

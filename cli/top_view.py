@@ -14,13 +14,15 @@ tests check the figures and the text without a daemon.
 
 from __future__ import annotations
 
+import io
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import attrs
 from rich import box
-from rich.console import Group, RenderableType
+from rich.console import Console, Group, RenderableType
+from rich.measure import Measurement
 from rich.table import Table
 from rich.text import Text
 
@@ -39,6 +41,9 @@ MEMBER_COLUMNS = (
 )
 
 STATE_WIDTH_MAX = 17
+TABLE_WIDTH_MAX = 1000
+DROP_FIRST = ("ret/s", "ack/s", "lease/s", "pending", "empty/s", "leases", "state")
+"""The members' columns a narrow terminal goes without, first to last."""
 
 
 @attrs.frozen
@@ -221,7 +226,7 @@ def queue_rows(prev: Snapshot | None, cur: Snapshot) -> list[QueueRow]:
 def rate_text(rate: float | None) -> str:
     if rate is None:
         return "-"
-    return f"{rate:.0f}" if rate >= 10 or rate == 0 else f"{rate:.1f}"
+    return f"{rate:.0f}" if rate >= 9.95 or rate == 0 else f"{rate:.1f}"  # 9.96: "10"
 
 
 def count_text(value: int | None) -> str:
@@ -248,51 +253,92 @@ def links_text(row: MemberRow) -> Text:
     )
 
 
-def members_table(rows: list[MemberRow]) -> Table:
-    table = Table(title="members", title_justify="left", box=box.SIMPLE_HEAD, collapse_padding=True)
-    table.add_column("member", no_wrap=True)
-    table.add_column("state", no_wrap=True, max_width=STATE_WIDTH_MAX)
-    for header, _ in MEMBER_COLUMNS:
-        table.add_column(header, justify="right", no_wrap=True)
-    for header in ("pending", "entries", "leases", "cpu", "rss"):
-        table.add_column(header, justify="right", no_wrap=True)
-    table.add_column("links")
+@attrs.frozen
+class Column:
+    header: str
+    cells: list[RenderableType]  # one per row
+    total: RenderableType  # in the totals row
+    numeric: bool = True
+
+
+def member_columns(rows: list[MemberRow]) -> list[Column]:
+    answered = [r for r in rows if r.answered]
+
+    def total(values: list[float | None] | list[int | None], fmt: Callable[[Any], str]) -> str:
+        return fmt(None if None in values else sum(v for v in values if v is not None))
+
+    names = [
+        Text(r.process + (" *" if r.anchor else ""), style="" if r.answered else "red")
+        for r in rows
+    ]
+    states = []
     for r in rows:
-        name = Text(r.process + (" *" if r.anchor else ""), style="" if r.answered else "red")
         state = Text(r.state, style="green" if r.state == "ready" else "yellow")
         if not r.answered:
             state.stylize("bold red")
-        table.add_row(
-            name,
-            state,
-            *(rate_text(r.rates.get(key)) for _, key in MEMBER_COLUMNS),
-            count_text(r.pending),
-            count_text(r.entries),
-            count_text(r.leases),
-            "-" if r.cpu_percent is None else f"{r.cpu_percent:.0f}%",
-            bytes_text(r.rss_bytes),
-            links_text(r),
+        states.append(state)
+    columns = [
+        Column("member", list(names), Text("total", style="bold"), numeric=False),
+        Column("state", list(states), "", numeric=False),
+    ]
+    for header, key in MEMBER_COLUMNS:
+        columns.append(
+            Column(
+                header,
+                [rate_text(r.rates.get(key)) for r in rows],
+                total([r.rates.get(key) for r in answered], rate_text),
+            )
         )
-    answered = [r for r in rows if r.answered]
-    if len(answered) > 1:
-        totals: list[str] = []
-        for _, key in MEMBER_COLUMNS:
-            known = [r.rates.get(key) for r in answered]
-            totals.append(rate_text(sum(known) if None not in known else None))  # type: ignore[arg-type]
-        entries = [r.entries for r in answered]
-        table.add_section()
-        table.add_row(
-            Text("total", style="bold"),
-            "",
-            *totals,
-            count_text(sum(r.pending or 0 for r in answered)),
-            count_text(sum(e for e in entries if e is not None)),
-            count_text(sum(r.leases or 0 for r in answered)),
-            "",
-            "",
-            "",
+    for header, field in (("pending", "pending"), ("entries", "entries"), ("leases", "leases")):
+        values = [getattr(r, field) for r in rows]
+        columns.append(
+            Column(
+                header,
+                [count_text(v) for v in values],
+                total([getattr(r, field) for r in answered], count_text),
+            )
         )
+    cpu = ["-" if r.cpu_percent is None else f"{r.cpu_percent:.0f}%" for r in rows]
+    columns.append(Column("cpu", list(cpu), ""))
+    columns.append(Column("rss", [bytes_text(r.rss_bytes) for r in rows], ""))
+    columns.append(Column("links", [links_text(r) for r in rows], "", numeric=False))
+    return columns
+
+
+def members_table(rows: list[MemberRow], width: int | None = None) -> Table:
+    """The members' table; ``width`` (the terminal's) drops the columns of least use
+    (DROP_FIRST, in order) until the table fits, rather than squeezing every one."""
+    columns = member_columns(rows)
+    table = _members_table(columns, totals=sum(r.answered for r in rows) > 1)
+    for header in DROP_FIRST:
+        if width is None or table_width(table) <= width:
+            break
+        columns = [c for c in columns if c.header != header]
+        table = _members_table(columns, totals=sum(r.answered for r in rows) > 1)
     return table
+
+
+def _members_table(columns: list[Column], totals: bool) -> Table:
+    table = Table(title="members", title_justify="left", box=box.SIMPLE_HEAD, collapse_padding=True)
+    for c in columns:
+        if c.header == "state":
+            table.add_column(c.header, no_wrap=True, max_width=STATE_WIDTH_MAX)
+        elif c.numeric:
+            table.add_column(c.header, justify="right", no_wrap=True)
+        else:
+            table.add_column(c.header, no_wrap=c.header == "member")
+    for i in range(len(columns[0].cells)):
+        table.add_row(*(c.cells[i] for c in columns))
+    if totals:
+        table.add_section()
+        table.add_row(*(c.total for c in columns))
+    return table
+
+
+def table_width(table: Table) -> int:
+    """The columns the table takes when nothing is squeezed."""
+    console = Console(file=io.StringIO(), width=TABLE_WIDTH_MAX)
+    return Measurement.get(console, console.options, table).maximum
 
 
 def queues_table(rows: list[QueueRow]) -> Table:
@@ -334,9 +380,11 @@ def render(
     *,
     interval_s: float = 1.0,
     problem: str | None = None,
+    width: int | None = None,
 ) -> RenderableType:
     """The whole view: a header line, the members, the queues; ``problem`` (the node
-    could not be asked) is shown above the last answer, which is kept, dimmed."""
+    could not be asked) is shown above the last answer, which is kept; ``width``: the
+    terminal's columns, which a narrow one fits by leaving some columns out."""
     parts: list[RenderableType] = [header(node, cur, interval_s)]
     if problem is not None:
         parts.append(Text(f"unreachable: {problem} (trying again every {interval_s:g} s)",
@@ -347,7 +395,7 @@ def render(
         return Group(*parts)
     if problem is not None:
         parts.append(Text("last answer below:", style="dim"))
-    parts.append(members_table(member_rows(prev, cur)))
+    parts.append(members_table(member_rows(prev, cur), width))
     rows = queue_rows(prev, cur)
     if rows:
         parts.append(queues_table(rows))
@@ -355,8 +403,7 @@ def render(
         parts.append(Text("no queue yet", style="dim"))
     parts.append(
         Text(
-            "rates: over the last interval; * holds the anchor; depth from the anchor; "
-            "Ctrl-C quits",
+            "* holds the anchor; rates are over the last interval; Ctrl-C quits",
             style="dim",
         )
     )

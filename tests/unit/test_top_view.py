@@ -258,3 +258,18 @@ def test_bad_arguments_are_one_line_and_exit_2(args: list[str], needle: str) -> 
     out = run_top(*args, "--once")
     err = out.stderr.decode()
     assert out.returncode == 2 and err.count("\n") == 1 and needle in err, err
+
+
+def test_a_narrow_terminal_drops_the_least_used_columns_rather_than_squeezing() -> None:
+    many = [member(f"127.0.0.1:{7400 + i}", inserted=10 * i, entries=i) for i in range(3)]
+    prev = Snapshot(0.0, 0.0, answer(*many))
+    cur = Snapshot(1.0, 1.0, answer(*[m | {"inserted": m["inserted"] + 5} for m in many]))
+    wide = text(render("n", prev, cur, width=160), width=160)
+    assert "ret/s" in wide and "…" not in wide
+    narrow = text(render("n", prev, cur, width=80), width=80)
+    heads = next(ln for ln in narrow.splitlines() if ln.strip().startswith("member ")).split()
+    assert heads[:3] == ["member", "state", "ins/s"] and "ret/s" not in heads
+    assert {"rem/s", "entries", "cpu", "rss", "links"} <= set(heads)
+    assert "…" not in narrow and max(len(ln.rstrip()) for ln in narrow.splitlines()) <= 80
+    row = next(ln for ln in narrow.splitlines() if ln.strip().startswith("127.0.0.1:7401"))
+    assert row.split()[:3] == ["127.0.0.1:7401", "ready", "5.0"]
