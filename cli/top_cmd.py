@@ -10,7 +10,7 @@ last answer and tries again every interval; it never ends on its own.  With seve
 addresses (``--node A,B,C``) each attempt takes the first that answers, so the view
 goes on through another member when one dies.  ``--once`` takes two answers one
 interval apart, prints one frame and exits: 0, or 1 when no answer came.  Ctrl-C exits
-130, quietly.
+130, quietly.  Into a pipe or a file, each frame is printed after the last (top -b).
 """
 
 from __future__ import annotations
@@ -159,6 +159,12 @@ def run_top(args: argparse.Namespace) -> int:
         watch.console.print(watch.frame())
         return EXIT_FAILED if watch.problem is not None or watch.cur is None else 0
 
+    async def printed() -> None:
+        # Not a terminal (a pipe, a file): every frame printed after the last, like top -b.
+        if "COLUMNS" not in os.environ:
+            watch.console = Console(width=ONCE_WIDTH)
+        await watch.run(watch.console.print, answers=None)
+
     async def live() -> None:
         with Live(watch.frame(), console=watch.console, screen=True, auto_refresh=False) as view:
 
@@ -167,5 +173,5 @@ def run_top(args: argparse.Namespace) -> int:
 
             await watch.run(show, answers=None)
 
-    run_async(PROG, live)
+    run_async(PROG, live if watch.console.is_terminal else printed)
     return 0

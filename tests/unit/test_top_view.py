@@ -5,7 +5,11 @@ e2e test (tests/e2e/test_top.py) runs the command under tmux against real daemon
 from __future__ import annotations
 
 import io
+import os
+import select
+import signal
 import subprocess
+import time
 from typing import Any
 
 import pytest
@@ -273,3 +277,26 @@ def test_a_narrow_terminal_drops_the_least_used_columns_rather_than_squeezing() 
     assert "…" not in narrow and max(len(ln.rstrip()) for ln in narrow.splitlines()) <= 80
     row = next(ln for ln in narrow.splitlines() if ln.strip().startswith("127.0.0.1:7401"))
     assert row.split()[:3] == ["127.0.0.1:7401", "ready", "5.0"]
+
+
+def test_into_a_pipe_it_prints_frame_after_frame_and_ctrl_c_exits_130() -> None:
+    (port,) = free_ports(1)
+    cmd = [*skueue_command(), "top", "--node", f"127.0.0.1:{port}", "--interval", "0.2"]
+    proc = subprocess.Popen(
+        cmd, cwd=ROOT, env=environment(), stdout=subprocess.PIPE, stderr=subprocess.PIPE
+    )
+    try:
+        assert proc.stdout is not None
+        seen = b""
+        deadline = time.monotonic() + RUN_TIMEOUT_S
+        while seen.count(b"unreachable: ") < 2:  # kept trying after the first failure
+            assert time.monotonic() < deadline and proc.poll() is None, seen
+            if select.select([proc.stdout], [], [], 0.2)[0]:
+                seen += os.read(proc.stdout.fileno(), 65536)
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=RUN_TIMEOUT_S)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 130 and err == b"", err
