@@ -70,6 +70,10 @@ def add_node_option(p: argparse.ArgumentParser) -> None:
         metavar="ADDR",
         help=f"daemon to talk to (default: $SKUEUE_NODE, else {DEFAULT_NODE})",
     )
+    add_tls_options(p)
+
+
+def add_tls_options(p: argparse.ArgumentParser) -> None:
     # Every command that talks to a daemon may need TLS to reach it.
     p.add_argument(
         "--tls-ca",

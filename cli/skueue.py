@@ -14,6 +14,7 @@ from skueue.cli import (
     keygen_cmd,
     lease_cmds,
     sim_cmd,
+    top_cmd,
 )
 from skueue.cli.args import EXIT_INTERRUPTED, Parser, add_version
 
@@ -26,6 +27,7 @@ def build_parser() -> Parser:
     )
     client_cmds.add_parsers(sub)
     health_cmd.add_parser(sub)
+    top_cmd.add_parser(sub)
     lease_cmds.add_parsers(sub)
     keygen_cmd.add_parser(sub)
     certs_cmd.add_parser(sub)

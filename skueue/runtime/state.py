@@ -27,6 +27,7 @@ from skueue.runtime.peers import PeerLinks
 from skueue.runtime.sessions import ClientSessions
 from skueue.runtime.stats import StatsGathering, local_stats
 from skueue.runtime.tallies import Tallies
+from skueue.runtime.usage import usage
 
 log = structlog.get_logger("skueued")
 
@@ -93,12 +94,16 @@ class DaemonState:
             "fsync": log.policy.mode,
         }
         ready = self.readiness()
+        down = self.links.down() if self.links is not None else {}
         return {
             **stats,
             "address": str(self.address),
             "durable": durable,
             "ready": ready.ready,
             "ready_reason": ready.reason,
+            # What skueue top shows of each member besides the counters above.
+            "peers_down": {p: round(s, 1) for p, s in down.items()},
+            **usage(),
         }
 
     def readiness(self) -> Readiness:

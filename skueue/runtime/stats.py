@@ -26,6 +26,7 @@ def local_stats(host: Host) -> dict[str, Any]:
         "entries": core.entries,
         "entries_per_node": {name: node.entries for name, node in core.nodes.items()},
         "pending_ops": host.pending_ops,
+        "leases_held": core.leases_held,
         "anchor": core.anchor,
         "joining": not core.joined,
         "leaving": core.leaving,
