@@ -4,12 +4,14 @@ key, the client tokens and TLS (mutual, with the CA), and never --plaintext."""
 
 from __future__ import annotations
 
+import json
 import re
 import shlex
 from pathlib import Path
 
 import pytest
 
+from skueue.cli.skueue import build_parser as skueue_parser
 from skueue.cli.skueued import build_parser, tls_options
 
 DEPLOY = Path(__file__).resolve().parents[2] / "deploy"
@@ -46,3 +48,18 @@ def test_a_deploy_command_line_is_secure_and_parses(command: object) -> None:
     assert not args.plaintext
     files = tls_options(args)
     assert files is not None and files.ca is not None
+
+
+def test_the_containers_healthcheck_asks_the_metrics_address_its_example_gives() -> None:
+    """Issue 15 item 7: the image has a HEALTHCHECK, and it asks the --metrics address the
+    documented run command serves; the check itself is a real skueue health command."""
+    text = (DEPLOY / "Containerfile").read_text()
+    match = re.search(r'HEALTHCHECK .*?CMD (\[.*?\])', text, re.DOTALL)
+    assert match, "no HEALTHCHECK"
+    argv = json.loads(match.group(1))
+    assert argv[:2] == ["skueue", "health"]
+    args = skueue_parser().parse_args(argv[1:])
+    assert args.metrics == "127.0.0.1:9464"
+    run = container_command()
+    assert run[run.index("--metrics") + 1] == args.metrics
+    assert "\nUSER skueue\n" in text and "spark" not in text.split("FROM", 1)[1].lower()
