@@ -28,7 +28,7 @@ from skueue.check.checker import check
 from skueue.core.effects import Complete
 from skueue.core.ops import Op, OpKind, Structure
 from skueue.core.process import Process
-from skueue.sim.adversary import AsyncConfig, AsyncSim
+from skueue.sim.adversary import AsyncConfig, AsyncResult, AsyncSim
 
 NAME = "d"
 
@@ -78,15 +78,26 @@ class DeleteSim(AsyncSim):
         )
 
 
-def d_entries(sim: DeleteSim) -> Counter[object]:
+def entries_of(sim: AsyncSim, queue: str) -> Counter[object]:
+    """The elements of ``queue`` stored on the live processes, with multiplicity."""
     return Counter(
         element
         for p in sim.order
         if not p.departed
         for n in p.nodes.values()
-        for queue, _, _, element in n.store.items()
-        if queue == NAME
+        for name, _, _, element in n.store.items()
+        if name == queue
     )
+
+
+def check_default_queue(result: AsyncResult, replay: str) -> None:
+    """The adversary's own workload, on the default queue: linearizable, nothing lost."""
+    default = [r for r in result.records if r.queue is None]
+    verdict = check(default, model="linearizable", method="certificate")
+    assert verdict.ok, f"{verdict.describe()}\n{replay}"
+    inserted = Counter(r.value for r in default if r.op in ("enqueue", "push"))
+    removed = Counter(r.value for r in default if r.op in ("dequeue", "pop") and r.value)
+    assert removed == inserted, f"the default queue lost or repeated elements\n{replay}"
 
 
 def run_and_check(config: AsyncConfig, d_operations: int) -> None:
@@ -114,13 +125,8 @@ def run_and_check(config: AsyncConfig, d_operations: int) -> None:
             assert c.value == (fifo.popleft() if fifo else None), f"{op.describe()}\n{replay}"
         else:
             assert c.value == (lifo.pop() if lifo else None), f"{op.describe()}\n{replay}"
-    assert d_entries(sim) == Counter([*fifo, *lifo]), f"entries left behind\n{replay}"
-    default = [r for r in result.records if r.queue is None]
-    verdict = check(default, model="linearizable", method="certificate")
-    assert verdict.ok, f"{verdict.describe()}\n{replay}"
-    inserted = Counter(r.value for r in default if r.op in ("enqueue", "push"))
-    removed = Counter(r.value for r in default if r.op in ("dequeue", "pop") and r.value)
-    assert removed == inserted, f"the default queue lost or repeated elements\n{replay}"
+    assert entries_of(sim, NAME) == Counter([*fifo, *lifo]), f"entries left behind\n{replay}"
+    check_default_queue(result, replay)
 
 
 @given(

@@ -23,12 +23,12 @@ from hypothesis import given, note
 from hypothesis import strategies as st
 from hypothesis.control import currently_in_test_context
 
-from skueue.check.checker import check
 from skueue.core.effects import Complete
 from skueue.core.ops import Op, OpKind, QueueSettings, Structure
 from skueue.core.process import Process
 from skueue.sim.adversary import AsyncConfig, AsyncSim
 from skueue.sim.crashes import Request
+from tests.property.test_delete_schedules import check_default_queue, entries_of
 
 NAME = "pq"
 
@@ -87,18 +87,9 @@ def run_and_check(config: AsyncConfig, levels: int, operations: int) -> None:
         elif op.kind is OpKind.DEQUEUE:
             head = next((q.popleft() for q in queues if q), None)
             assert c.value == head, f"{op.describe()}: {c.value!r}, not {head!r}\n{replay}"
-    stored = Counter(
-        element
-        for p in sim.order
-        if not p.departed
-        for n in p.nodes.values()
-        for queue, _, _, element in n.store.items()
-        if queue == NAME
-    )
-    assert stored == Counter(v for q in queues for v in q), f"stored != left\n{replay}"
-    default = [r for r in result.records if r.queue is None]
-    verdict = check(default, model="linearizable", method="certificate")
-    assert verdict.ok, f"{verdict.describe()}\n{replay}"
+    left = Counter(v for q in queues for v in q)
+    assert entries_of(sim, NAME) == left, f"stored != left\n{replay}"
+    check_default_queue(result, replay)
 
 
 @given(
