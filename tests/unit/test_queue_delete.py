@@ -272,3 +272,22 @@ def test_a_delete_travels_as_drops_and_acknowledgements() -> None:
     assert any(g.created for g in grants) and any(g.limits for g in grants)
     assert any(g.deleted for g in grants)
     assert any(r.levels for g in grants for _, runs in g.grants for r in runs)
+
+
+def test_a_process_that_leaves_right_after_a_delete_completes_what_it_deferred() -> None:
+    """Found by the long property profile (seed 6391): an operation deferred behind a
+    delete waited for a batch that never came once the leave was counted.  The leave is
+    reported only in a batch that leaves nothing of the own buffer behind."""
+    pids = process_ids(3)
+    sim = DeleteRounds(build_cluster(pids, Structure.QUEUE))
+    sim.submit(pids[1], OpKind.ENQUEUE, "x", "q")
+    sim.submit(pids[1], OpKind.DELETE, None, "q")
+    sim.submit(pids[1], OpKind.ENQUEUE, "y", "q")  # deferred to the next batch
+    for pid in pids[1:]:  # two of three: the update phase starts with the leave's grants
+        sim._take(pid, sim.processes[pid].leave())
+    sim.run(rounds_max=2000, after=100)
+    assert sim.processes[pids[1]].departed
+    sim.submit(pids[0], OpKind.DEQUEUE, None, "q")
+    sim.run()
+    got = [c.value for k, c in sim.done.items() if sim.ops[k].kind is OpKind.DEQUEUE]
+    assert got == ["y"], got

@@ -26,9 +26,14 @@ from skueue.overlay.labels import Kind
 
 
 def leave_report(node: NodeState) -> int:
-    """A leaving process's left node reports the leave of its 3 nodes, once."""
+    """A leaving process's left node reports the leave of its 3 nodes, once, in a batch
+    that leaves no operation of its own buffer behind: operations deferred behind a
+    delete or a create (core/intake.py) would otherwise wait for a batch that, once the
+    leave is counted, may never come."""
     ticket = node.member.leave
     if ticket is None or ticket.reported or node.me.kind is not Kind.LEFT:
+        return 0
+    if node.batching.own.deferred:
         return 0
     ticket.reported = True
     return len(Kind)
