@@ -45,6 +45,7 @@ from dataclasses import dataclass
 from typing import TypeVar
 
 from skueue.core.levels import LevelCounts, Segments, combine_runs, fold, nth, take
+from skueue.core.ops import PRIORITIES_MAX
 
 T = TypeVar("T")
 
@@ -66,6 +67,22 @@ def is_insert_run(index: int) -> bool:
     return index % 2 == 0
 
 
+def per_level(runs: tuple[int, ...], priorities: Iterable[int]) -> tuple[LevelCounts, ...]:
+    """Each run's count per priority level, the operations' ``priorities`` given in run
+    order (a remove's is not read); empty when every insert is at level 0."""
+    out: list[list[int]] = [[] for _ in runs]
+    levels = iter(priorities)
+    for i, count in enumerate(runs):
+        for _ in range(count):
+            level = min(next(levels), PRIORITIES_MAX - 1)
+            if is_insert_run(i):
+                out[i].extend([0] * (level + 1 - len(out[i])))
+                out[i][level] += 1
+    if all(len(v) <= 1 for v in out):
+        return ()
+    return tuple(tuple(v) for v in out)
+
+
 @dataclass(frozen=True, slots=True)
 class Batch:
     """One queue's runs (Definition 5)."""
@@ -82,11 +99,12 @@ class Batch:
         return Batch(tuple(counts), tuple(counts))
 
     @staticmethod
-    def of_order(inserts: Iterable[bool]) -> Batch:
+    def of_order(inserts: Iterable[bool], priorities: Iterable[int] | None = None) -> Batch:
         """Definition 5 over a buffer: each operation, in order (True for an insert),
         extends the last run if it is of its kind and starts a run of 1 otherwise; a
         buffer that starts with a remove is ``(0, 1, ...)``.  Every operation needs a
-        position (the queue's case)."""
+        position (the queue's case).  With ``priorities`` (each operation's, in the same
+        order), the insert runs count their inserts per level too."""
         counts: list[int] = []
         for insert in inserts:
             if counts and is_insert_run(len(counts) - 1) == insert:
@@ -96,7 +114,9 @@ class Batch:
                 counts.append(0)
             counts.append(1)
         runs = tuple(counts)
-        return Batch(runs, runs)
+        if priorities is None:
+            return Batch(runs, runs)
+        return Batch(runs, runs, per_level(runs, priorities))
 
     def combine(self, other: Batch) -> Batch:
         counts = _add_elementwise(self.counts, other.counts)

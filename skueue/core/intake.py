@@ -40,7 +40,7 @@ from skueue.core.batch import (
 )
 from skueue.core.creates_deletes import Creation, Deletion
 from skueue.core.levels import clamp
-from skueue.core.ops import PRIORITIES_MAX, Item, Op, OpKind, Structure
+from skueue.core.ops import Item, Op, OpKind, Structure
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,10 +94,10 @@ class OwnBuffer:
         if not self.ops:
             return Batch()
         if self.structure is Structure.QUEUE:
-            batch = Batch.of_order(op.kind.inserts for op in self.ops)
+            inserts = (op.kind.inserts for op in self.ops)
             if any(op.priority for op in self.ops):
-                return Batch(batch.counts, batch.slots, run_levels(self.ops, len(batch.counts)))
-            return batch
+                return Batch.of_order(inserts, [op.priority for op in self.ops])
+            return Batch.of_order(inserts)
         split = self._split()
         pops = sum(1 for i in range(split) if i not in self.partner)
         pushes = len(self.open_pushes)
@@ -150,23 +150,6 @@ class OwnBuffer:
                 out.append(Assignment(op, rank, None))
         return out
 
-
-
-def run_levels(ops: list[Op], runs: int) -> tuple[tuple[int, ...], ...]:
-    """Each run's count per priority level (insert runs; remove runs have none), for a
-    queue buffer whose inserts are not all at level 0."""
-    out: list[list[int]] = [[] for _ in range(runs)]
-    run = -1
-    for op in ops:
-        parity = 0 if op.kind.inserts else 1
-        if run < 0 or run % 2 != parity:
-            run = parity if run < 0 else run + 1
-        if op.kind.inserts:
-            counts = out[run]
-            level = min(op.priority, PRIORITIES_MAX - 1)
-            counts.extend([0] * (level + 1 - len(counts)))
-            counts[level] += 1
-    return tuple(tuple(c) for c in out)
 
 
 def create_key(op: Op) -> tuple[str, bool, int, int]:
