@@ -17,6 +17,7 @@ import os
 import ssl
 
 from skueue.client.errors import RequestRejected
+from skueue.wire.errors import tls_file_error
 
 TLS_ENV = ("SKUEUE_TLS_CA", "SKUEUE_TLS_CERT", "SKUEUE_TLS_KEY")
 
@@ -36,7 +37,7 @@ def client_context(
             context.load_cert_chain(cert, key)
     except (OSError, ssl.SSLError) as e:
         what = " ".join(f for f in (ca, cert, key) if f)
-        raise RequestRejected(f"TLS files {what}: {_why(e)}") from None
+        raise RequestRejected(f"TLS files {what}: {tls_file_error(e)}") from None
     return context
 
 
@@ -51,10 +52,3 @@ def resolve(tls: bool | ssl.SSLContext | None) -> ssl.SSLContext | None:
         return None
     return client_context(ca, cert, key)
 
-
-def _why(e: BaseException) -> str:
-    if isinstance(e, ssl.SSLError):
-        return e.reason or str(e)
-    if isinstance(e, OSError) and e.strerror:
-        return e.strerror
-    return str(e)

@@ -49,6 +49,7 @@ import attrs
 import trio
 
 from skueue.runtime.errors import DaemonError
+from skueue.wire.errors import tls_file_error
 
 PEER_UNIT = "peer"
 ADMIN_UNITS = ("admin", "peer")
@@ -94,7 +95,7 @@ class DaemonTls:
                 context.load_cert_chain(files.cert, files.key)
             except (OSError, ssl.SSLError) as e:
                 raise DaemonError(
-                    f"--tls-cert {files.cert} / --tls-key {files.key}: {_why(e)}"
+                    f"--tls-cert {files.cert} / --tls-key {files.key}: {tls_file_error(e)}"
                 ) from None
         # Peer links are checked below (CA and OU), not by host name: see the docstring.
         opener.check_hostname = False
@@ -153,7 +154,7 @@ def _load_ca(context: ssl.SSLContext, path: Path, option: str) -> frozenset[Subj
         alone.load_verify_locations(cafile=str(path))
         context.load_verify_locations(cafile=str(path))
     except (OSError, ssl.SSLError) as e:
-        raise DaemonError(f"{option} {path}: {_why(e)}") from None
+        raise DaemonError(f"{option} {path}: {tls_file_error(e)}") from None
     subjects: frozenset[Subject] = frozenset(
         c["subject"]  # type: ignore[misc]
         for c in alone.get_ca_certs()
@@ -171,13 +172,6 @@ def _units(cert: dict[str, Any]) -> list[str]:
         if name == "organizationalUnitName"
     ]
 
-
-def _why(e: BaseException) -> str:
-    if isinstance(e, ssl.SSLError):
-        return e.reason or str(e)
-    if isinstance(e, OSError) and e.strerror:
-        return e.strerror
-    return str(e)
 
 
 def socket_of(stream: trio.abc.Stream) -> trio.socket.SocketType:

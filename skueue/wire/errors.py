@@ -8,6 +8,8 @@ fails loudly.
 
 from __future__ import annotations
 
+import ssl
+
 
 class RemoteProtocolError(Exception):
     """The other side sent something we cannot accept.
@@ -21,3 +23,12 @@ class RemoteProtocolError(Exception):
         self.message = message
         self.rid = rid
 
+
+def tls_file_error(e: BaseException) -> str:
+    """One line for what went wrong reading TLS files or setting up TLS (an ssl error's
+    reason, an OS error's text), for the daemon's and the client's messages alike."""
+    if isinstance(e, ssl.SSLError):
+        return e.reason or str(e)
+    if isinstance(e, OSError) and e.strerror:
+        return e.strerror
+    return str(e)

@@ -140,6 +140,18 @@ def spawn(args: list[str], log_dir: Path, name: str) -> Daemon:
     return Daemon(listen, proc, out, err)
 
 
+def refused(args: list[str], log_dir: Path, name: str, timeout_s: float = 60.0) -> tuple[int, str]:
+    """Start a ``skueued`` that is expected to give up by itself: its exit code and its
+    stderr (stopped, and the wait re-raised, if it is still running after ``timeout_s``)."""
+    daemon = spawn(args, log_dir, name)
+    try:
+        code = daemon.proc.wait(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        stop([daemon])
+        raise
+    return code, daemon.stderr()
+
+
 def wait_ready(daemons: list[Daemon], timeout_s: float = READY_TIMEOUT_S) -> None:
     """Wait until every daemon printed its ready line; fill in the actual address."""
     deadline = time.monotonic() + timeout_s

@@ -24,7 +24,7 @@ from skueue.client.errors import RequestRejected
 from skueue.cluster.loadgen import LoadConfig, run_load
 from skueue.runtime.peer_auth import AUTH_FRAME, ClusterKeys, generate_key, new_challenge
 from skueue.wire.framing import FrameDecoder, pack
-from tests.e2e.daemons import HOST, Cluster, free_ports, spawn, stop
+from tests.e2e.daemons import HOST, Cluster, free_ports, refused
 from tests.e2e.oracle import assert_history_ok
 
 StartCluster = Callable[..., Cluster]
@@ -131,13 +131,7 @@ def test_a_member_without_the_key_and_one_with_another_are_refused(
         port = free_ports(1)[0]
         args = ["--listen", f"{HOST}:{port}", "--peers", ",".join(cluster.addresses),
                 "--in-memory", *extra]  # fmt: skip
-        daemon = spawn(args, tmp_path, f"outsider-{port}")
-        try:
-            code = daemon.proc.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            stop([daemon])
-            raise
-        err = daemon.stderr()
+        code, err = refused(args, tmp_path, f"outsider-{port}")
         assert code == 1 and says in err, err
         assert "Traceback" not in err
 

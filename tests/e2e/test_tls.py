@@ -27,7 +27,7 @@ from skueue.cluster.loadgen import LoadConfig, run_load
 from skueue.runtime.limits import Limits
 from skueue.runtime.peer_auth import generate_key
 from tests.e2e.certs import Certs, make_certs
-from tests.e2e.daemons import HOST, Cluster, free_ports, skueued_command, spawn, stop
+from tests.e2e.daemons import HOST, Cluster, free_ports, refused, skueued_command
 from tests.e2e.oracle import assert_history_ok
 
 StartCluster = Callable[..., Cluster]
@@ -109,13 +109,7 @@ def test_a_member_without_tls_and_one_with_it_refuse_each_other_in_one_line(
     args = ["--listen", f"{HOST}:{port}", "--join", cluster.addresses[0], "--in-memory"]
     if joiner_tls:
         args += certs.daemon_args()
-    daemon = spawn(args, tmp_path, f"joiner-{port}")
-    try:
-        code = daemon.proc.wait(timeout=60)
-    except subprocess.TimeoutExpired:
-        stop([daemon])
-        raise
-    err = daemon.stderr()
+    code, err = refused(args, tmp_path, f"joiner-{port}")
     says = "does not speak TLS" if joiner_tls else "speaks TLS only"
     assert code == 1 and says in err and "Traceback" not in err, err
     seed_log = cluster.stderr()
@@ -139,13 +133,7 @@ def test_a_certificate_that_is_not_a_members_cannot_join(
     port = free_ports(1)[0]
     args = ["--listen", f"{HOST}:{port}", "--join", cluster.addresses[0], "--in-memory",
             *certs.daemon_args("alice")]  # fmt: skip
-    daemon = spawn(args, tmp_path, f"joiner-{port}")
-    try:
-        code = daemon.proc.wait(timeout=60)
-    except subprocess.TimeoutExpired:
-        stop([daemon])
-        raise
-    err = daemon.stderr()
+    code, err = refused(args, tmp_path, f"joiner-{port}")
     assert code == 1 and "not a member's (no OU=peer)" in err and "Traceback" not in err, err
 
 

@@ -42,9 +42,10 @@ class DeleteRounds(Rounds):
         )
 
 
-def replay(pairs: list[tuple[Op, Complete]], seed: object) -> None:
+def replay(pairs: list[tuple[Op, Complete]], seed: object) -> list[object]:
     """One name's results in ``ord`` order against a deque and a list: a delete removes
-    what they hold and frees the name (its next structure may be the other one)."""
+    what they hold and frees the name (its next structure may be the other one).
+    Returns what is left in it."""
     fifo: deque[object] = deque()
     lifo: list[object] = []
     ranks = [c.ord for _, c in pairs]
@@ -62,6 +63,7 @@ def replay(pairs: list[tuple[Op, Complete]], seed: object) -> None:
             assert c.value == (fifo.popleft() if fifo else None), (seed, op.describe())
         else:
             assert c.value == (lifo.pop() if lifo else None), (seed, op.describe())
+    return [*fifo, *lifo]
 
 
 def anchor_of(sim: Rounds) -> QueueAnchors:
