@@ -23,6 +23,7 @@ import skueue.client.api
 from skueue.client.errors import RequestRejected
 from skueue.cluster.loadgen import LoadConfig, run_load
 from skueue.runtime.peer_auth import AUTH_FRAME, ClusterKeys, generate_key, new_challenge
+from skueue.wire.client_protocol import PROTOCOL_VERSION, ClientHello, RemoveRequest
 from skueue.wire.framing import FrameDecoder, pack
 from tests.e2e.daemons import HOST, Cluster, free_ports, refused
 from tests.e2e.oracle import assert_history_ok
@@ -244,3 +245,50 @@ def test_connections_that_never_finish_their_handshake_cost_bounded_memory(
           f"{after} kB after")  # fmt: skip
     assert daemon.alive()
     assert peak - before < 64 * 1024 and after - before < 32 * 1024, (before, peak, after)
+
+
+def test_clients_that_never_read_their_replies_cost_bounded_memory(
+    skueued_cluster: StartCluster, tmp_path: Path
+) -> None:
+    """Issue 13, resource exhaustion: authenticated clients that send requests and never
+    read a reply.  Backpressure (``requests_per_client_max`` outstanding, replies queued
+    per client at most ``client_replies_max``) bounds what each costs: the daemon stays up,
+    serves a well-behaved client meanwhile, and its memory stays bounded."""
+    token = generate_key()
+    (tmp_path / "tokens").write_text(f"client {token}\n")
+    tokens = ("--client-tokens", str(tmp_path / "tokens"), "--in-memory")
+    cluster = skueued_cluster(1, "queue", tokens)
+    daemon, node = cluster.daemons[0], cluster.addresses[0]
+    value = b"v" * 1024
+    with skueue.client.api.connect_blocking(node, token=token) as q:
+        for _ in range(SLOW_READ_FILL // 1000):
+            q.enqueue_many([value] * 1000)
+    before = rss_kb(daemon.pid)
+    host, port = node.rsplit(":", 1)
+    slow = []
+    for _ in range(SLOW_READERS):
+        s = socket.create_connection((host, int(port)), timeout=10)
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)  # and never read it
+        s.sendall(pack(ClientHello(PROTOCOL_VERSION, token=token).frame()))
+        s.setblocking(False)
+        for rid in range(1, SLOW_READ_REQUESTS + 1):
+            try:  # the daemon stops reading this connection once it has enough of it
+                s.sendall(pack(RemoveRequest(rid, 10).frame()))
+            except BlockingIOError:
+                break
+        slow.append(s)
+    with skueue.client.api.connect_blocking(node, token=token, request_timeout_s=20) as q:
+        q.enqueue(b"served", queue="other")
+        assert q.dequeue(queue="other") == b"served"
+    peak = rss_kb(daemon.pid)
+    for s in slow:
+        s.close()
+    print(f"{SLOW_READERS} clients that never read: RSS {before} kB before, {peak} kB with "
+          "them connected")  # fmt: skip
+    assert daemon.alive()
+    assert peak - before < 96 * 1024, (before, peak)
+
+
+SLOW_READERS = 40
+SLOW_READ_REQUESTS = 200
+SLOW_READ_FILL = 20_000
