@@ -4,7 +4,9 @@ Entries are kept by position (the key only decides *which* node stores them), so
 positions whose keys collide can never be confused.
 
 Queue: one element per position.  A Get that arrives before its Put waits here until
-the Put arrives (messages are not FIFO).
+the Put arrives (messages are not FIFO).  A peek's read (a Look) returns the element and
+leaves it; one that comes first waits the same way, and the Put serves every waiting Look
+before it is stored or taken (skueue/core/peeks.py).
 
 Stack: a position may hold several elements over time, told apart by tickets.  A Pop
 ``(p, t)`` takes the entry at ``p`` with the largest ticket ``<= t``; entries pushed later
@@ -50,6 +52,8 @@ class Table(Generic[Waiter, Element]):
     ticketed: dict[int, dict[int, Any]] = field(default_factory=dict)
     # position -> [(ticket, waiter)]
     waiting: dict[int, list[tuple[int, Waiter]]] = field(default_factory=dict)
+    # position -> the Looks waiting for its Put (a queue's: ticket 0)
+    looking: dict[int, list[Waiter]] = field(default_factory=dict)
     # Where the elements are, when not here (attached by the driver before any entry).
     store: EntryStore | None = None
 
@@ -69,7 +73,9 @@ class Table(Generic[Waiter, Element]):
         return ticket in self.ticketed.get(position, ())
 
     def put(self, position: int, element: Element, ticket: int = 0) -> list[tuple[Waiter, Element]]:
-        """Store an entry; returns the waiting Gets it serves (at most one)."""
+        """Store an entry; returns the waiting Looks it serves, and the waiting Get (at
+        most one), if any, that takes it."""
+        served = [(w, element) for w in self.looking.pop(position, ())] if self.looking else []
         waiters = self.waiting.get(position)
         if waiters:
             for i, (wanted, waiter) in enumerate(waiters):
@@ -77,7 +83,7 @@ class Table(Generic[Waiter, Element]):
                     del waiters[i]
                     if not waiters:
                         del self.waiting[position]
-                    return [(waiter, element)]
+                    return [*served, (waiter, element)]
         if self.has(position, ticket):
             raise ValueError(f"duplicate put at position {position} ticket {ticket}")
         stored: Any = element
@@ -87,7 +93,15 @@ class Table(Generic[Waiter, Element]):
             self.entries[position] = stored
         else:
             self.ticketed.setdefault(position, {})[ticket] = stored
-        return []
+        return served
+
+    def look(self, position: int, waiter: Waiter) -> tuple[bool, Element | None]:
+        """A queue entry's element, left stored; ``(False, None)``: the Look now waits
+        here for its Put."""
+        if position in self.entries:
+            return True, self._element(self.entries[position])
+        self.looking.setdefault(position, []).append(waiter)
+        return False, None
 
     def get(self, position: int, waiter: Waiter, ticket: int = 0) -> tuple[bool, Element | None]:
         """Take the entry for a Get; ``(False, None)`` means the Get now waits here."""
@@ -105,7 +119,7 @@ class Table(Generic[Waiter, Element]):
         return False, None
 
     def waiting_count(self) -> int:
-        return sum(len(v) for v in self.waiting.values())
+        return sum(len(v) for v in self.waiting.values()) + sum(map(len, self.looking.values()))
 
     def items(self) -> Iterator[tuple[int, int, Element]]:
         for position, ticket, stored in self._stored():

@@ -98,6 +98,10 @@ class QueueAnchor:
     def size(self) -> int:
         return self.last - self.first + 1
 
+    def head(self) -> int | None:
+        """The position the next dequeue would take, or None when empty (a peek's)."""
+        return self.first if self.first <= self.last else None
+
     def export(self) -> tuple[int, ...]:
         """The counters a new anchor needs (SPEC §8, anchor change)."""
         return (self.first, self.last, self.ord_next)

@@ -24,7 +24,8 @@ operations costs nothing in it.
 Making a queue with settings and deleting one (issue 12) are not runs: ``creates`` and
 ``deletes`` count those operations per queue, and the anchor applies creates before the
 cycle's runs and deletes after them (:mod:`skueue.core.creates_deletes` has what comes
-back down).
+back down).  Peeks (issue 14) are not runs either: ``peeks`` counts them per queue, and
+the anchor applies them last (:mod:`skueue.core.peeks`).
 
 ``joins`` and ``leaves`` (on :class:`Batches`) are the update-phase counters of SPEC §8
 (summed on combine); ``nodes`` counts the integrated nodes whose batches went into this
@@ -153,6 +154,8 @@ CreateKey = tuple[str, bool, int, int]
 (QueueSettings)."""
 Creates = tuple[tuple[CreateKey, int], ...]
 """Per create key, in order, how many create operations a batch carries."""
+Peeks = tuple[tuple[str, int], ...]
+"""Per queue name, in name order, how many peeks a batch carries (skueue/core/peeks.py)."""
 
 
 
@@ -196,6 +199,7 @@ class Batches:
     patient: int = 0  # of the operations, blocking dequeues' attempts (they hurry no one)
     deletes: Deletes = ()
     creates: Creates = ()
+    peeks: Peeks = ()
 
     def combine(self, other: Batches) -> Batches:
         return Batches(
@@ -206,6 +210,7 @@ class Batches:
             self.patient + other.patient,
             _merge_counts(self.deletes, other.deletes),
             _merge_counts(self.creates, other.creates),
+            _merge_counts(self.peeks, other.peeks),
         )
 
     @property
@@ -214,6 +219,7 @@ class Batches:
             sum(b.operations for _, b in self.sections)
             + sum(n for _, n in self.deletes)
             + sum(n for _, n in self.creates)
+            + sum(n for _, n in self.peeks)
         )
 
     @property
@@ -236,6 +242,7 @@ class Batches:
                  for (name, stack), b in self.sections]  # fmt: skip
         parts += [f"delete:{name}x{n}" for name, n in self.deletes]
         parts += [f"create:{key!r:.60}x{n}" for key, n in self.creates]
+        parts += [f"peek:{name}x{n}" for name, n in self.peeks]
         extra = f" j{self.joins}" if self.joins else ""
         extra += f" l{self.leaves}" if self.leaves else ""
         return (" ".join(parts) or "()") + extra

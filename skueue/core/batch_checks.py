@@ -77,6 +77,11 @@ def batches_problem(b: Batches) -> str | None:
         problem = settings_problem(name, QueueSettings(stack, limit, levels))
         if problem:
             return f"creating {name!r}: {problem}"
+    peeked = [name for name, _ in b.peeks]
+    if any(x >= y for x, y in itertools.pairwise(peeked)):
+        return "the queues peeked at are not in order, or one comes twice"
+    if not all(1 <= n <= RUN_OPS_MAX for _, n in b.peeks):
+        return "a queue's peek count is out of range"
     return None
 
 

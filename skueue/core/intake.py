@@ -9,10 +9,12 @@ rank (``ord``) and ticket.
 
 Queue: the buffer is the Definition-5 batch, one operation after another.
 
-Delete and create (issue 12): the anchor applies a cycle's deletes of a queue after the
-cycle's runs of it, and its creates before them.  So that program order holds,
-operations on a queue issued after its delete wait for the next batch (``deferred``), and
-so does a create issued after other operations on its queue (or another create of it).
+Delete and create (issue 12), peek (issue 14): the anchor applies a cycle's deletes of a
+queue after the cycle's runs of it, its peeks after those, and its creates before them.
+So that program order holds, operations on a queue issued after its delete or after a
+peek at it (but further peeks) wait for the next batch (``deferred``), and so does a
+create issued after other operations on its queue (or another create of it).  Once one
+operation on a queue waits, every later one on it waits too.
 
 Stack (SPEC §7, paper §VI): a Pop that arrives while the buffer holds an unmatched Push
 takes the last such Push at once: the pair never needs the anchor or the DHT.  So the
@@ -32,6 +34,7 @@ from skueue.core.batch import (
     Creates,
     Deletes,
     Limit,
+    Peeks,
     QueueKey,
     Refusal,
     RunGrant,
@@ -41,6 +44,7 @@ from skueue.core.batch import (
 from skueue.core.creates_deletes import Creation, Deletion
 from skueue.core.levels import clamp
 from skueue.core.ops import Item, Op, OpKind, Structure
+from skueue.core.peeks import Peeked
 
 
 @dataclass(frozen=True, slots=True)
@@ -169,22 +173,34 @@ class OwnBuffers:
     patient: int = 0  # how many of them are blocking dequeues' attempts
     deletes: dict[str, Op] = field(default_factory=dict)  # by queue name (one each)
     creates: dict[str, Op] = field(default_factory=dict)  # by queue name (one each)
-    # Operations on a queue issued after its delete: they go in the next batch.
+    peeks: dict[str, list[Op]] = field(default_factory=dict)  # by queue name, in order
+    # Operations that go in the next batch (see the module doc), and their queues.
     deferred: list[Op] = field(default_factory=list)
+    deferred_queues: set[str] = field(default_factory=set)
 
     def __len__(self) -> int:
         return len(self.ops) + len(self.deferred)
 
     def add(self, op: Op) -> None:
-        if op.queue in self.deletes or (op.kind is OpKind.CREATE and self._uses(op.queue)):
+        name, kind = op.queue, op.kind
+        if (
+            name in self.deletes
+            or name in self.deferred_queues
+            or (name in self.peeks and kind is not OpKind.PEEK)
+            or (kind is OpKind.CREATE and self._uses(name))
+        ):
             self.deferred.append(op)
+            self.deferred_queues.add(name)
             return
         self.ops.append(op)
-        if op.kind is OpKind.DELETE:
-            self.deletes[op.queue] = op
+        if kind is OpKind.DELETE:
+            self.deletes[name] = op
             return
-        if op.kind is OpKind.CREATE:
-            self.creates[op.queue] = op
+        if kind is OpKind.CREATE:
+            self.creates[name] = op
+            return
+        if kind is OpKind.PEEK:
+            self.peeks.setdefault(name, []).append(op)
             return
         key = op.key
         buffer = self.queues.get(key)
@@ -222,6 +238,9 @@ class OwnBuffers:
     def creations(self) -> Creates:
         return tuple(sorted((create_key(op), 1) for op in self.creates.values()))
 
+    def peekings(self) -> Peeks:
+        return tuple(sorted((name, len(ops)) for name, ops in self.peeks.items()))
+
     def assign(
         self,
         grants: tuple[SectionGrants, ...],
@@ -229,10 +248,12 @@ class OwnBuffers:
         deleted: tuple[Deletion, ...] = (),
         created: tuple[Creation, ...] = (),
         limits: tuple[Limit, ...] = (),
+        peeked: tuple[Peeked, ...] = (),
     ) -> list[Assignment]:
         """The creates, each with what the anchor did; each queue's operations, with
         what the anchor gave that queue (and its delivery limit), or why it refused it;
-        then the deletes, after every run of their queue."""
+        then the deletes, after every run of their queue; then the peeks, each with the
+        head and its own rank, or why the anchor refused it."""
         out = [Assignment(self.creates[c[0][0]], -1, None, created=c) for c in created]
         limit_of = dict(limits)
         for key, runs in grants:
@@ -247,4 +268,10 @@ class OwnBuffers:
             Assignment(self.deletes[key[0]], g.ord_first, None, deleted=(key, g))
             for key, g in deleted
         )
+        for (name, _), g, why in peeked:
+            head = g.first if g.available else None
+            out.extend(
+                Assignment(op, -1 if why else g.ord_first + i, head, refused=why)
+                for i, op in enumerate(self.peeks[name])
+            )
         return out

@@ -70,6 +70,9 @@ class OpKind(enum.Enum):
     # Makes a queue with its settings (``Op.settings``), or finds it made already:
     # :meth:`skueue.core.anchor.QueueAnchors.create`.
     CREATE = "create"
+    # The element a dequeue would return now, left in the queue (issue 14): see
+    # :mod:`skueue.core.peeks`.  Queues only.
+    PEEK = "peek"
 
     @property
     def inserts(self) -> bool:

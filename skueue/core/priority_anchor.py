@@ -56,6 +56,14 @@ class PriorityAnchor:
         first = segments[0][0] if segments else encode(0, self.firsts[0])
         return RunGrant(first, count - want, self.ord_next, levels=tuple(segments))
 
+    def head(self) -> int | None:
+        """The position the next dequeue would take (the oldest element of the most
+        urgent level that holds any), or None when empty (a peek's)."""
+        for lv, (first, last) in enumerate(zip(self.firsts, self.lasts, strict=True)):
+            if first <= last:
+                return encode(lv, first)
+        return None
+
     def size(self) -> int:
         return sum(last - first + 1 for first, last in zip(self.firsts, self.lasts, strict=True))
 

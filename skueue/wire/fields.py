@@ -119,11 +119,17 @@ def encode_batch(b: Batches) -> list[Any]:
             section.append([list(v) for v in r.levels])
     deletes = [[name, count] for name, count in b.deletes]
     creates = [[*key, count] for key, count in b.creates]
-    return [sections, b.joins, b.leaves, b.nodes, b.patient, deletes, creates]
+    out = [sections, b.joins, b.leaves, b.nodes, b.patient, deletes, creates]
+    if b.peeks:  # most cycles have none: the field is left out then
+        out.append([[name, count] for name, count in b.peeks])
+    return out
 
 
 def decode_batch(x: Any) -> Batches:
-    sections, joins, leaves, nodes, patient, deletes, creates = _list(x, "batches", 7)
+    fields = _list(x, "batches")
+    if len(fields) not in (7, 8):
+        raise RemoteProtocolError(f"batches: 7 or 8 fields, not {len(fields)}")
+    sections, joins, leaves, nodes, patient, deletes, creates = fields[:7]
     decoded = []
     for section in _list(sections, "batches"):
         levels: tuple[tuple[int, ...], ...] = ()
@@ -145,9 +151,13 @@ def decode_batch(x: Any) -> Batches:
                 _int(limit, "delivery limit", 0, DELIVERY_LIMIT_MAX + 1),
                 _int(levels, "priority levels", 1, PRIORITIES_MAX + 1))  # fmt: skip
         created.append((made, _int(count, "creates")))
+    peeked = []
+    for pair in _list(fields[7], "batch peeks") if len(fields) == 8 else ():
+        name, count = _list(pair, "batch peek", 2)
+        peeked.append((queue_name(name, "queue peeked at"), _int(count, "peeks")))
     return Batches(tuple(decoded), _int(joins, "joins"), _int(leaves, "leaves"),
                    _int(nodes, "nodes"), _int(patient, "patient"), tuple(deleted),
-                   tuple(created))  # fmt: skip
+                   tuple(created), tuple(peeked))  # fmt: skip
 
 
 def _levels(x: Any) -> tuple[tuple[int, ...], ...]:

@@ -1,13 +1,13 @@
 """Property: priority levels on every schedule (issue 14).  The adversarial scheduler runs
 its workload on the default queue, with joins, leaves and crashes and messages in any
-order, while clients also enqueue at random priorities and dequeue on a queue made with
+order, while clients also enqueue at random priorities, dequeue and peek on a queue made with
 ``P`` levels (P in 1, 2, 4, 8).
 
 At the end:
 
 - that queue's results, in the anchor's order, match a reference priority queue (a deque
   per level): every dequeue took the most urgent element present at its linearization
-  point, FIFO within a level (PEI 0);
+  point, FIFO within a level (PEI 0), and every peek saw that element and left it;
 - every inserted element was dequeued once or is still stored, once;
 - the default queue's history stays linearizable and loses nothing.
 
@@ -45,7 +45,7 @@ class PrioritySim(AsyncSim):
         )
         self.recorder.invoked(first.process_id, made, self.steps)
         self.input(first, Request(made))
-        self.script_pq = [self.rng.random() < 0.6 for _ in range(operations)]
+        self.script_pq = [self._kind(self.rng.random()) for _ in range(operations)]
         self.done_pq: list[tuple[Op, Complete]] = []
 
     def step(self) -> None:
@@ -54,13 +54,17 @@ class PrioritySim(AsyncSim):
             clients = [p for p in self.order if p.joined and not p.leaving and not p.departed]
             if clients:
                 process = self.retried(self.rng.choice(clients))
-                insert = self.script_pq.pop()
-                kind = OpKind.ENQUEUE if insert else OpKind.DEQUEUE
+                kind = self.script_pq.pop()
+                insert = kind is OpKind.ENQUEUE
                 value = f"{process.process_id}-{process.next_op_id}" if insert else None
                 priority = self.rng.randrange(self.levels + 1) if insert else 0
                 op = Op(process.next_op_id, kind, value, NAME, priority=priority)
                 self.recorder.invoked(process.process_id, op, self.steps)
                 self.input(process, Request(op))
+
+    @staticmethod
+    def _kind(x: float) -> OpKind:
+        return OpKind.ENQUEUE if x < 0.55 else OpKind.DEQUEUE if x < 0.8 else OpKind.PEEK
 
     def _completed(self, process: Process, done: Complete) -> None:
         op, _ = self.recorder.open_ops[(process.process_id, done.op_id)]
@@ -86,6 +90,9 @@ def run_and_check(config: AsyncConfig, levels: int, operations: int) -> None:
             queues[min(op.priority, levels - 1)].append(op.value)
         elif op.kind is OpKind.DEQUEUE:
             head = next((q.popleft() for q in queues if q), None)
+            assert c.value == head, f"{op.describe()}: {c.value!r}, not {head!r}\n{replay}"
+        elif op.kind is OpKind.PEEK:  # the same head, left in the queue
+            head = next((q[0] for q in queues if q), None)
             assert c.value == head, f"{op.describe()}: {c.value!r}, not {head!r}\n{replay}"
     left = Counter(v for q in queues for v in q)
     assert entries_of(sim, NAME) == left, f"stored != left\n{replay}"

@@ -49,13 +49,17 @@ class Rounds:
                 after -= 1
                 if after < 0:
                     return
-            arriving, self.flight = self.flight, []
-            for send in arriving:
-                pid = send.to.process
-                self._take(pid, self.processes[pid].handle(send.to, send.message))
-            for pid, process in self.processes.items():
-                self._take(pid, process.tick())
+            self.round()
         raise AssertionError(f"{len(self.ops) - len(self.done)} operations never completed")
+
+    def round(self) -> None:
+        """Deliver what was sent in the last round, then tick every process once."""
+        arriving, self.flight = self.flight, []
+        for send in arriving:
+            pid = send.to.process
+            self._take(pid, self.processes[pid].handle(send.to, send.message))
+        for pid, process in self.processes.items():
+            self._take(pid, process.tick())
 
     def settled(self) -> bool:
         """Every operation completed (a driver with more to wait for says so here)."""

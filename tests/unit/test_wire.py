@@ -107,6 +107,9 @@ def test_hand_built_messages_round_trip_with_bytes_and_text_elements() -> None:
         Put(route, 12, b"\x00bytes", 3, a, 99, True),
         Put(route, 12, "text", 0, a, 99, False),
         Get(route, 1, 0, a, 0),
+        Get(route, 1, 0, a, 0, ("q", False), keep=True),
+        BatchUp(a, Batches(peeks=(("a", 2), ("b", 1)))),
+        Grants((), peeked=((("a", False), RunGrant(5, 1, 9), 0), (("b", False), RunGrant(1, 0, 0), 1))),
         GetReply(1, 2, b""),
         PutAck(1 << 62),
     ):
@@ -236,7 +239,7 @@ def normalise(value: Any) -> Any:
 
 # The only boolean fields on the wire: Grants.update and Put.ack, and inside fields, the
 # stack flag of a queue (a batch's sections, the grants' queues, an anchor's counters).
-BOOL_FIELDS = {("Grants", 2), ("Put", 7)}
+BOOL_FIELDS = {("Grants", 2), ("Put", 7), ("Get", 7)}
 
 
 def bools_allowed(kind: str, i: int, field: Any) -> list[Any]:
@@ -255,6 +258,8 @@ def bools_allowed(kind: str, i: int, field: Any) -> list[Any]:
         return [queue[1] for queue, _ in field]
     if (kind, i) == ("Grants", 6):
         return [b for key, _, stack, _ in field for b in (key[1], stack)]
+    if (kind, i) == ("Grants", 8):
+        return [queue[1] for queue, _, _ in field]
     return []
 
 

@@ -66,6 +66,9 @@ class Grants:
     ] = ()
     # The delivery limits of the batch's queues that have one.
     limits: tuple[tuple[QueueRef, Annotated[int, Range(1, DELIVERY_LIMIT_MAX + 1)]], ...] = ()
+    # What the batch's peeks saw (``skueue.core.peeks.Peeked``): per queue, the head's
+    # position and the first peek's rank, or why they were refused.
+    peeked: tuple[tuple[QueueRef, RunGrant, Annotated[int, Range(0, 3)]], ...] = ()
 
     def describe(self) -> str:
         flags = " update" if self.update else ""
@@ -76,7 +79,8 @@ class Grants:
         deleted = "".join(f" {name}:deleted{g.describe()}" for (name, _), g in self.deleted)
         created = "".join(f" created{c!r:.60}" for c in self.created)
         limits = "".join(f" {key!r:.40}:limit{n!r}" for key, n in self.limits)
-        return f"Grants #{self.number} {runs}{refused}{deleted}{created}{limits}{flags}"
+        peeked = "".join(f" peeked{p!r:.60}" for p in self.peeked)
+        return f"Grants #{self.number} {runs}{refused}{deleted}{created}{limits}{peeked}{flags}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -123,9 +127,12 @@ class Get:
     requester: NodeRef
     op_id: int
     queue: QueueRef = DEFAULT_QUEUE_REF  # whose position it is
+    # A peek's read (skueue/core/peeks.py): return the element and leave it stored.
+    keep: bool = False
 
     def describe(self) -> str:
-        return f"Get {self.queue[0]} pos={self.position} t={self.ticket} op=#{self.op_id}"
+        what = "Look" if self.keep else "Get"
+        return f"{what} {self.queue[0]} pos={self.position} t={self.ticket} op=#{self.op_id}"
 
 
 @dataclass(frozen=True, slots=True)

@@ -34,6 +34,7 @@ from skueue.core.messages.stages import (
 from skueue.core.ops import REFUSALS, is_item
 from skueue.core.parts.node_state import NodeState
 from skueue.core.parts.ring import Mode
+from skueue.core.peeks import peeked_problem
 from skueue.dht.keys import POSITION_MAX, position_key
 from skueue.overlay.routing import is_responsible
 
@@ -176,6 +177,10 @@ def _check_grants(node: NodeState, m: Grants) -> None:
     limited = [key for key, _ in m.limits]
     if limited != sorted(set(limited)) or not set(limited) <= keys:
         refuse(node, f"grants {m.describe()}: delivery limits of queues not in the batch")
+    peeking = sorted({name for _, b in flight.layout for name, _ in b.peeks})
+    problem = peeked_problem(m.peeked, peeking)
+    if problem:
+        refuse(node, f"grants {m.describe()}: peeks: {problem}")
 
 
 def _check_dht(node: NodeState, m: Put | Get | Drop) -> None:
@@ -186,6 +191,8 @@ def _check_dht(node: NodeState, m: Put | Get | Drop) -> None:
     name, stack = m.queue
     if m.ticket < 0 or (not stack and m.ticket != 0):
         refuse(node, f"{m.describe()}: ticket {m.ticket} for a queue")
+    if isinstance(m, Get) and m.keep and stack:
+        refuse(node, f"{m.describe()}: a peek's read at a stack")
     key = position_key(name, m.position)
     if m.route is not None and m.route.target != key:
         refuse(node, f"{m.describe()}: routed to another key")
@@ -199,5 +206,7 @@ def _check_dht(node: NodeState, m: Put | Get | Drop) -> None:
         return
     table = node.store.tables.get(name)
     waiting = [] if table is None else table.waiting.get(m.position, [])
-    if any(w == (m.requester, m.op_id, isinstance(m, Drop)) for _, w in waiting):
+    looking = [] if table is None else table.looking.get(m.position, [])
+    me = (m.requester, m.op_id, isinstance(m, Drop))
+    if any(w == me for _, w in waiting) or me in looking:
         refuse(node, f"{m.describe()}: waits here already")

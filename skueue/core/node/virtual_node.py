@@ -64,11 +64,14 @@ from skueue.core.messages.stages import (
     PutAck,
 )
 from skueue.core.node.checks import check
+from skueue.core.node.dht_requests import with_route
+from skueue.core.node.diagnosis import waiting_for
 from skueue.core.node.queue_changes import created, deferred_drops, delete
 from skueue.core.ops import (
     Item,
     Op,
     OpKind,
+    plain,
     queue_name_ok,
     queue_name_problem,
     refusal_text,
@@ -77,9 +80,10 @@ from skueue.core.ops import (
 from skueue.core.parts.node_state import NodeState
 from skueue.core.parts.ring import Mode
 from skueue.core.parts.store import Waiter
+from skueue.core.peeks import Peeked, peek_heads, split_peeks
 from skueue.dht.keys import position_key
 from skueue.overlay.labels import NodeRef
-from skueue.overlay.routing import Route, next_hop, start_route
+from skueue.overlay.routing import next_hop, start_route
 
 __all__ = ["PeerError", "ProtocolError", "VirtualNode"]
 
@@ -131,7 +135,10 @@ class VirtualNode(NodeState):
             grants, refused = anchor.assign(combined)
             limits = anchor.limits_of(combined)
             deleted = anchor.delete(combined.deletes) if combined.deletes else ()
-            return effects + self._serve(grants, update, refused, deleted, created, limits)
+            peeked = peek_heads(anchor, combined.peeks) if combined.peeks else ()
+            return effects + self._serve(
+                grants, update, refused, deleted, created, limits, peeked
+            )
         flight = self.batching.inflight
         assert flight is not None and self.ring.up is not None, "only the anchor has no parent"
         return [*effects, Send(self.ring.up, BatchUp(self.me, combined, flight.number))]
@@ -147,6 +154,7 @@ class VirtualNode(NodeState):
             own.patient,
             own.deletions(),
             own.creations(),
+            own.peekings(),
         )
 
     def handle(self, message: Message | MembershipMessage) -> list[Effect]:
@@ -171,8 +179,9 @@ class VirtualNode(NodeState):
                 deleted=deleted,
                 created=created,
                 limits=limits,
+                peeked=peeked,
             ):
-                return self._serve(grants, update, refused, deleted, created, limits)
+                return self._serve(grants, update, refused, deleted, created, limits, peeked)
             case Hurry(sender=sender):
                 if sender in self.ring.kids:
                     self.batching.grants_wanted = True
@@ -202,6 +211,7 @@ class VirtualNode(NodeState):
         deleted: tuple[Deletion, ...] = (),
         created: tuple[Creation, ...] = (),
         limits: tuple[Limit, ...] = (),
+        peeked: tuple[Peeked, ...] = (),
     ) -> list[Effect]:
         flight = self.batching.serve()
         effects = self._issue_all(deferred_drops(self.store, self.me))
@@ -216,15 +226,19 @@ class VirtualNode(NodeState):
         deletions = split_deletions(deleted, subs) if deleted else none
         creations = split_creations(created, subs) if created else none
         limited = split_by_queue(limits, subs) if limits else none
+        peeks = split_peeks(peeked, subs) if peeked else none
         old_children = []
-        for (child, _), part, no, gone, made, limit in zip(
-            flight.layout, parts, refusals, deletions, creations, limited, strict=True
+        for (child, _), part, no, gone, made, limit, seen in zip(
+            flight.layout, parts, refusals, deletions, creations, limited, peeks, strict=True
         ):
             if child is not None:
                 number = flight.child_numbers[child]
-                effects.append(Send(child, Grants(part, update, number, no, gone, made, limit)))
+                grants_down = Grants(part, update, number, no, gone, made, limit, seen)
+                effects.append(Send(child, grants_down))
                 old_children.append(child)
-        own = flight.own.assign(parts[0], refusals[0], deletions[0], creations[0], limited[0])
+        own = flight.own.assign(
+            parts[0], refusals[0], deletions[0], creations[0], limited[0], peeks[0]
+        )
         for a in own:
             effects.extend(self._start(a))
         self.batching.settle()
@@ -247,8 +261,11 @@ class VirtualNode(NodeState):
         if a.position is None:
             return [Complete(op.op_id, None, a.ord)]
         queue = op.key
-        if queue[1]:  # a stack's
+        if queue[1] or op.kind is OpKind.PEEK:  # a stack's, or a peek's read (peeks.py)
             self.batching.wait_for_own(op.op_id)
+        if op.kind is OpKind.PEEK:
+            self.store.awaiting[op.op_id] = a
+            return self._issue(Get(None, a.position, 0, self.me, op.op_id, queue, keep=True))
         if op.kind.inserts:
             assert op.value is not None
             self.store.unacked_puts[op.op_id] = (op.queue, a.position)
@@ -278,6 +295,8 @@ class VirtualNode(NodeState):
         a = self.store.awaiting.pop(op_id, None)
         if a is None:
             raise ProtocolError(f"{self.me.describe()}: reply for unknown op #{op_id}")
+        if a.op.kind is OpKind.PEEK:  # the element only: a peek hands out no lease
+            element = plain(element)
         done = Complete(op_id, element, a.ord, a.position, max_deliveries=a.limit)
         return [done, *self._finished_dht(op_id, owner)]
 
@@ -303,14 +322,15 @@ class VirtualNode(NodeState):
             return [Send(hop, with_route(message, route))]
         if isinstance(message, Put):
             return self._store(message)
-        drop = isinstance(message, Drop)
-        found, element = self.store.table(message.queue[0]).get(
-            message.position, (message.requester, message.op_id, drop), message.ticket
-        )
+        waiter = (message.requester, message.op_id, isinstance(message, Drop))
+        table = self.store.table(message.queue[0])
+        if isinstance(message, Get) and message.keep:
+            found, element = table.look(message.position, waiter)
+        else:
+            found, element = table.get(message.position, waiter, message.ticket)
         if not found:
             return []
         assert element is not None
-        waiter = (message.requester, message.op_id, drop)
         return [self._answer(waiter, message.position, element, self._owner())]
 
     def _answer(self, waiter: Waiter, position: int, element: Item, owner: KeyOwner) -> Send:
@@ -357,23 +377,7 @@ class VirtualNode(NodeState):
 
     def waiting_for(self) -> str | None:
         """Why this node is not idle, for a driver's diagnosis; None if it is idle."""
-        reasons = []
-        flight = self.batching.inflight
-        if flight is not None:
-            if not flight.served:
-                reasons.append("grants for its batch")
-            if flight.outstanding:
-                reasons.append(f"{len(flight.outstanding)} own DHT operations")
-        if self.store.awaiting:
-            reasons.append(f"elements for {len(self.store.awaiting)} Gets")
-        if self.member.phase is not None:
-            reasons.append(f"the update phase ({self.member.phase.describe()})")
-        if self.ring.mode is Mode.JOINING:
-            reasons.append("integration (joining)")
-        waiting = self.store.waiting_count()
-        if waiting:
-            reasons.append(f"{waiting} Puts that Gets wait for here")
-        return ", ".join(reasons) or None
+        return waiting_for(self)
 
     def describe(self) -> str:
         flight = self.batching.inflight
@@ -386,13 +390,3 @@ class VirtualNode(NodeState):
             f" entries={self.store.entries()}{anchor}"
         )
 
-
-def with_route(message: Put | Get | Drop, route: Route) -> Put | Get | Drop:
-    """The same DHT request one hop further (built field by field: the message classes
-    are another module's, and this needs nothing of how they are made)."""
-    if isinstance(message, Put):
-        return Put(route, message.position, message.element, message.ticket,
-                   message.requester, message.op_id, message.ack, message.queue)
-    kind = Get if isinstance(message, Get) else Drop
-    return kind(route, message.position, message.ticket, message.requester, message.op_id,
-                message.queue)  # fmt: skip
