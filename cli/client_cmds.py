@@ -1,4 +1,4 @@
-"""``skueue enqueue``, ``dequeue``, ``create``, ``delete``, ``stats``, ``join`` and
+"""``skueue enqueue``, ``dequeue``, ``peek``, ``create``, ``delete``, ``stats``, ``join`` and
 ``leave``: requests to a daemon.
 
 ``enqueue`` and ``dequeue`` take ``-q``/``--queue NAME`` (default: the default queue) and
@@ -133,6 +133,22 @@ def add_queue_options(p: argparse.ArgumentParser) -> None:
     )
 
 
+def add_element_format_options(p: argparse.ArgumentParser) -> None:
+    """How printed elements end: a newline, NUL (-0) or as JSON (--json)."""
+    mode = p.add_mutually_exclusive_group()
+    mode.add_argument(
+        "-0",
+        "--null",
+        action="store_true",
+        help="end each element with NUL instead of a newline (raw bytes, for xargs -0)",
+    )
+    mode.add_argument(
+        "--json",
+        action="store_true",
+        help='one JSON object per element: {"base64": ..., "text": UTF-8 text or null}',
+    )
+
+
 def queue_name(text: str) -> str:
     problem = queue_name_problem(text)
     if problem is not None:
@@ -200,19 +216,29 @@ def add_parsers(sub: Any) -> None:
         metavar="SECONDS",
         help="when the queue is empty, wait up to this long for an element (like BLPOP)",
     )
-    mode = p.add_mutually_exclusive_group()
-    mode.add_argument(
-        "-0",
-        "--null",
-        action="store_true",
-        help="end each element with NUL instead of a newline (raw bytes, for xargs -0)",
-    )
-    mode.add_argument(
-        "--json",
-        action="store_true",
-        help='one JSON object per element: {"base64": ..., "text": UTF-8 text or null}',
-    )
+    add_element_format_options(p)
     p.set_defaults(run=run_dequeue)
+
+    p = sub.add_parser(
+        "peek",
+        help="print the element a dequeue would return now, leaving it in the queue",
+        description="Print the element a dequeue of the queue would return now (the "
+        "oldest of its most urgent priority level), and leave it there. Linearizable "
+        "like a dequeue. Exits 3 when the queue is empty (or no queue has the name). "
+        "A stack has no peek.",
+    )
+    add_node_option(p)
+    add_timeout_option(p, DEFAULT_REQUEST_TIMEOUT_S)
+    p.add_argument(
+        "-q",
+        "--queue",
+        type=queue_name,
+        default=None,
+        metavar="NAME",
+        help=f"the named queue (default: {DEFAULT_QUEUE})",
+    )
+    add_element_format_options(p)
+    p.set_defaults(run=run_peek)
 
     p = sub.add_parser(
         "create",
@@ -376,13 +402,7 @@ def run_dequeue(args: argparse.Namespace) -> int:
         )
 
     got = with_client("skueue dequeue", args, body)
-    out = sys.stdout.buffer
-    for value in got:
-        if args.json:
-            out.write(json.dumps(json_element(value)).encode() + b"\n")
-        else:
-            out.write(value + (b"\0" if args.null else b"\n"))
-    out.flush()
+    print_elements(got, args)
     empty = args.count - len(got)
     if empty:
         print(
@@ -391,6 +411,28 @@ def run_dequeue(args: argparse.Namespace) -> int:
         )
         return EXIT_EMPTY
     return 0
+
+
+def run_peek(args: argparse.Namespace) -> int:
+    async def body(q: Client) -> bytes | None:
+        return await q.peek(queue=args.queue)
+
+    seen = with_client("skueue peek", args, body)
+    if seen is None:
+        print(f"skueue peek: {args.queue or DEFAULT_QUEUE} is empty", file=sys.stderr)
+        return EXIT_EMPTY
+    print_elements([seen], args)
+    return 0
+
+
+def print_elements(values: list[bytes], args: argparse.Namespace) -> None:
+    out = sys.stdout.buffer
+    for value in values:
+        if args.json:
+            out.write(json.dumps(json_element(value)).encode() + b"\n")
+        else:
+            out.write(value + (b"\0" if args.null else b"\n"))
+    out.flush()
 
 
 def json_element(value: bytes) -> dict[str, str | None]:

@@ -66,6 +66,7 @@ from skueue.wire.client_protocol import (
     JoinClusterRequest,
     LeaseRequest,
     LeaveRequest,
+    PeekRequest,
     RemoveRequest,
     StatsRequest,
 )
@@ -457,6 +458,15 @@ class Client:
         ((created,),) = await self._request(request)
         return bool(created)
 
+    async def peek(self, *, queue: str | None = None) -> bytes | None:
+        """The element a dequeue would return now (the oldest of the most urgent level),
+        left in the queue; None if it is empty or no queue has the name.  It is
+        linearizable like a dequeue: no later dequeue returned an element it would not
+        have seen.  A stack has no peek (``RequestRejected``)."""
+        name, _ = _target(queue, None)
+        ((value, _rank, _position),) = await self._request(PeekRequest(0, name))
+        return value
+
     async def delete_queue(self, queue: str) -> int:
         """Delete the named queue (or stack): the elements it holds are removed, and the
         name is free for a new queue of either kind.  Returns how many it removed (0 for
@@ -607,7 +617,7 @@ class Client:
             raise self._broken
         rid = next(self._rids)
         self._last_rid = rid
-        retryable = InsertRequest | RemoveRequest | DeleteRequest | CreateRequest
+        retryable = InsertRequest | RemoveRequest | DeleteRequest | CreateRequest | PeekRequest
         retry = self._reopen is not None and isinstance(request, retryable)
         waiter = _Waiter(pack(attrs.evolve(request, rid=rid).frame()), retry)
         self._waiting[rid] = waiter
@@ -1096,6 +1106,10 @@ class BlockingClient:
 
     def create_queue(self, queue: str, **settings: Any) -> bool:
         return self._portal.call(partial(self._client.create_queue, queue, **settings))
+
+    def peek(self, *, queue: str | None = None) -> bytes | None:
+        """See :meth:`Client.peek`."""
+        return self._run(self._client.peek, queue=queue)
 
     def delete_queue(self, queue: str) -> int:
         return self._portal.call(self._client.delete_queue, queue)

@@ -29,6 +29,7 @@ from skueue.core.ops import (
     Structure,
     insert_kind,
     plain,
+    plain_or_none,
     remove_kind,
 )
 from skueue.core.process import Process
@@ -184,6 +185,18 @@ class Host:
         (skueue/core/anchor.py); the result is ``[removed, ord]``."""
         self._submit(client, rid, [(OpKind.DELETE, None)], deadline, key, queue)
 
+    def peek(
+        self,
+        client: int,
+        rid: int,
+        queue: str | None,
+        deadline: float = math.inf,
+        key: RetryKey | None = None,
+    ) -> None:
+        """The element a dequeue of ``queue`` would return now, left in it
+        (skueue/core/peeks.py); the result is ``[value | None, ord, position]``."""
+        self._submit(client, rid, [(OpKind.PEEK, None)], deadline, key, queue)
+
     def _structure(self, stack: bool | None) -> Structure:
         if stack is None:
             return self.structure
@@ -332,6 +345,8 @@ class Host:
         elif done.removed is not None:  # a delete
             self.queue_stats.count(request.queue, deleted=done.removed)
             request.results[index] = [done.removed, done.ord]
+        elif request.kind is OpKind.PEEK:  # nothing left the queue: nothing to count
+            request.results[index] = [plain_or_none(done.value), done.ord, done.position]
         elif request.inserts:
             self.counters.inserted += 1
             self.queue_stats.count(request.queue, inserted=1)
@@ -367,7 +382,7 @@ class Host:
                 self.client_frames.append((request.client, reply))
             return
         # Leased elements are not lost with an undelivered reply: their leases return them.
-        removed = 0 if request.lease_ms else sum(
+        removed = 0 if request.lease_ms or request.kind is OpKind.PEEK else sum(
             1 for r in request.results if not request.inserts and r[0] is not None
         )
         if request.key is not None:

@@ -48,6 +48,7 @@ from skueue.wire.client_protocol import (
     JoinClusterRequest,
     LeaseRequest,
     LeaveRequest,
+    PeekRequest,
     RemoveRequest,
     StatsRequest,
 )
@@ -300,6 +301,11 @@ class OwnerLoop(MembershipWaiters):
                     deadline, key = self._deadline(client), self._retry_key(client, rid)
                     self._log(["d", key and key[0], rid, queue])
                     host.delete(client, rid, queue, deadline, key)
+            case PeekRequest(rid=rid, queue=queue):
+                if not self._refuse_while_leaving(client, rid):
+                    deadline, key = self._deadline(client), self._retry_key(client, rid)
+                    self._log(["v", key and key[0], rid, queue])
+                    host.peek(client, rid, queue, deadline, key)
             case LeaseRequest(kind=kind, rid=rid, leases=leases, lease_ms=lease_ms):
                 done = self._end_leases(kind, host.leases_held(client, leases), lease_ms)
                 host.client_frames.append((client, Done(rid, [i in done for i in leases])))
@@ -413,6 +419,8 @@ def request_kind(request: ClientRequest) -> str:
             return "create"
         case DeleteRequest():
             return "delete"
+        case PeekRequest():
+            return "peek"
         case JoinClusterRequest():
             return "join"
         case LeaveRequest():

@@ -100,6 +100,10 @@ class Replay(OwnerLoop):
                         key = None if session is None else (session, rid)
                         host.delete(RESTORED, rid, queue, key=key)
                         host.client_gone(RESTORED)
+                    case ["v", session, rid, queue]:
+                        key = None if session is None else (session, rid)
+                        host.peek(RESTORED, rid, queue, key=key)
+                        host.client_gone(RESTORED)
                     case ["k", now_ms]:
                         host.clock(now_ms)
                     case ["L", how, ids, lease_ms]:

@@ -16,6 +16,7 @@ Frames are msgpack arrays:
                        ["keep", rid, [lease, ...]]              ... returned uncounted
                        ["create", rid, NAME, {settings}?]      make a queue with settings
                        ["delete", rid, NAME]                   empty the queue, free its name
+                       ["peek", rid, {queue}?]                 what a dequeue would return now
                        ["stats", rid]
                        ["leave", rid]                          hand off and exit
                        ["join", rid, "HOST:PORT"]              join that cluster (alone, empty)
@@ -316,6 +317,19 @@ class CreateRequest:
 
 
 @attrs.frozen
+class PeekRequest:
+    """The element a dequeue of the queue would return now, left in it (issue 14).  The
+    result is ``[value | None, ord, position]``, as a remove's.  A queue's only: on a
+    stack's name the anchor refuses it."""
+
+    rid: int
+    queue: str | None = None
+
+    def frame(self) -> list[Any]:
+        return ["peek", self.rid, *_queue_options(self.queue, None)]
+
+
+@attrs.frozen
 class DeleteRequest:
     """Delete a named queue (or stack): its elements are removed, its name is free.  The
     result is ``[removed, ord]``: how many elements it held, and the delete's rank."""
@@ -358,6 +372,7 @@ ClientRequest = (
     | LeaseRequest
     | CreateRequest
     | DeleteRequest
+    | PeekRequest
     | StatsRequest
     | LeaveRequest
     | JoinClusterRequest
@@ -407,6 +422,8 @@ def parse_request(frame: Any, limits: RequestLimits) -> ClientRequest | ErrorRep
         return _parse_leases(kind, rid, frame, limits)
     if kind == "create" and len(frame) in (3, 4):
         return _parse_create(rid, frame)
+    if kind == "peek" and len(frame) in (2, 3):
+        return _parse_peek(rid, frame)
     if kind == "delete" and len(frame) == 3:
         problem = queue_name_problem(frame[2])
         if problem is not None:
@@ -443,6 +460,17 @@ def _parse_create(rid: int, frame: list[Any]) -> CreateRequest | ErrorReply:
     if problem is not None:
         return ErrorReply(rid, f"create: {problem}", INVALID)
     return CreateRequest(rid, frame[2], stack, limit, levels)
+
+
+def _parse_peek(rid: int, frame: list[Any]) -> PeekRequest | ErrorReply:
+    options = frame[2] if len(frame) == 3 else {}
+    if not isinstance(options, dict) or not set(options) <= {"queue"}:
+        raise RemoteProtocolError('peek: the 3rd field is a map of "queue"')
+    queue = options.get("queue")
+    problem = None if queue is None else queue_name_problem(queue)
+    if problem is not None:
+        return ErrorReply(rid, f"peek: {problem}", INVALID)
+    return PeekRequest(rid, queue)
 
 
 def _remove_numbers(request: RemoveRequest, options: dict[str, Any]) -> RemoveRequest | ErrorReply:

@@ -191,3 +191,59 @@ def test_a_queue_with_priority_levels_serves_the_most_urgent_first(
             q.enqueue(b"x", queue="pq", priority=16)
         with pytest.raises(RequestRejected, match="a stack has no priority levels"):
             q.create_queue("st", structure="stack", priorities=2)
+
+
+def test_peek_shows_the_head_on_any_member_and_leaves_it(
+    skueued_cluster: StartCluster,
+) -> None:
+    """Issue 14 item 3 on real daemons: ``skueue peek`` and ``peek()`` see what the next
+    dequeue takes (the most urgent level first), on any member, and leave it there;
+    an empty or unmade queue prints nothing and exits 3; a stack has no peek."""
+    cluster = skueued_cluster(3, "queue")
+    with skueue.client.api.connect_blocking(cluster.addresses[0]) as q:
+        q.create_queue("pq", priorities=4)
+        q.enqueue(b"low", queue="pq", priority=3)
+        q.enqueue(b"top", queue="pq", priority=0)
+        q.enqueue(b"top-2", queue="pq", priority=0)
+        q.enqueue(b"s", queue="st", structure="stack")
+    for node in cluster.addresses:
+        seen = skueue_cli("peek", "-q", "pq", "--node", node)
+        assert (seen.returncode, seen.stdout) == (0, "top\n"), seen.stderr
+    as_json = skueue_cli("peek", "-q", "pq", "--json", "--node", cluster.addresses[1])
+    assert json.loads(as_json.stdout)["text"] == "top"
+    with skueue.client.api.connect_blocking(cluster.addresses[2]) as q:
+        assert [q.peek(queue="pq") for _ in range(3)] == [b"top"] * 3
+        assert q.dequeue(queue="pq") == b"top"
+        assert q.peek(queue="pq") == b"top-2"
+        assert q.dequeue_many(5, queue="pq") == [b"top-2", b"low"]
+        assert q.peek(queue="pq") is None
+        assert q.peek(queue="never-made") is None
+        assert "never-made" not in q.stats()["queues"]
+        with pytest.raises(RequestRejected, match="'st' is a stack: peek is not an operation"):
+            q.peek(queue="st")
+    empty = skueue_cli("peek", "-q", "pq", "--node", cluster.addresses[0])
+    assert (empty.returncode, empty.stdout) == (3, "") and "pq is empty" in empty.stderr
+    stack = skueue_cli("peek", "-q", "st", "--node", cluster.addresses[0])
+    assert stack.returncode == 1 and "is a stack" in stack.stderr, stack.stderr
+    bad = skueue_cli("peek", "-q", "no spaces", "--node", cluster.addresses[0])
+    assert bad.returncode == 2 and "only ASCII letters" in bad.stderr, bad.stderr
+
+
+def test_peeks_replay_after_kill_9_and_restart(tmp_path: Path) -> None:
+    """Durable members log a peek like any request (the input log's "v" record): a
+    member killed with SIGKILL after peeks restarts from its log and serves on."""
+    cluster = DurableCluster(tmp_path)
+    cluster.start()
+    try:
+        with skueue.client.api.connect_blocking(cluster.addresses[1]) as q:
+            q.enqueue_many([b"a", b"b"], queue="jobs")
+            assert [q.peek(queue="jobs") for _ in range(4)] == [b"a"] * 4
+        cluster.kill(1)
+        cluster.restart(1)
+        with skueue.client.api.connect_blocking(cluster.addresses[1]) as q:
+            assert q.peek(queue="jobs") == b"a"
+            assert q.dequeue_many(3, queue="jobs") == [b"a", b"b"]
+            assert q.peek(queue="jobs") is None
+    finally:
+        problems = stop([d for d in cluster.daemons if d.alive()])
+        assert not problems, problems

@@ -20,6 +20,7 @@ from skueue.wire.client_protocol import (
     JoinClusterRequest,
     LeaseRequest,
     LeaveRequest,
+    PeekRequest,
     RemoveRequest,
     StatsRequest,
     limits_for_clients,
@@ -447,9 +448,11 @@ def test_lease_requests_round_trip() -> None:
          CreateRequest(5, "pq", None, 2, 8)),
         (["create", 6, "jobs"], CreateRequest(6, "jobs")),
         (["delete", 7, "jobs"], DeleteRequest(7, "jobs")),
+        (["peek", 8, {"queue": "jobs"}], PeekRequest(8, "jobs")),
+        (["peek", 9], PeekRequest(9)),
     ],
 )  # fmt: skip
-def test_priorities_creates_and_deletes_parse_and_frame_back(
+def test_priorities_creates_deletes_and_peeks_parse_and_frame_back(
     frame: list[Any], expected: Any
 ) -> None:
     assert parse_request(frame, LIMITS) == expected
@@ -466,8 +469,17 @@ def test_priorities_creates_and_deletes_parse_and_frame_back(
         (["create", 1, "pq", {"max_deliveries": "3"}], "are integers"),
         (["create", 1, "x" * 127, {"max_deliveries": 3}], "at most 124 characters"),
         (["delete", 1, "no spaces"], "only ASCII"),
+        (["peek", 1, {"queue": "no spaces"}], "only ASCII"),
     ],
 )
 def test_bad_priorities_and_settings_get_one_clear_error(frame: list[Any], message: str) -> None:
     reply = parse_request(frame, LIMITS)
     assert isinstance(reply, ErrorReply) and message in reply.message, reply
+
+
+@pytest.mark.parametrize(
+    "frame", [["peek", 1, {"stack": True}], ["peek", 1, "jobs"], ["peek", 1, {}, 2]]
+)
+def test_a_malformed_peek_is_a_protocol_error(frame: list[Any]) -> None:
+    with pytest.raises(RemoteProtocolError, match="peek"):
+        parse_request(frame, LIMITS)

@@ -138,7 +138,8 @@ def test_a_peek_at_a_stack_is_refused_with_a_reason() -> None:
     peek = sim.op(pids[1], OpKind.PEEK, "s")
     sim.run()
     result = sim.result(pids[1], peek)
-    assert result is not None and result.error == "'s' is a stack: peek is not an operation of a stack"
+    assert result is not None
+    assert result.error == "'s' is a stack: peek is not an operation of a stack"
 
 
 def test_no_later_dequeue_takes_the_head_before_a_slow_peek_read_it() -> None:

@@ -109,7 +109,8 @@ def test_hand_built_messages_round_trip_with_bytes_and_text_elements() -> None:
         Get(route, 1, 0, a, 0),
         Get(route, 1, 0, a, 0, ("q", False), keep=True),
         BatchUp(a, Batches(peeks=(("a", 2), ("b", 1)))),
-        Grants((), peeked=((("a", False), RunGrant(5, 1, 9), 0), (("b", False), RunGrant(1, 0, 0), 1))),
+        Grants((), peeked=((("a", False), RunGrant(5, 1, 9), 0),
+                           (("b", False), RunGrant(1, 0, 0), 1))),  # fmt: skip
         GetReply(1, 2, b""),
         PutAck(1 << 62),
     ):
