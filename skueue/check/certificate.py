@@ -24,7 +24,8 @@ In one pass in ``ord`` order, each record must:
   stack removal must equal ``pop()``, and "empty" is right iff the deque is
   empty.  Inserted values must be unique (the model's precondition).  A queue
   with priority levels (records with a ``priority``) has a deque per level, and a
-  removal must equal ``popleft()`` of the most urgent one that is not empty.
+  removal must equal ``popleft()`` of the most urgent one that is not empty.  A peek
+  must equal what that removal would return, and leaves the deque as it was.
 
 A drained run must also end with the deque empty.
 """
@@ -34,7 +35,7 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Sequence
 
-from skueue.check.history import Record
+from skueue.check.history import PEEK, Record
 
 
 def find_violation_certificate(
@@ -97,6 +98,13 @@ def find_violation_certificate(
             return (
                 f"certificate replay: {r.describe()} returned {v!r}, but the {structure} was empty"
             )
+        if r.op == PEEK:
+            if contents[0] != v:
+                return (
+                    f"certificate replay: {r.describe()} saw {v!r}, but {contents[0]!r} was at "
+                    "the front"
+                )
+            continue
         got = contents.popleft() if queue else contents.pop()
         if got != v:
             where = "front" if queue else "top"

@@ -45,7 +45,7 @@ from typing import Final
 
 import attrs
 
-from skueue.check.history import Record
+from skueue.check.history import PEEK, Record
 from skueue.check.patterns import Index
 
 EXACT_OPS_MAX: Final = 100
@@ -274,7 +274,7 @@ def find_violation_exact(
         )
     # Unique elements are a precondition of the model; their violations also
     # get clearer reasons here than from a stuck search.
-    index = Index(records)
+    index = Index([r for r in records if r.op != PEEK])
     if index.problem is not None:
         return index.problem
     if drained:
@@ -303,7 +303,9 @@ def find_violation_exact(
     # (small) search goes without it.
     level = {r.value: r.priority or 0 for r in records if r.inserts}
     prioritized = queue and any(level.values())
-    lookahead = _Lookahead(lanes, structure, realtime) if not prioritized else _NoLookahead()
+    # Nor does it know peeks, which remove nothing.
+    plain = not prioritized and all(r.op != PEEK for r in records)
+    lookahead = _Lookahead(lanes, structure, realtime) if plain else _NoLookahead()
 
     def successors(state: State) -> Iterator[tuple[Record, State]]:
         counts, contents = state
@@ -321,18 +323,20 @@ def find_violation_exact(
             if r.inserts:
                 assert v is not None
                 nxt = contents + (v,)
+            elif r.op == PEEK:  # the head a removal would take, left where it is
+                if v is None and contents:
+                    continue
+                if v is not None and _head(contents, level, prioritized) != v:
+                    continue
+                nxt = contents
             elif v is None:
                 if contents:
                     continue
                 nxt = contents
             elif prioritized:
-                if not contents:
+                if _head(contents, level, prioritized) != v:
                     continue
-                urgent = min(level[x] for x in contents)
-                at = next(i for i, x in enumerate(contents) if level[x] == urgent)
-                if contents[at] != v:
-                    continue
-                nxt = contents[:at] + contents[at + 1 :]
+                nxt = tuple(x for x in contents if x != v)
             elif queue:
                 if not contents or contents[0] != v:
                     continue
@@ -380,6 +384,17 @@ def find_violation_exact(
             continue
         stack.append(successors(state))
     return best.explain(n, lanes, structure, realtime)
+
+
+def _head(contents: tuple[str, ...], level: dict[str | None, int], prioritized: bool) -> str | None:
+    """What a queue's removal takes from ``contents`` (oldest first): the oldest element
+    of the most urgent level, or None when empty."""
+    if not contents:
+        return None
+    if not prioritized:
+        return contents[0]
+    urgent = min(level[x] for x in contents)
+    return next(x for x in contents if level[x] == urgent)
 
 
 class _NoLookahead:

@@ -49,7 +49,7 @@ import bisect
 import math
 from collections.abc import Sequence
 
-from skueue.check.history import Record
+from skueue.check.history import PEEK, Record
 
 _INF = math.inf
 
@@ -326,7 +326,9 @@ def _lifo_real_time(ix: Index) -> str | None:
 def find_violation_patterns(
     records: Sequence[Record], *, structure: str, realtime: bool, drained: bool
 ) -> str | None:
-    """First definite violation found, or None (which proves nothing)."""
+    """First definite violation found, or None (which proves nothing).  Peeks are
+    passed over: they change nothing, and the patterns look for what removals did."""
+    records = [r for r in records if r.op != PEEK]
     ix = Index(records)
     if ix.problem is not None:
         return ix.problem
