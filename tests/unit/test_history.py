@@ -55,7 +55,7 @@ def test_from_json_keeps_number_types_and_ignores_extra_keys() -> None:
         ({"seq": -1}, "seq"),
         ({"seq": 1.0}, "seq"),
         ({"seq": True}, "seq"),
-        ({"op": "peek"}, "op"),
+        ({"op": "peep"}, "op"),
         ({"value": None}, "value"),  # an enqueue needs its argument
         ({"op": "dequeue", "value": 5}, "value"),
         ({"invoke": "0"}, "invoke"),
@@ -92,7 +92,7 @@ def test_read_names_the_line() -> None:
     good = json.dumps(GOOD)
     with pytest.raises(HistoryError, match="line 3: invalid JSON"):
         read_jsonl(io.StringIO(f"{good}\n\n{{oops\n"))
-    bad = json.dumps({**GOOD, "op": "peek"})
+    bad = json.dumps({**GOOD, "op": "peep"})
     with pytest.raises(HistoryError, match="line 2: field 'op'"):
         read_jsonl(io.StringIO(f"{good}\n{bad}\n"))
 
@@ -122,7 +122,7 @@ def test_validate_history() -> None:
     with pytest.raises(HistoryError, match="without a value"):
         validate_history([Record("A", 0, "push", None, 0, 1)])
     with pytest.raises(HistoryError, match="unknown op"):
-        validate_history([Record("A", 0, "peek", None, 0, 1)])
+        validate_history([Record("A", 0, "peep", None, 0, 1)])
 
 
 def test_describe_is_one_stable_line() -> None:
