@@ -54,3 +54,26 @@ async def test_the_consumer_example_runs_as_written(skueued_cluster: StartCluste
     async with skueue.client.api.connect(cluster.addresses[1]) as q:
         assert await q.dequeue(queue="jobs") is None
         assert await q.dequeue(queue="jobs.dlq") == b"bad"
+
+
+def test_the_priority_and_peek_example_runs_and_returns_what_it_says(
+    skueued_cluster: StartCluster,
+) -> None:
+    """The Python API section's priority and peek lines, run against a real cluster; a
+    line whose comment starts with a bytes literal must return exactly that."""
+    cluster = skueued_cluster(2, "queue")
+    marker = "# priority levels and peek"
+    lines = example("### The Python API").splitlines()
+    start = next(i for i, line in enumerate(lines) if marker in line)
+    code = []
+    for line in lines[start:]:
+        line = line.replace("127.0.0.1:7400", cluster.addresses[1])
+        statement, _, comment = line.partition("  # ")
+        said = comment.split(",")[0].strip()
+        if said.startswith('b"'):
+            indent = statement[: len(statement) - len(statement.lstrip())]
+            code += [f"{indent}_ = {statement.strip()}", f"{indent}assert _ == {said}, _"]
+        else:
+            code.append(statement)
+    assert sum("assert" in line for line in code) == 2, code
+    exec(compile("\n".join(code), "README", "exec"), {"skueue": skueue})
