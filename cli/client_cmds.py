@@ -116,20 +116,24 @@ def add_timeout_option(p: argparse.ArgumentParser, default: float) -> None:
 
 
 def add_queue_options(p: argparse.ArgumentParser) -> None:
-    p.add_argument(
-        "-q",
-        "--queue",
-        type=queue_name,
-        default=None,
-        metavar="NAME",
-        help=f"the named queue (made by its first operation; default: {DEFAULT_QUEUE})",
-    )
+    add_queue_name_option(p, "made by its first operation; ")
     p.add_argument(
         "--structure",
         choices=["queue", "stack"],
         default=None,
         help="what a new NAME is, and what is asked of an existing one (default: the "
         "daemon's --structure)",
+    )
+
+
+def add_queue_name_option(p: argparse.ArgumentParser, note: str = "") -> None:
+    p.add_argument(
+        "-q",
+        "--queue",
+        type=queue_name,
+        default=None,
+        metavar="NAME",
+        help=f"the named queue ({note}default: {DEFAULT_QUEUE})",
     )
 
 
@@ -229,14 +233,7 @@ def add_parsers(sub: Any) -> None:
     )
     add_node_option(p)
     add_timeout_option(p, DEFAULT_REQUEST_TIMEOUT_S)
-    p.add_argument(
-        "-q",
-        "--queue",
-        type=queue_name,
-        default=None,
-        metavar="NAME",
-        help=f"the named queue (default: {DEFAULT_QUEUE})",
-    )
+    add_queue_name_option(p)
     add_element_format_options(p)
     p.set_defaults(run=run_peek)
 
