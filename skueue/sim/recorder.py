@@ -22,6 +22,7 @@ class Recorder:
 
     open_ops: dict[tuple[str, int], tuple[Op, float]] = field(default_factory=dict)
     records: list[Record] = field(default_factory=list)
+    phase: str | None = None  # given to the records made while it is set
 
     def invoked(self, process: str, op: Op, now: float) -> None:
         self.open_ops[(process, op.op_id)] = (op, now)
@@ -42,6 +43,7 @@ class Recorder:
             # The level the element went to (issue 14), read off its position: the
             # daemon's, so a priority past the last level shows as the last.
             priority=insert_level(done.position) if op.kind.inserts else None,
+            phase=self.phase,
         )
         self.records.append(record)
         return record

@@ -4,6 +4,12 @@ Every message sent in round ``r`` is handled in round ``r + 1``; every process r
 Timeout once a round.  A round is: deliver last round's messages, create this round's
 requests, tick.  The metric is rounds from a request's creation to its completion.
 
+Priorities (issue 14): with ``priorities`` P > 1 the requests go to a queue made with P
+levels (:data:`PRIORITY_QUEUE`), and every enqueue draws a uniformly random level.  The
+queue is made, and ``prefill`` elements are enqueued, before the first request round;
+those records carry ``phase="setup"``: they belong to the history (a dequeue may take a
+prefilled element) but not to the rounds per request.
+
 Speed: a tick changes nothing unless a message or a request reached the process since
 its last tick that did nothing (the stage-1 condition depends only on node state), so
 only those processes are ticked.  ``tick_all=True`` ticks every process every round, and
@@ -19,10 +25,23 @@ from dataclasses import dataclass
 from skueue.check.history import Record
 from skueue.core.effects import Complete, Effect, Send
 from skueue.core.messages.stages import Message
-from skueue.core.ops import OpKind, Structure, insert_kind, remove_kind
+from skueue.core.ops import (
+    DEFAULT_QUEUE,
+    PRIORITIES_MAX,
+    OpKind,
+    QueueSettings,
+    Structure,
+    insert_kind,
+    remove_kind,
+)
 from skueue.core.process import Process
 from skueue.sim.cluster import build_cluster, process_ids, tree_height
 from skueue.sim.recorder import Recorder
+
+PRIORITY_QUEUE = "pq"
+"""The queue a run with ``priorities > 1`` uses."""
+SETUP_PHASE = "setup"
+"""``Record.phase`` of the operations that prepare a run (the create, the prefill)."""
 
 
 class SimStuck(RuntimeError):
@@ -41,6 +60,8 @@ class SyncConfig:
     drain_rounds_max: int = 100_000
     local_delivery: bool = True
     tick_all: bool = False
+    priorities: int = 1  # levels of the queue requests go to; 1: the default queue
+    prefill: int = 0  # elements enqueued before the first round
 
     def __post_init__(self) -> None:
         if self.processes < 1:
@@ -49,6 +70,12 @@ class SyncConfig:
             raise ValueError("the enqueue/push ratio must be in [0, 1]")
         if self.rounds < 0 or self.rate < 0:
             raise ValueError("rounds and rate must not be negative")
+        if not 1 <= self.priorities <= PRIORITIES_MAX:
+            raise ValueError(f"priorities must be 1 to {PRIORITIES_MAX}")
+        if self.priorities > 1 and self.structure is not Structure.QUEUE:
+            raise ValueError("only a queue has priority levels")
+        if self.prefill < 0:
+            raise ValueError("prefill must not be negative")
         p = self.per_node_probability
         if p is not None and not 0.0 <= p <= 1.0:
             raise ValueError("the per-node request probability must be in [0, 1]")
@@ -82,6 +109,7 @@ class SyncSim:
         self.dirty: set[int] = set(range(len(self.order)))
         self.insert = insert_kind(config.structure)
         self.remove = remove_kind(config.structure)
+        self.queue = PRIORITY_QUEUE if config.priorities > 1 else DEFAULT_QUEUE
         self.on_round: Callable[[int], None] | None = None
 
     # -- one round --------------------------------------------------------------------
@@ -96,7 +124,10 @@ class SyncSim:
 
     def submit(self, process: Process, kind: OpKind, outbox: list[Send]) -> None:
         value = f"{process.process_id}-{process.next_op_id}" if kind.inserts else None
-        op = process.new_op(kind, value)
+        levels = self.config.priorities
+        # Drawn only with levels, so a run without them keeps its random stream.
+        priority = self.rng.randrange(levels) if kind.inserts and levels > 1 else 0
+        op = process.new_op(kind, value, queue=self.queue, priority=priority)
         self.recorder.invoked(process.process_id, op, self.round)
         self._apply(process, process.submit(op), outbox)
         self.dirty.add(self.index[process.process_id])
@@ -149,9 +180,36 @@ class SyncSim:
 
     # -- a whole run ------------------------------------------------------------------
 
+    def setup(self) -> None:
+        """Make the queue with its levels, then enqueue ``prefill`` elements at random
+        processes; both complete before the first request round, and their records
+        carry ``phase="setup"``."""
+        cfg = self.config
+        self.recorder.phase = SETUP_PHASE
+        if cfg.priorities > 1:
+            first = self.order[0]
+            made = first.new_op(
+                OpKind.CREATE, queue=self.queue, settings=QueueSettings(priorities=cfg.priorities)
+            )
+            self.recorder.invoked(first.process_id, made, self.round)
+            outbox: list[Send] = []
+            self._apply(first, first.submit(made), outbox)
+            self.dirty.add(0)
+            self.inbox.extend(outbox)
+            self.drain()
+        if cfg.prefill:
+            outbox = []
+            for _ in range(cfg.prefill):
+                self.submit(self.order[self.rng.randrange(len(self.order))], self.insert, outbox)
+            self.inbox.extend(outbox)
+            self.drain()
+        self.recorder.phase = None
+
     def run(self) -> SyncResult:
         cfg = self.config
         height = tree_height(self.processes)
+        if cfg.priorities > 1 or cfg.prefill:
+            self.setup()
         for _ in range(cfg.rounds):
             self.step(generate=True)
         entries = [p.entries() for p in self.order]
