@@ -221,7 +221,12 @@ class AsyncSim(CrashSteps):
             out.append(value)
 
     def _submit(
-        self, process: Process, kind: OpKind, may_lease: bool = True, queue: str = DEFAULT_QUEUE
+        self,
+        process: Process,
+        kind: OpKind,
+        may_lease: bool = True,
+        queue: str = DEFAULT_QUEUE,
+        priority: int = 0,
     ) -> int:
         process = self.retried(process)
         value = None
@@ -234,7 +239,8 @@ class AsyncSim(CrashSteps):
             self.leased_ops[(process.process_id, process.next_op_id)] = (self.steps, lease_ms)
         limit = self.config.max_deliveries if lease_ms else 0
         # What the request's new_op makes:
-        op = Op(process.next_op_id, kind, value, queue, lease_ms=lease_ms, max_deliveries=limit)
+        op = Op(process.next_op_id, kind, value, queue, lease_ms=lease_ms, max_deliveries=limit,
+                priority=priority)  # fmt: skip
         self.recorder.invoked(process.process_id, op, self.steps)
         self.input(process, Request(op))
         return op.op_id
