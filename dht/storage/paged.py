@@ -314,7 +314,8 @@ class PagedEntryStore:
 
     def abandon(self) -> None:
         """Let go without syncing, as a process that dies would: what the kernel already
-        has in its page cache may still reach the disk; nothing else is promised."""
+        has in its page cache may still reach the disk; the tail still in this process's
+        buffers (appends since the last flush) is lost; nothing else is promised."""
         if not self._closed:
             self._release()
 
