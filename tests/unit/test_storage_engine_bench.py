@@ -55,7 +55,10 @@ def test_main_writes_the_report(tmp_path: Path, capsys: pytest.CaptureFixture[st
     assert report["rows"] == rows
     printed = capsys.readouterr().out
     assert "| paged | sequential | one final sync | 200 |" in printed
-    assert "| ours/seed |" in printed
+    assert "| CPU µs/item | median MB/s | seed 004 MB/s | ours/seed |" in printed
+    for row in rows:  # best of the repeats, their median, and the best run's CPU time
+        assert row["median_mb_per_s"] == sorted(row["repeats_mb_per_s"])[1]  # of 3
+        assert row["mb_per_s"] == max(row["repeats_mb_per_s"]) and row["cpu_us_per_item"] > 0
 
 
 def test_the_ab_script_alternates_two_checkouts_and_reports_medians(
