@@ -26,8 +26,10 @@ means only the one final sync (BigQueue's policy, closest to its figures).  A da
 sync once per protocol step (group commit), whose size is its batch.  ``memory`` rows
 (the dict engine) are the Python ceiling: what the same loop costs with no file at all.
 
-Each row runs ``--repeat`` times on a fresh store and keeps the fastest (the others are in
-the JSON): a shared machine's noise only ever slows a run down.  Every consumed element is
+Each row runs ``--repeat`` times on a fresh store and keeps the fastest (the others and
+their median are in the JSON and the table): a shared machine's noise only ever slows a
+run down.  The process's CPU time per item is printed too: another process's load
+lengthens the wall time much more than it does the CPU time.  Every consumed element is
 compared with what was appended (a wrong one fails the row).
 Prints the command, a Markdown table with our ratio to the seed's figure for the same
 shape, and writes the same as JSON (``--out``).  Store directories are temporary (under
@@ -42,6 +44,7 @@ import os
 import platform
 import shlex
 import shutil
+import statistics
 import sys
 import tempfile
 import threading
@@ -181,9 +184,10 @@ def measure(
             if engine == "paged"
             else MemoryEntryStore()
         )
-        start = time.perf_counter()
+        start, cpu_start = time.perf_counter(), time.process_time()
         wrong = RUNS[scenario](store, items, data, sync_every, burst)
         seconds = time.perf_counter() - start
+        cpu_seconds = time.process_time() - cpu_start
         left = len(store)
         pages = store.page_files() if engine == "paged" else {}
         store.close()
@@ -201,6 +205,7 @@ def measure(
         "seconds": seconds,
         "mb_per_s": mb_s,
         "us_per_item": seconds * 1e6 / items,
+        "cpu_us_per_item": cpu_seconds * 1e6 / items,
         "seed_mb_per_s": SEED_MB_S[scenario],
         "ratio_to_seed": mb_s / SEED_MB_S[scenario],
         "wrong": wrong,
@@ -233,21 +238,23 @@ def command_line() -> str:
 
 def print_report(rows: list[dict[str, Any]], machine: str, disk: str) -> None:
     print(f"\nMachine: {machine}; store directory on {disk}.\n\n```sh\n{command_line()}\n```\n")
-    columns = ("engine", "scenario", "fsync policy", "items", "MB/s", "µs/item", "seed 004 MB/s",
-               "ours/seed")  # fmt: skip
+    columns = ("engine", "scenario", "fsync policy", "items", "MB/s", "µs/item", "CPU µs/item",
+               "median MB/s", "seed 004 MB/s", "ours/seed")  # fmt: skip
     print("| " + " | ".join(columns) + " |")
     print("|" + "---|" * len(columns))
     for r in rows:
         print(
             f"| {r['engine']} | {r['scenario']} | {r['fsync_policy']} | {r['items']} "
-            f"| {r['mb_per_s']:.0f} | {r['us_per_item']:.2f} | {r['seed_mb_per_s']:.0f} "
+            f"| {r['mb_per_s']:.0f} | {r['us_per_item']:.2f} | {r['cpu_us_per_item']:.2f} "
+            f"| {r['median_mb_per_s']:.0f} | {r['seed_mb_per_s']:.0f} "
             f"| {r['ratio_to_seed']:.2f} |"
         )
     print(
         "\nMB/s = items x item bytes / wall time of the whole run (each item counted once, in "
-        "and out), best of the repeats; seed 004's figures had no fsync.  'interleaved' is "
-        "one thread taking producer and consumer turns (the daemon's shape); 'threads' is "
-        "two threads and a lock."
+        "and out), best of the repeats (µs/item and CPU µs/item, the process's CPU time, are "
+        "that run's; median MB/s is of all repeats); seed 004's figures had no fsync.  "
+        "'interleaved' is one thread taking producer and consumer turns (the daemon's "
+        "shape); 'threads' is two threads and a lock."
     )
 
 
@@ -280,6 +287,7 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
                 row["wrong"] = sum(r["wrong"] for r in tries)
                 row["left"] = sum(r["left"] for r in tries)
                 row["repeats_mb_per_s"] = [r["mb_per_s"] for r in tries]
+                row["median_mb_per_s"] = statistics.median(row["repeats_mb_per_s"])
                 print(f"{engine:6} {scenario:11} {row['fsync_policy']:38} "
                       f"{row['mb_per_s']:7.0f} MB/s", file=sys.stderr)  # fmt: skip
                 rows.append(row)

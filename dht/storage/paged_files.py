@@ -1,9 +1,13 @@
 """The paged engine's files: page files mapped on demand, the meta file, the lock, the log.
 
 Every page file is exactly one page long (created sparse with ``ftruncate``) and mapped
-whole (``MAP_SHARED``): a write is a store into the map, and durability is ``msync`` of the
-byte ranges written since the last sync (tracked per page), plus an ``fsync`` of the
-directory after files were created or deleted.
+whole (``MAP_SHARED``).  Elements reach a data page through ``pwrite`` from a buffer
+(:meth:`PageCache.write`): the kernel then fills whole page-cache pages from it, where a
+store into the map would fault on every fresh 4 KiB page and have it zeroed first (0.75
+against 0.35 us per KB here).  Index slots and removals are stores into the map.  Both
+paths share the page cache, so the map sees what ``pwrite`` wrote.  Durability is
+``msync`` of the byte ranges written since the last sync (tracked per page), plus an
+``fsync`` of the directory after files were created or deleted.
 
 At most ``mapped_max`` pages of a kind stay mapped; the one mapped longest ago goes first
 (the head page, where appends land, never goes).  A queue touches its front and its rear,
@@ -44,6 +48,12 @@ def list_pages(directory: Path) -> dict[str, list[int]]:
         if parsed is not None:
             found.setdefault(parsed[0], []).append(parsed[1])
     return {kind: sorted(numbers) for kind, numbers in found.items()}
+
+
+def anonymous_buffer(size: int) -> mmap.mmap:
+    """Scratch memory for appends not yet handed to the kernel.  An anonymous map, not a
+    bytearray: a slice store into a bytearray costs 2.5 times as much (CPython 3.11)."""
+    return mmap.mmap(-1, size)
 
 
 def sync_directory(directory: Path) -> None:
@@ -95,7 +105,7 @@ class PageCache:
 
     __slots__ = (
         "directory", "kind", "page_bytes", "mapped_max", "maps", "dirty", "existing",
-        "head", "truncated", "directory_changed",
+        "head", "truncated", "directory_changed", "_fd", "_fd_number",
     )  # fmt: skip
 
     def __init__(self, directory: Path, kind: str, page_bytes: int, mapped_max: int) -> None:
@@ -111,6 +121,8 @@ class PageCache:
         self.head = -1  # never evicted
         self.truncated: list[str] = []  # files found shorter than a page and extended
         self.directory_changed = False
+        self._fd = -1  # open for write(): the file of page _fd_number
+        self._fd_number = -1
 
     def path(self, number: int) -> Path:
         return self.directory / f"{self.kind}-{number:012d}.page"
@@ -137,6 +149,18 @@ class PageCache:
             if high > span[1]:
                 span[1] = high
 
+    def write(self, number: int, offset: int, buffer: bytes | mmap.mmap, length: int) -> None:
+        """``pwrite`` the first ``length`` bytes of ``buffer`` at ``offset`` of page
+        ``number`` (module docstring); ``touch`` is the caller's, at its next sync."""
+        if number != self._fd_number:
+            self._close_fd()
+            self._fd = os.open(self.path(number), os.O_WRONLY)
+            self._fd_number = number
+        with memoryview(buffer) as view:
+            done = 0
+            while done < length:
+                done += os.pwrite(self._fd, view[done:length], offset + done)
+
     def flush(self) -> None:
         """msync every byte range written since the last flush."""
         for number, (low, high) in list(self.dirty.items()):
@@ -152,6 +176,8 @@ class PageCache:
         if m is not None:
             m.close()
         self.dirty.pop(number, None)
+        if number == self._fd_number:
+            self._close_fd()
         self.existing.discard(number)
         with contextlib.suppress(FileNotFoundError):
             os.remove(self.path(number))
@@ -174,6 +200,12 @@ class PageCache:
             m.close()
         self.maps.clear()
         self.dirty.clear()
+        self._close_fd()
+
+    def _close_fd(self) -> None:
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = self._fd_number = -1
 
     def _map(self, number: int, create: bool) -> mmap.mmap:
         path = self.path(number)

@@ -46,6 +46,11 @@ INDEX_PAGE_SLOTS_MIN = 16
 INDEX_PAGE_SLOTS_MAX = 1 << 22
 MAPPED_PAGES_MAX_DEFAULT = 16
 """Page files of each kind kept memory-mapped at once (the two head pages always are)."""
+BUFFER_BYTES_MAX = 256 * 1024
+"""Elements appended and not yet handed to the kernel (``pwrite``): at most this many bytes
+(and at most one page); a bigger element is written to its page directly."""
+PENDING_SLOTS_MAX = 4096
+"""Slots of those appends not yet copied into the index map (4096 x 48 B = 192 KiB)."""
 
 # One index slot, little-endian, 48 bytes:
 #   state u32 | slot_crc u32 | record u64 | position i64 | ticket i64 |
@@ -66,6 +71,7 @@ assert SLOT_BYTES == 48 and BODY.size == SLOT_BYTES - BODY_OFFSET == STATE_AND_E
 EMPTY = 0
 LIVE = 0x4556494C  # b"LIVE" read as little-endian u32
 REMOVED = 0x44414544  # b"DEAD"
+
 
 @dataclass(frozen=True, slots=True)
 class Geometry:

@@ -92,7 +92,14 @@ class SnapshotEntryStore:
     def __len__(self) -> int:
         return len(self.inner) - len(self.removed)
 
-    # -- around snapshots -------------------------------------------------------------
+    # -- around steps and snapshots ---------------------------------------------------
+
+    def end_step(self) -> None:
+        """Hand the step's appends to the kernel (no fsync): the engine holds its last
+        appends in memory until then, and a process that dies after the step should leave
+        them in the page files as it leaves the step's input in the log's (recovery then
+        finds what a kill -9 tore, and the replay has less to make again)."""
+        self.inner.flush()
 
     def before_snapshot(self) -> None:
         self.inner.sync()

@@ -122,6 +122,8 @@ class OwnerLoop(MembershipWaiters):
             self.membership_progress()
             if self.input_log is not None:
                 self.input_log.sync(now)  # before anything of this step goes out
+            if self.entry_store is not None:
+                self.entry_store.end_step()
             self._flush()
             self._snapshot_if_due()
             await trio.lowlevel.checkpoint()
