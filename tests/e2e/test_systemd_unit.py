@@ -28,6 +28,7 @@ refuses the overlay mount.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import signal
@@ -192,8 +193,12 @@ class Container:
                 self.nspawn.wait(timeout=10)
         for where in reversed(self.mounted):
             subprocess.run(["umount", str(where)], timeout=30, check=False)
-        # What nspawn leaves behind on a machine without systemd as init.
+        # What nspawn leaves behind on a machine without systemd as init (the directories
+        # only if empty: another container may use them).
         shutil.rmtree(f"/run/systemd/nspawn/propagate/{MACHINE}", ignore_errors=True)
+        for empty in ("propagate", "locks", ""):
+            with contextlib.suppress(OSError):
+                Path("/run/systemd/nspawn", empty).rmdir()
         for cgroup in self.cgroups:  # empty now: the deepest first
             for path in sorted(cgroup.glob("**/"), key=lambda p: -len(p.parts)):
                 path.rmdir()
