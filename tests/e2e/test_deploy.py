@@ -8,15 +8,17 @@ with a timeout, so a stalled cluster fails the test instead of hanging it.
 from __future__ import annotations
 
 import json
+import os
 import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 import pytest
 
+import skueue
 from deploy.local_cluster import load_state
 from skueue.cluster.launch import (
     ClusterError,
@@ -27,6 +29,9 @@ from skueue.cluster.launch import (
     pid_alive,
     stop_members,
 )
+from skueue.runtime.peer_auth import generate_key
+from tests.e2e.certs import make_certs
+from tests.e2e.daemons import Cluster
 
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "deploy" / "local_cluster.py"
@@ -206,3 +211,51 @@ def test_a_daemon_that_never_gets_ready_times_out_and_is_stopped() -> None:
     assert "starting" in str(e.value)
     assert time.monotonic() - began < 20
     assert_all_gone(cluster.members)
+
+
+def test_the_units_execstop_leaves_only_when_asked(
+    skueued_cluster: Callable[..., Cluster], tmp_path: Path
+) -> None:
+    """deploy/skueued-stop (the unit's ExecStop), run as systemd would, against a real
+    two-member cluster with TLS and client tokens: SKUEUE_LEAVE_ON_STOP unset, or set
+    while systemd reports no main process, does nothing; a bad value is refused; "yes"
+    makes the member leave with the admin token of client.tokens, and its daemon exits 0."""
+    etc = tmp_path / "etc"
+    certs = make_certs(etc / "tls")
+    admin = generate_key()
+    tokens = etc / "client.tokens"
+    tokens.write_text(f"# who may use the queue\nclient {generate_key()}\nadmin {admin}\n")
+    tokens.chmod(0o600)
+    cluster = skueued_cluster(
+        2, "queue", (*certs.daemon_args(), "--client-tokens", str(tokens), "--in-memory")
+    )
+    going, staying = cluster.daemons
+    bin_dir = Path(sys.executable).parent
+
+    def exec_stop(**env: str) -> subprocess.CompletedProcess[str]:
+        clean = {k: v for k, v in os.environ.items() if not k.startswith("SKUEUE_")}
+        clean.pop("MAINPID", None)
+        base = {"SKUEUE_ETC": str(etc), "SKUEUE_BIN": str(bin_dir), "SKUEUE_LISTEN": going.address}
+        return subprocess.run(
+            [str(ROOT / "deploy" / "skueued-stop")], env={**clean, **base, **env},
+            capture_output=True, text=True, timeout=SCRIPT_TIMEOUT_S, check=False,
+        )  # fmt: skip
+
+    running = {"MAINPID": str(going.pid)}
+    quiet_cases = (
+        running,  # the default: no
+        {**running, "SKUEUE_LEAVE_ON_STOP": "no"},
+        {"SKUEUE_LEAVE_ON_STOP": "yes"},  # no MAINPID: the daemon crashed or exited
+    )
+    for quiet in quiet_cases:
+        done = exec_stop(**quiet)
+        time.sleep(0.5)  # a leave would make the daemon exit at once
+        assert done.returncode == 0 and going.alive(), (quiet, done)
+    bad = exec_stop(SKUEUE_LEAVE_ON_STOP="maybe", MAINPID=str(going.pid))
+    assert bad.returncode == 2 and "yes or no" in bad.stderr and going.alive()
+
+    left = exec_stop(SKUEUE_LEAVE_ON_STOP="yes", MAINPID=str(going.pid))
+    assert left.returncode == 0, left.stderr
+    assert going.proc.wait(timeout=30) == 0, going.stderr()[-2000:]
+    with skueue.connect_blocking(staying.address, token=admin, tls=certs.client()) as q:
+        assert q.stats()["processes"] == 1

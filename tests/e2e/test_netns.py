@@ -43,13 +43,13 @@ def run(*argv: str | Path, timeout_s: float = SCRIPT_TIMEOUT_S) -> subprocess.Co
     )
 
 
-def our_namespaces() -> list[str]:
+def our_namespaces(prefix: str = PREFIX) -> list[str]:
     listed = run("ip", "netns", "list").stdout.split("\n")
     names = [line.split()[0] for line in listed if line.strip()]
-    return [n for n in names if n == f"{PREFIX}hub" or n.removeprefix(PREFIX).isdigit()]
+    return [n for n in names if n == f"{prefix}hub" or n.removeprefix(prefix).isdigit()]
 
 
-def why_unavailable() -> str | None:
+def why_unavailable(prefix: str = PREFIX) -> str | None:
     if not sys.platform.startswith("linux"):
         return "network namespaces are Linux-only"
     if os.geteuid() != 0:
@@ -69,8 +69,8 @@ def why_unavailable() -> str | None:
             run("ip", "-n", probe, "link", "del", "probea", timeout_s=10)
     finally:
         run("ip", "netns", "del", probe, timeout_s=10)
-    if our_namespaces():
-        return f"namespaces {our_namespaces()} exist: a netns cluster runs here, left alone"
+    if our_namespaces(prefix):
+        return f"namespaces {our_namespaces(prefix)} exist: a netns cluster runs here, left alone"
     return None
 
 
