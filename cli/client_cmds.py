@@ -62,7 +62,9 @@ def default_node() -> str:
     return node
 
 
-def add_node_option(p: argparse.ArgumentParser) -> None:
+def add_node_option(p: argparse.ArgumentParser | Any, tls: bool = True) -> None:
+    """``--node``, and the TLS options to reach it (``tls``: a caller that puts
+    ``--node`` in a group of alternatives adds those to the parser itself)."""
     p.add_argument(
         "--node",
         type=address,
@@ -70,7 +72,8 @@ def add_node_option(p: argparse.ArgumentParser) -> None:
         metavar="ADDR",
         help=f"daemon to talk to (default: $SKUEUE_NODE, else {DEFAULT_NODE})",
     )
-    add_tls_options(p)
+    if tls:
+        add_tls_options(p)
 
 
 def add_tls_options(p: argparse.ArgumentParser) -> None:

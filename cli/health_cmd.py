@@ -22,7 +22,7 @@ import http.client
 from typing import Any
 
 from skueue.cli.args import EXIT_FAILED, EXIT_USAGE, address, fail, positive_float
-from skueue.cli.client_cmds import add_node_option, with_client
+from skueue.cli.client_cmds import add_node_option, add_tls_options, with_client
 from skueue.client.api import Client
 
 PROG = "skueue health"
@@ -41,7 +41,9 @@ def add_parser(sub: Any) -> None:
         "stalled in an update phase.  Exit 0 ready, 1 not ready, 2 cannot tell.",
     )
     where = p.add_mutually_exclusive_group()
-    add_node_option(where)
+    add_node_option(where, tls=False)  # the TLS options go with --node, not instead of it
+    add_tls_options(p)  # SABOTAGE
+    pass  # SABOTAGE2
     where.add_argument(
         "--metrics",
         type=address,

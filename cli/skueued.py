@@ -150,8 +150,8 @@ def build_parser() -> Parser:
     p.add_argument(
         "--id",
         dest="process_id",
-        help="process id (default: the advertised address; clusters that change their members "
-        "need the default)",
+        help="process id: a stable name, unique in the cluster, kept across restarts "
+        "(default: the advertised address)",
     )
     p.add_argument(
         "--structure",

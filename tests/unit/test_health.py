@@ -3,6 +3,9 @@
 
 from __future__ import annotations
 
+import pytest
+
+from skueue.cli.skueue import build_parser
 from skueue.core.ops import Structure
 from skueue.core.stats import NodeStats, ProcessStats
 from skueue.runtime.health import PhaseWatch, readiness
@@ -58,3 +61,13 @@ def test_a_new_phase_starts_a_new_clock() -> None:
 
 def test_the_stall_limit_has_its_default() -> None:
     assert STALL_S == 30.0
+
+
+def test_skueue_health_takes_tls_options_with_node_but_not_node_with_metrics() -> None:
+    """``--node`` and ``--metrics`` are alternatives; the TLS options go with ``--node``
+    (a TLS cluster's health is asked over TLS)."""
+    parser = build_parser()
+    args = parser.parse_args(["health", "--node", "10.0.0.1:7400", "--tls-ca", "ca.crt"])
+    assert (args.node, args.tls_ca) == ("10.0.0.1:7400", "ca.crt")
+    with pytest.raises(SystemExit):
+        parser.parse_args(["health", "--node", "10.0.0.1:7400", "--metrics", "10.0.0.1:9464"])
