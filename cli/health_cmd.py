@@ -42,8 +42,7 @@ def add_parser(sub: Any) -> None:
     )
     where = p.add_mutually_exclusive_group()
     add_node_option(where, tls=False)  # the TLS options go with --node, not instead of it
-    add_tls_options(p)  # SABOTAGE
-    pass  # SABOTAGE2
+    add_tls_options(p)
     where.add_argument(
         "--metrics",
         type=address,
