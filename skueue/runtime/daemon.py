@@ -92,13 +92,9 @@ class Daemon(Replay, IncomingConnections):
                     self.host.apply(self.pending_join_effects)
                     self.pending_join_effects = []
             else:
-                peers = await self.links.connect_all(self.config.peers)
-                check_distinct(peers)
-                ids = [self.process_id, *dict.fromkeys(peers.values())]
+                ids = await self._static_members(input_log)
                 self.host = Host(self._build_process(ids), self._retry_window())
                 members = len(ids)
-                if input_log is not None:
-                    input_log.check_members(ids)
             if input_log is not None:
                 began, recovering = time.perf_counter(), not input_log.fresh()
                 if input_log.snapshot_file is not None:
@@ -187,6 +183,34 @@ class Daemon(Replay, IncomingConnections):
         if input_log is not None:
             input_log.record_join(seed, str(self.directory.address(seed) or config.join))
         return seed
+
+    async def _static_members(self, input_log: InputLog | None) -> list[str]:
+        """A static member's cluster: met through ``--peers`` at the first start (every
+        peer must answer then), and recorded in a durable daemon's data directory.  A
+        restart builds the ring from that record and replays its log: it waits for no
+        peer, so a member that left since, or is down now, does not hold it up, and
+        ``--peers`` is not read again (the log knows who left and who joined)."""
+        assert self.links is not None and self.directory is not None
+        recorded = None if input_log is None else input_log.meta
+        if recorded is not None and recorded.members:
+            for peer, address in recorded.addresses:
+                self.directory.learn(peer, parse_address(address))
+            given = {str(a) for a in self.config.peers}
+            if given != {address for _, address in recorded.addresses}:
+                log.info(
+                    "the data directory names this member's cluster; --peers is read at "
+                    "the first start only",
+                    recorded=[address for _, address in recorded.addresses],
+                )
+            others = [p for p in recorded.members if p != self.process_id]
+            return [self.process_id, *others]
+        peers = await self.links.connect_all(self.config.peers)
+        check_distinct(peers)
+        ids = [self.process_id, *dict.fromkeys(peers.values())]
+        if input_log is not None:
+            met = [(peer, str(address)) for address, peer in peers.items()]
+            input_log.record_members(ids, met)
+        return ids
 
     def _retry_window(self) -> RetryWindow:
         limits = self.limits

@@ -96,6 +96,8 @@ class Meta:
     members: tuple[str, ...]  # a static member's cluster (empty for one that joined)
     join: tuple[str, str] | None = None  # a joined member's seed: its id and address
     left: bool = False  # it left its cluster: it may not come back as that member
+    # A static member's peers as it met them at its first start: (id, address) each.
+    addresses: tuple[tuple[str, str], ...] = ()
 
 
 class InputLog:
@@ -212,17 +214,15 @@ class InputLog:
             self.meta = attrs.evolve(self.meta, left=True)
             _write_meta(self.directory / "meta.json", self.meta)
 
-    def check_members(self, members: list[str]) -> None:
-        """The members this daemon met must be those it was started with the first time
-        (the replay rebuilds the same ring); recorded on the first start."""
-        if not self.meta.members:
-            self.meta = attrs.evolve(self.meta, members=tuple(sorted(members)))
-            _write_meta(self.directory / "meta.json", self.meta)
-        elif set(self.meta.members) != set(members):
-            raise DaemonError(
-                f"{self.directory} belongs to a cluster of {sorted(self.meta.members)}, "
-                f"but this daemon met {sorted(members)}: start it with the same --peers"
-            )
+    def record_members(self, members: list[str], addresses: list[tuple[str, str]]) -> None:
+        """A static member's first start: the cluster it met through ``--peers`` (its
+        process ids, this one's among them, and the others' addresses).  A restart builds
+        the same ring from them and replays the log, without waiting for any peer: one
+        that left since, or is down, must not hold the start up."""
+        self.meta = attrs.evolve(
+            self.meta, members=tuple(sorted(members)), addresses=tuple(sorted(addresses))
+        )
+        _write_meta(self.directory / "meta.json", self.meta)
 
     def append(self, record: list[Any]) -> None:
         payload = _pack(record)
@@ -359,6 +359,7 @@ def _read_meta(path: Path) -> Meta:
             tuple(raw["members"]),
             None if join is None else (str(join[0]), str(join[1])),
             bool(raw.get("left", False)),
+            tuple((str(peer), str(at)) for peer, at in raw.get("addresses", ())),
         )
     except (OSError, ValueError, KeyError, TypeError) as e:
         raise DaemonError(f"{path} is not a skueued data directory's meta file: {e}") from None
@@ -368,6 +369,7 @@ def _write_meta(path: Path, meta: Meta) -> None:
     raw = {"format": FORMAT, "version": VERSION, **attrs.asdict(meta)}
     raw["members"] = list(meta.members)
     raw["join"] = None if meta.join is None else list(meta.join)
+    raw["addresses"] = [list(pair) for pair in meta.addresses]
     temporary = path.with_suffix(".tmp")
     temporary.write_text(json.dumps(raw, indent=1))
     with open(temporary, "rb") as f:

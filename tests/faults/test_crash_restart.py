@@ -17,12 +17,15 @@ from __future__ import annotations
 
 import random
 import signal
+import time
 from pathlib import Path
 
 import pytest
 import trio
 
+import skueue.client.api
 from skueue.cluster.loadgen import LoadConfig
+from skueue.runtime.limits import Limits
 from tests.e2e.daemons import HOST, Daemon, free_ports, spawn, stop, wait_ready
 from tests.e2e.oracle import assert_history_ok
 from tests.faults.workload import DAEMONS, LONG, SEED, fault_load, under_faults
@@ -176,4 +179,38 @@ async def test_a_member_that_joined_comes_back_after_kill_9(tmp_path: Path) -> N
         assert "bug:" not in logs and "replayed the input log" in logs
     finally:
         problems = stop(cluster.daemons)
+        assert not problems, problems
+
+
+def test_a_static_member_restarts_after_another_member_left(tmp_path: Path) -> None:
+    """A static member comes back from its data directory with the flags it always had,
+    although one of the peers those flags name has left the cluster meanwhile: it builds
+    its ring from the directory and replays its log, waiting for no peer (before, it
+    waited ``connect_timeout_s`` for the departed one and exited).  Nothing is lost."""
+    cluster = Cluster(tmp_path)
+    values = [f"e{i}".encode() for i in range(300)]
+    try:
+        cluster.start()
+        with skueue.client.api.connect_blocking(cluster.addresses[0]) as q:
+            q.enqueue_many(values)
+        with skueue.client.api.connect_blocking(cluster.addresses[DAEMONS - 1]) as q:
+            q.leave()
+        cluster.daemons[DAEMONS - 1].proc.wait(timeout=60)
+        for victim in (0, 1):
+            cluster.kill(victim)
+            began = time.monotonic()
+            cluster.restart(victim)  # the same --peers, the departed member's among them
+            took = time.monotonic() - began
+            assert took < Limits().connect_timeout_s, f"restart {victim} took {took:.1f} s"
+        got: list[bytes] = []
+        with skueue.client.api.connect_blocking(cluster.addresses[1]) as q:
+            while len(got) < len(values):
+                batch = q.dequeue_many(100, wait=10)
+                assert batch, f"{len(values) - len(got)} elements never came back"
+                got.extend(batch)
+            assert q.dequeue() is None
+        assert sorted(got) == sorted(values)
+        assert "bug:" not in cluster.logs()
+    finally:
+        problems = stop([d for d in cluster.daemons if d.alive()])
         assert not problems, problems

@@ -44,11 +44,16 @@ def test_a_torn_tail_is_cut_and_never_replayed(tmp_path: Path) -> None:
     assert list(InputLog.open(tmp_path, META, SyncPolicy()).records()) == [["r", None, 0, 1]]
 
 
-def test_another_process_version_or_cluster_is_refused(tmp_path: Path) -> None:
+def test_a_static_members_cluster_is_recorded_for_its_restarts(tmp_path: Path) -> None:
     log = InputLog.open(tmp_path, META, SyncPolicy())
-    log.check_members(["p1", "p2"])
-    with pytest.raises(DaemonError, match="start it with the same --peers"):
-        log.check_members(["p1", "p3"])
+    log.record_members(["p1", "p3", "p2"], [("p3", "10.0.0.3:7400"), ("p2", "10.0.0.2:7400")])
+    again = InputLog.open(tmp_path, META, SyncPolicy()).meta
+    assert again.members == ("p1", "p2", "p3")
+    assert again.addresses == (("p2", "10.0.0.2:7400"), ("p3", "10.0.0.3:7400"))
+
+
+def test_another_process_or_version_is_refused(tmp_path: Path) -> None:
+    InputLog.open(tmp_path, META, SyncPolicy())
     with pytest.raises(DaemonError, match="holds the data of process 'p1'"):
         InputLog.open(tmp_path, Meta("p9", "n", "queue", ()), SyncPolicy())
     raw = json.loads((tmp_path / "meta.json").read_text())
