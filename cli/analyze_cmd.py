@@ -81,10 +81,10 @@ def run(args: argparse.Namespace) -> int:
             raise
     for c in result.checks:
         if c.problem is not None:
-            print(f"{c.name}: not checkable: {c.problem}")
+            print(f"{c.label}: not checkable: {c.problem}")
             continue
         for model in ("linearizable", "sc"):
-            print(f"{c.name}: {c.verdicts[model].describe()}")
+            print(f"{c.label}: {c.verdicts[model].describe()}")
     print(f"{result.records} records, {result.malformed_lines} malformed line(s); "
           f"report: {args.out / 'report.md'}")
     return 0 if result.ok else 1

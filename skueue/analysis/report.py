@@ -74,12 +74,12 @@ def _checks(a: Analysis) -> list[str]:
     rows: list[tuple[object, ...]] = []
     for c in a.checks:
         if c.problem is not None:
-            rows.append((c.name, c.records, c.structure or "-", "-", "-", "-",
+            rows.append((c.label, c.records, c.structure or "-", "-", "-", "-",
                          f"not checkable: {c.problem}"))
             continue
         lin = c.verdicts["linearizable"]
         rows.append((
-            c.name, c.records, c.structure, "yes" if c.certified else "no",
+            c.label, c.records, _structure(c), "yes" if c.certified else "no",
             _verdict(c, "linearizable"), _verdict(c, "sc"), _METHOD[lin.method],
         ))
     out += _table(["history", "records", "structure", "ord on every record", "linearizable",
@@ -87,11 +87,11 @@ def _checks(a: Analysis) -> list[str]:
     for c in a.checks:
         for model, v in c.verdicts.items():
             if not v.ok:
-                out += ["", f"- {c.name}, {model}: {v.reason}"]
+                out += ["", f"- {c.label}, {model}: {v.reason}"]
     for c in a.checks:
         if c.problem is not None:
             continue
-        out += ["", f"### Distributed checks: {c.name}", ""]
+        out += ["", f"### Distributed checks: {c.label}", ""]
         fams = ["certificate"] if c.certified else []
         fams.append("patterns")
         for fam in fams:
@@ -107,6 +107,12 @@ def _checks(a: Analysis) -> list[str]:
                   f.count, f.example) for f in c.findings],
             )
     return out
+
+
+def _structure(c: HistoryCheck) -> str:
+    if not c.levels:
+        return str(c.structure)
+    return f"{c.structure}, priority levels {', '.join(map(str, c.levels))}"
 
 
 def _history_stats(a: Analysis) -> list[str]:

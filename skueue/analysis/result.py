@@ -96,6 +96,8 @@ def summary_json(result: Analysis) -> dict[str, Any]:
         "histories": [
             {
                 "name": c.name,
+                "queue": c.queue,
+                "levels": list(c.levels),
                 "records": c.records,
                 "structure": c.structure,
                 "problem": c.problem,
