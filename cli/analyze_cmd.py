@@ -81,10 +81,18 @@ def run(args: argparse.Namespace) -> int:
             raise
     for c in result.checks:
         if c.problem is not None:
-            print(f"{c.name}: not checkable: {c.problem}")
+            print(f"{c.label}: not checkable: {c.problem}")
             continue
         for model in ("linearizable", "sc"):
-            print(f"{c.name}: {c.verdicts[model].describe()}")
+            print(f"{c.label}: {c.verdicts[model].describe()}")
+    for r in result.pei:
+        where = r["name"] + (f", queue {r['queue']}" if r["queue"] else "")
+        if r["note"] is not None:
+            print(f"{where}: PEI {r['note']}")
+        elif r["count"]:
+            print(f"{where}: PEI ({r['method']}) over {r['count']} dequeues: median "
+                  f"{r['median']:g}, mean {r['mean']:g}, p90 {r['p90']:g}, p99 {r['p99']:g}, "
+                  f"max {r['max']}")
     print(f"{result.records} records, {result.malformed_lines} malformed line(s); "
           f"report: {args.out / 'report.md'}")
     return 0 if result.ok else 1

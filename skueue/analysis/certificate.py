@@ -23,7 +23,9 @@ so no step runs on one executor; one scan in ``ord`` order yields the counts, th
 real-time bound and the duplicate ords together.
 
 Unique inserted values are checked with the patterns' duplicates
-(:func:`.patterns.duplicates`), which report for both families.
+(:func:`.patterns.duplicates`), which report for both families.  A queue with priority
+levels takes its FIFO rule per level, and the rule across levels, from
+:func:`.levels.certificate_levels`.
 """
 
 from __future__ import annotations
@@ -114,7 +116,7 @@ def certificate_violations(
 
 def _fifo(scanned: DataFrame) -> DataFrame:
     """Queue: the j-th removal takes the j-th insert (ranked by ``R`` and ``I``)."""
-    rows = scanned.where((F.col("structure") == "queue")
+    rows = scanned.where((F.col("structure") == "queue") & ~F.col("prioritized")
                          & (F.col("ins") | (F.col("rem") & (F.col("h") > 0))))
     rank = F.when(F.col("ins"), F.col("ins_b")).otherwise(F.col("rem_b"))
     # One window per rank instead of a join: a rank holds one insert and at most one removal.

@@ -19,6 +19,11 @@ certificate's, exactly as for the single-machine checker.
 
 Histories that ``validate_history`` or ``structure_of`` would reject (two records with one
 ``(process, seq)``; queue and stack operations mixed) get no verdict but a ``problem``.
+
+A history of several named queues is checked queue by queue, as ``check`` does: each
+``(history, queue)`` becomes a unit of its own, with its own id in the ``hid`` column the
+checks partition by, and gets its own :class:`HistoryCheck`.  A queue with priority levels
+(an enqueue with a ``priority``) is checked by the per-level rules of :mod:`.levels`.
 """
 
 from __future__ import annotations
@@ -33,6 +38,7 @@ from pyspark.sql import functions as F
 
 from skueue.analysis.certificate import certificate_violations
 from skueue.analysis.columns import CERTIFICATE, LIN, PATTERNS, SC, union_all, with_roles
+from skueue.analysis.levels import certificate_levels, less_urgent_first
 from skueue.analysis.lifo import lifo_violations
 from skueue.analysis.patterns import (
     duplicates,
@@ -57,8 +63,13 @@ SCOPES: Final = {"sc": (SC,), "linearizable": (SC, LIN)}
 # Which finding names a verdict when several fire: the Python checkers' order of tests.
 PRIORITY: Final = {
     CERTIFICATE: ("duplicate ord", "duplicate", "program order", "real time", "replay", "drained"),
-    PATTERNS: ("duplicate", "fresh", "causality", "lost", "false empty/FIFO", "LIFO"),
+    PATTERNS: ("duplicate", "fresh", "causality", "lost", "false empty/FIFO", "priority",
+               "LIFO"),
 }
+DEFAULT_QUEUE_KEY: Final = ""
+"""The unit key of records without a ``queue`` (a queue name is never empty)."""
+Unit = tuple[int, str | None]
+"""A history id and a queue name (None: the default queue)."""
 
 
 @attrs.frozen
@@ -91,6 +102,15 @@ class HistoryCheck:
     findings: tuple[Finding, ...] = ()
     verdicts: Mapping[str, Verdict] = attrs.field(factory=dict)
     """Model -> the decided verdict (empty when ``problem`` is set)."""
+    queue: str | None = None
+    """The named queue this check is about; None for the default queue."""
+    levels: tuple[int, ...] = ()
+    """The priority levels its enqueues used, when it is a queue with priority levels."""
+
+    @property
+    def label(self) -> str:
+        """The history's name, and the queue's when it has one."""
+        return self.name if self.queue is None else f"{self.name}, queue {self.queue}"
 
     def first(self, family: str, model: str) -> str | None:
         """The distributed ``family``'s first violation under ``model``, or None."""
@@ -118,18 +138,24 @@ def check_histories(
     """
     if "drained" not in records.columns:
         records = records.withColumn("drained", F.lit(drained))
+    for name, kind in (("queue", "string"), ("priority", "bigint")):
+        if name not in records.columns:
+            records = records.withColumn(name, F.lit(None).cast(kind))
+    records, units = _units(spark, records)
     recs = with_roles(records)
-    meta = _overview(recs, names)
+    meta = _overview(recs, {cid: names.get(hid, str(hid)) for cid, (hid, _) in units.items()})
     good = [m for m in meta if m.problem is None]
     if not good:
-        return meta
+        return _named(meta, units)
     table = spark.createDataFrame(
-        [(m.hid, m.structure, m.drained, m.certified) for m in good],
-        "hid int, structure string, drained_h boolean, certified boolean",
+        [(m.hid, m.structure, m.drained, m.certified, bool(m.levels), list(m.levels) or [0])
+         for m in good],
+        "hid int, structure string, drained_h boolean, certified boolean, "
+        "prioritized boolean, levels array<bigint>",
     )
     valid = recs.drop("drained").join(F.broadcast(table), "hid").withColumnRenamed(
         "drained_h", "drained"
-    )
+    ).withColumn("lvl", F.when(F.col("ins"), F.coalesce("priority", F.lit(0))))
     # Scans sort each history apart, so the largest one decides how to cut them.
     largest = max(m.records for m in good)
     per_bucket = int(spark.conf.get(ROWS_PER_BUCKET_CONF, None) or ROWS_PER_BUCKET)
@@ -159,7 +185,29 @@ def check_histories(
             model: _decide(m, model, exact_records.get(m.hid)) for model in MODELS
         }
         out.append(attrs.evolve(m, verdicts=verdicts))
-    return out
+    return _named(out, units)
+
+
+def _units(spark: SparkSession, records: DataFrame) -> tuple[DataFrame, dict[int, Unit]]:
+    """Each ``(history, queue)`` as one unit: ``records`` with the unit's id as ``hid``,
+    and the units by id (one small job: the distinct pairs)."""
+    key = F.coalesce("queue", F.lit(DEFAULT_QUEUE_KEY)).alias("qkey")
+    pairs = sorted((int(r["hid"]), r["qkey"])
+                   for r in records.select("hid", key).distinct().collect())
+    units = {cid: (hid, q or None) for cid, (hid, q) in enumerate(pairs)}
+    if all(cid == hid and q is None for cid, (hid, q) in units.items()):
+        return records, units  # one default queue per history: the ids stay
+    ids = spark.createDataFrame([(hid, q, cid) for cid, (hid, q) in enumerate(pairs)],
+                                "hid int, qkey string, cid int")
+    mapped = records.join(F.broadcast(ids), [records["hid"] == ids["hid"], key == ids["qkey"]])
+    return mapped.select(ids["cid"].alias("hid"), *[records[c] for c in records.columns
+                                                     if c != "hid"]), units
+
+
+
+def _named(checks: list[HistoryCheck], units: Mapping[int, Unit]) -> list[HistoryCheck]:
+    """The checks of units, with their history's id and their queue."""
+    return [attrs.evolve(c, hid=units[c.hid][0], queue=units[c.hid][1]) for c in checks]
 
 
 def _findings(
@@ -175,6 +223,7 @@ def _findings(
     stacks = [m.records for m in good if m.structure == "stack"]
     drained = any(m.drained for m in good)
     certified = any(m.certified for m in good)
+    levels = [m for m in good if m.levels]
     # Branches no history needs are left out: each would still cost Spark its stages.
     parts = [
         duplicates(valid, certificate=certified),
@@ -185,6 +234,10 @@ def _findings(
             valid.where("certified"), buckets, queues=queues, stacks=bool(stacks),
             drained=drained,
         ))
+    if levels:
+        parts.append(less_urgent_first(inserts_with_removals(paired), buckets))
+        if any(m.certified for m in levels):
+            parts.append(certificate_levels(valid.where("certified and prioritized"), buckets))
     if stacks:
         parts.append(lifo_violations(inserts_with_removals(paired), levels_for(max(stacks)),
                                      buckets))
@@ -214,6 +267,10 @@ def _overview(recs: DataFrame, names: Mapping[int, str]) -> list[HistoryCheck]:
         F.sum(F.col("ord").isNull().cast("long")).alias("no_ord"),
         F.collect_set("op").alias("ops"),
         F.max("drained").alias("drained"),
+        F.max("priority").alias("urgent_max"),
+        # Levels in use: small (a queue has at most PRIORITIES_MAX).
+        F.array_sort(F.collect_set(F.when(F.col("ins"), F.coalesce("priority", F.lit(0)))))
+        .alias("levels"),
     ).collect()
     dups = {
         int(r["hid"]): r["ds"]
@@ -238,6 +295,7 @@ def _overview(recs: DataFrame, names: Mapping[int, str]) -> list[HistoryCheck]:
         out.append(HistoryCheck(
             hid=hid, name=names.get(hid, str(hid)), records=int(r["n"]), structure=structure,
             problem=problem, certified=int(r["no_ord"]) == 0, drained=bool(r["drained"]),
+            levels=tuple(int(x) for x in r["levels"]) if r["urgent_max"] else (),
         ))
     return out
 
@@ -246,12 +304,14 @@ def _collect_records(records: DataFrame, hids: list[int]) -> dict[int, list[Reco
     """The records of small histories, for the exact search on the driver."""
     out: dict[int, list[Record]] = {h: [] for h in hids}
     rows = records.where(F.col("hid").isin(hids)).select(
-        "hid", "process", "seq", "op", "value", "invoke", "response", "position", "ord"
+        "hid", "process", "seq", "op", "value", "invoke", "response", "position", "ord",
+        "queue", "priority",
     ).collect()
     for r in rows:
         out[int(r["hid"])].append(Record(
             r["process"], int(r["seq"]), r["op"], r["value"], _number(r["invoke"]),
-            _number(r["response"]), r["position"], r["ord"],
+            _number(r["response"]), r["position"], r["ord"], queue=r["queue"],
+            priority=r["priority"] or None,
         ))
     return out
 

@@ -16,6 +16,12 @@ inserts and queries, sorted with queries first on ties (the set is strict):
   target's ``seq`` when the target is ``q``'s; the scan is partitioned by ``q`` as well.
 
 The LIFO rules need range maxima, not prefixes: :mod:`.lifo`.
+
+In a queue with priority levels FIFO and false empty hold within each level: every sweep
+is partitioned by the level (``lvl``, the insert's; 0 in a queue without levels), an
+empty removal is a query in every level its queue uses, and a finding names its level
+(``at priority 1: ...``), as the Python checker's does.  The rule across levels is
+:func:`.levels.less_urgent_first`.
 """
 
 from __future__ import annotations
@@ -41,7 +47,8 @@ def pairs(recs: DataFrame) -> DataFrame:
     # Joined by column names: both sides come from ``recs``, and Spark's self-join column
     # references would be ambiguous.
     x = recs.where("ins").select(
-        "hid", "value", "structure", "drained", *[F.col(c).alias(f"x_{c}") for c in _FIELDS]
+        "hid", "value", "structure", "drained", "lvl", "prioritized", "levels",
+        *[F.col(c).alias(f"x_{c}") for c in _FIELDS]
     )
     d = recs.where("rem").select("hid", "value", *[F.col(c).alias(f"d_{c}") for c in _FIELDS])
     joined = x.join(d, ["hid", "value"], "full")
@@ -126,18 +133,25 @@ def _queries(recs: DataFrame, xd: DataFrame, queues: bool) -> DataFrame:
     removed anchors a FIFO query whose target is ``rem(y)``.
     """
     cols = _FIELDS
-    empties = recs.where("empty").select(
-        "hid", F.lit("false empty").alias("rule"),
+    # An empty removal asks every level of its queue (one level, 0, without priorities).
+    empties = recs.where("empty").drop("lvl").withColumn("lvl", F.explode("levels")).select(
+        "hid", "lvl", _level_prefix(), F.lit("false empty").alias("rule"),
         *[F.col(c).alias(f"a_{c}") for c in cols], *[F.col(c).alias(f"t_{c}") for c in cols],
     )
     if not queues:
         return empties
     fifo = xd.where(~F.col("missing") & (F.col("structure") == "queue")).select(
-        "hid", F.lit("FIFO").alias("rule"),
+        "hid", "lvl", _level_prefix(), F.lit("FIFO").alias("rule"),
         *[F.col(f"x_{c}").alias(f"a_{c}") for c in cols],
         *[F.col(f"d_{c}").alias(f"t_{c}") for c in cols],
     )
     return empties.unionByName(fifo)
+
+
+def _level_prefix() -> Column:
+    """``at priority L: `` before a finding in a queue with priority levels."""
+    return F.when(F.col("prioritized"), text("at priority ", F.col("lvl"), ": ")
+                  ).otherwise(F.lit("")).alias("pre")
 
 
 def _report(why: str, how: Column) -> Column:
@@ -146,7 +160,7 @@ def _report(why: str, how: Column) -> Column:
                  f"before it ({why}) is still in: ", how)
     fifo = text("FIFO: ", F.col("t_desc"), " dequeued ", F.col("a_desc"), ", but an element "
                 f"enqueued before that ({why}) is still ahead of it: ", how)
-    return F.when(F.col("rule") == "false empty", empty).otherwise(fifo)
+    return F.concat(F.col("pre"), F.when(F.col("rule") == "false empty", empty).otherwise(fifo))
 
 
 def _never(x_desc: Column) -> Column:
@@ -163,14 +177,15 @@ def _union_rows(xd: DataFrame, queries: DataFrame, part: Column, key: Column,
     """Inserts (``t = 1``) and queries (``t = 0``) in one frame: ``hid, part, k, t, ...``."""
     xs = xd if x_filter is None else xd.where(x_filter)
     x_rows = xs.select(
-        "hid", part.alias("part"), key.alias("k"), F.lit(1).alias("t"), "missing",
+        "hid", "lvl", part.alias("part"), key.alias("k"), F.lit(1).alias("t"), "missing",
         "x_desc", "x_response", "d_desc", "d_invoke", "d_seq", F.lit(None).alias("rule"),
+        F.lit(None).cast("string").alias("pre"),
         *[F.lit(None).cast(t).alias(f"{s}_{c}") for s in ("a", "t")
           for c, t in (("process", "string"), ("seq", "long"), ("invoke", "double"),
                        ("response", "double"), ("desc", "string"))],
     )
     q_rows = queries.select(
-        "hid", q_part.alias("part"), q_key.alias("k"), F.lit(0).alias("t"),
+        "hid", "lvl", q_part.alias("part"), q_key.alias("k"), F.lit(0).alias("t"), "pre",
         F.lit(None).cast("boolean").alias("missing"),
         F.lit(None).cast("string").alias("x_desc"), F.lit(None).cast("double").alias("x_response"),
         F.lit(None).cast("string").alias("d_desc"), F.lit(None).cast("double").alias("d_invoke"),
@@ -188,7 +203,7 @@ def _program_order_sweep(xd: DataFrame, queries: DataFrame, buckets: int) -> lis
     rows = _union_rows(xd, queries, F.col("x_process"), F.col("x_seq"),
                        F.col("a_process"), F.col("a_seq"))
     scanned = prefix_scan(
-        rows, parts=["hid", "part"], order=["k", "t"], buckets=buckets,
+        rows, parts=["hid", "lvl", "part"], order=["k", "t"], buckets=buckets,
         aggs={
             "never": (MAX, F.when(is_x & F.col("missing"), F.col("x_desc"))),
             "late": (MAX, F.when(is_x & ~F.col("missing"),
@@ -209,7 +224,7 @@ def _program_order_sweep(xd: DataFrame, queries: DataFrame, buckets: int) -> lis
         F.concat_ws("\u0000", "a_process", "t_process"), F.col("a_seq"), ~F.col("missing"),
     )
     own = prefix_scan(
-        by_remover, parts=["hid", "part"], order=["k", "t"], buckets=buckets,
+        by_remover, parts=["hid", "lvl", "part"], order=["k", "t"], buckets=buckets,
         aggs={"late": (MAX, F.when(is_x, F.struct(F.col("d_seq").alias("at"),
                                                   F.col("x_desc").alias("x"),
                                                   F.col("d_desc").alias("d"))))},
@@ -223,16 +238,17 @@ def _real_time_sweep(xd: DataFrame, queries: DataFrame, buckets: int) -> list[Da
     """Inserts forced before the anchor by real time: those that responded before it began."""
     why = "real time"
     is_x = F.col("t") == 1
-    never = xd.where("missing").groupBy("hid").agg(
+    never = xd.where("missing").groupBy("hid", "lvl").agg(
         F.min(F.struct("x_response", "x_desc")).alias("never")
     )
-    missed = queries.join(never, "hid").where(F.col("never.x_response") < F.col("a_invoke"))
+    missed = queries.join(never, ["hid", "lvl"]).where(
+        F.col("never.x_response") < F.col("a_invoke"))
     out = [violations(missed, FAM, "false empty/FIFO", LIN, F.col("t_seq"),
                       _report(why, _never(F.col("never.x_desc"))))]
     rows = _union_rows(xd, queries, F.lit(""), F.col("x_response"), F.lit(""), F.col("a_invoke"),
                        ~F.col("missing"))
     late = prefix_scan(
-        rows, parts=["hid"], order=["k", "t"], buckets=buckets,
+        rows, parts=["hid", "lvl"], order=["k", "t"], buckets=buckets,
         aggs={"late": (MAX, F.when(is_x, F.struct(F.col("d_invoke").alias("at"),
                                                   F.col("x_desc").alias("x"),
                                                   F.col("d_desc").alias("d"))))},
@@ -242,7 +258,7 @@ def _real_time_sweep(xd: DataFrame, queries: DataFrame, buckets: int) -> list[Da
     by_remover = _union_rows(xd, queries, F.col("d_process"), F.col("x_response"),
                              F.col("t_process"), F.col("a_invoke"), ~F.col("missing"))
     own = prefix_scan(
-        by_remover, parts=["hid", "part"], order=["k", "t"], buckets=buckets,
+        by_remover, parts=["hid", "lvl", "part"], order=["k", "t"], buckets=buckets,
         aggs={"late": (MAX, F.when(is_x, F.struct(F.col("d_seq").alias("at"),
                                                   F.col("x_desc").alias("x"),
                                                   F.col("d_desc").alias("d"))))},

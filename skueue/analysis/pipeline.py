@@ -5,7 +5,7 @@ Theory of operation
 1. Stage: every input line is parsed once into ``OUT/lines`` (Parquet, partitioned by
    ``kind``: record, event, lease, malformed).  Everything after reads that table.
 2. Check: :func:`.checks.check_histories`; every violation row lands in
-   ``OUT/violations``.
+   ``OUT/violations``.  Then the PEI of every queue (:mod:`.pei`).
 3. Statistics: throughput, latency, storage per process, log events and batch sizes,
    each written to ``OUT/<table>`` and then read back small for plots and the report.
 4. Plots (PNG) and ``report.md`` (and ``summary.json`` for machines) are written by the
@@ -26,6 +26,7 @@ from pyspark.sql import DataFrame, SparkSession
 
 from skueue.analysis import leases, plots, stats
 from skueue.analysis.checks import check_histories
+from skueue.analysis.pei import pei_per_queue
 from skueue.analysis.readers import InputError, Inputs, line_counts, load, stage
 from skueue.analysis.report import render
 from skueue.analysis.result import Analysis, Options, summary_json
@@ -89,6 +90,9 @@ def _check_and_summarise(
                 violations_path=str(out / "violations"),
             )
             result.tables.append("violations")
+        with clock("pei"):
+            progress("popped element index (PEI) per queue")
+            result.pei = pei_per_queue(inputs.records, result.checks, inputs.names)
         with clock("statistics"):
             progress("statistics")
             _history_stats(spark, inputs, result, out)

@@ -21,7 +21,9 @@ fields are parsed as VARIANT because Spark's JSON reader would quietly turn ``5`
 to name the reason the way ``record_from_json`` does.
 
 The optional ``phase`` (``"drain"`` on the records of ``skueue bench``'s final drain)
-is kept when it is a string and read as absent otherwise.
+is kept when it is a string and read as absent otherwise.  The optional ``queue`` (a
+named queue) and ``priority`` (an enqueue's level) are held to ``record_from_json``'s
+rules: a non-empty string; a non-negative integer on an enqueue only.
 
 Known differences from the Python reader, all on lines no writer of ours produces: an
 integer beyond 64 bits is malformed here; a line with a duplicate key is malformed here
@@ -47,8 +49,8 @@ from skueue.check.history import INSERT_OPS, OPS, REMOVE_OPS
 
 HISTORY_SCHEMA: Final = (
     "process variant, seq bigint, op string, value variant, invoke double, "
-    "response double, position bigint, ord bigint, phase variant, event string, "
-    "consumer string, _corrupt_record string"
+    "response double, position bigint, ord bigint, phase variant, queue variant, "
+    "priority variant, event string, consumer string, _corrupt_record string"
 )
 _INT_TYPES: Final = ("TINYINT", "SMALLINT", "INT", "BIGINT")
 TEXT_SHOWN_MAX: Final = 200
@@ -64,7 +66,8 @@ class Inputs:
     """What the files hold; every DataFrame is lazy."""
 
     records: DataFrame
-    """``hid, file, process, seq, op, value, invoke, response, position, ord, phase``."""
+    """``hid, file, process, seq, op, value, invoke, response, position, ord, phase, queue,
+    priority``."""
     events: DataFrame
     """``file, daemon, timestamp, level, event, fields`` (fields: map of all keys as text)."""
     malformed: DataFrame
@@ -141,7 +144,25 @@ def valid_record(j: Column, text: Column) -> Column:
         & _finite(j["invoke"])
         & _finite(j["response"])
         & (j["response"] >= j["invoke"])
+        & _optional_fields_valid(j)
     )
+
+
+def _optional_fields_valid(j: Column) -> Column:
+    """``queue``: absent, null or a non-empty string; ``priority``: absent, null or an
+    integer >= 0 on an enqueue (a variant, so ``true`` or ``1.5`` is not read as a number)."""
+    queue_type = F.schema_of_variant(j["queue"])
+    priority_type = F.schema_of_variant(j["priority"])
+    queue_ok = (
+        j["queue"].isNull() | (queue_type == "VOID")
+        | ((queue_type == "STRING") & (F.length(F.variant_get(j["queue"], "$", "string")) > 0))
+    )
+    priority_ok = (
+        j["priority"].isNull() | (priority_type == "VOID")
+        | (priority_type.isin(*_INT_TYPES) & (j["op"] == "enqueue")
+           & (F.variant_get(j["priority"], "$", "bigint") >= 0))
+    )
+    return queue_ok & priority_ok
 
 
 def _reason_sql(text: str) -> str:
@@ -197,11 +218,21 @@ def _reason_sql(text: str) -> str:
         f"variant_get({v}, '$.response', 'double') < variant_get({v}, '$.invoke', 'double')",
         "field 'response' is before 'invoke'",
     ))
-    for f in ("position", "ord"):
+    for f in ("position", "ord", "priority"):
         when.append((
             f"NOT ({missing(f)} OR {typ(f)} IN ({ints}, 'VOID'))",
             f"field '{f}' must be an integer or null",
         ))
+    when.append((
+        f"{typ('priority')} IN ({ints}) AND ({op} != 'enqueue' OR "
+        f"variant_get({v}, '$.priority', 'bigint') < 0)",
+        "field 'priority' belongs to an enqueue and is not negative",
+    ))
+    when.append((
+        f"NOT ({missing('queue')} OR {typ('queue')} = 'VOID' OR ({typ('queue')} = 'STRING' "
+        f"AND variant_get({v}, '$.queue', 'string') != ''))",
+        "field 'queue' must be a non-empty string or null",
+    ))
     when.append((f"NOT endswith(rtrim({text}), '}}')", "invalid JSON: extra data after the object"))
     cases = " ".join(f'WHEN {cond} THEN "{why}"' for cond, why in when)
     return f'CASE {cases} ELSE "not a finite, well-formed record" END'
@@ -248,6 +279,12 @@ def classify(lines: DataFrame) -> DataFrame:
         # Optional (absent in older histories): e.g. "drain" for a bench's final drain.
         F.when(record & (F.schema_of_variant(j["phase"]) == "STRING"),
                F.variant_get(j["phase"], "$", "string")).alias("phase"),
+        F.when(record & (F.schema_of_variant(j["queue"]) == "STRING"),
+               F.variant_get(j["queue"], "$", "string")).alias("queue"),
+        # Level 0 is read as absent, as record_from_json reads it.
+        F.when(record & F.schema_of_variant(j["priority"]).isin(*_INT_TYPES)
+               & (F.variant_get(j["priority"], "$", "bigint") > 0),
+               F.variant_get(j["priority"], "$", "bigint")).alias("priority"),
         F.when(F.col("kind").isin("event", "lease"), F.col("text"))
         .when(F.col("kind") == "malformed", F.substring("text", 1, TEXT_SHOWN_MAX))
         .alias("text"),

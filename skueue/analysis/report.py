@@ -51,6 +51,7 @@ def render(a: Analysis) -> str:
         out += _table(["file", "reason", "line"],
                       [(m["file"], m["reason"], f"`{m['text']}`") for m in a.malformed])
     out += _checks(a)
+    out += _pei(a)
     out += _history_stats(a)
     out += _logs(a)
     out += _leases(a)
@@ -74,12 +75,12 @@ def _checks(a: Analysis) -> list[str]:
     rows: list[tuple[object, ...]] = []
     for c in a.checks:
         if c.problem is not None:
-            rows.append((c.name, c.records, c.structure or "-", "-", "-", "-",
+            rows.append((c.label, c.records, c.structure or "-", "-", "-", "-",
                          f"not checkable: {c.problem}"))
             continue
         lin = c.verdicts["linearizable"]
         rows.append((
-            c.name, c.records, c.structure, "yes" if c.certified else "no",
+            c.label, c.records, _structure(c), "yes" if c.certified else "no",
             _verdict(c, "linearizable"), _verdict(c, "sc"), _METHOD[lin.method],
         ))
     out += _table(["history", "records", "structure", "ord on every record", "linearizable",
@@ -87,11 +88,11 @@ def _checks(a: Analysis) -> list[str]:
     for c in a.checks:
         for model, v in c.verdicts.items():
             if not v.ok:
-                out += ["", f"- {c.name}, {model}: {v.reason}"]
+                out += ["", f"- {c.label}, {model}: {v.reason}"]
     for c in a.checks:
         if c.problem is not None:
             continue
-        out += ["", f"### Distributed checks: {c.name}", ""]
+        out += ["", f"### Distributed checks: {c.label}", ""]
         fams = ["certificate"] if c.certified else []
         fams.append("patterns")
         for fam in fams:
@@ -107,6 +108,39 @@ def _checks(a: Analysis) -> list[str]:
                   f.count, f.example) for f in c.findings],
             )
     return out
+
+
+def _pei(a: Analysis) -> list[str]:
+    rows = [r for r in a.pei if r["count"] or r["note"]]
+    if not rows:
+        return []
+    out = ["", "## Popped element index (PEI)", "",
+           "For every dequeue that returned an element: how many elements present at that "
+           "moment came before it in priority order (the most urgent level first, FIFO "
+           "within a level). Seed 000's measure; a perfect priority queue scores 0 on every "
+           "dequeue, and so must Skueue. *Exact at ord*: at the dequeue's `ord` (every "
+           "record of the queue has one). *Observed lower bound*: what every linearization "
+           "must give, from real time alone (the records lack `ord`), so anything above 0 "
+           "is a proven inversion.", ""]
+    out += _table(
+        ["history", "queue", "levels", "dequeues", "measure", "median", "mean", "p90", "p99",
+         "max"],
+        [(r["name"], r["queue"] or "default",
+          len(r["levels"]) or 1, r["count"], r["method"] or r["note"],
+          *[_stat(r[k]) for k in ("median", "mean", "p90", "p99")], r["max"])
+         for r in rows],
+    )
+    return out
+
+
+def _stat(x: float) -> str:
+    return "-" if x != x else f"{x:.4g}"  # NaN: no dequeue returned an element
+
+
+def _structure(c: HistoryCheck) -> str:
+    if not c.levels:
+        return str(c.structure)
+    return f"{c.structure}, priority levels {', '.join(map(str, c.levels))}"
 
 
 def _history_stats(a: Analysis) -> list[str]:

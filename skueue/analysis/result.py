@@ -56,6 +56,8 @@ class Analysis:
     """The lease events' summary and problems (skueue/analysis/leases.py), if any."""
     shuffle_partitions: int = 0
     """What the checks and statistics ran with (sized from the input unless set)."""
+    pei: list[dict[str, Any]] = attrs.field(factory=list)
+    """Per queue: the PEI measure used and its summary (skueue/analysis/pei.py)."""
 
     @property
     def records(self) -> int:
@@ -96,6 +98,8 @@ def summary_json(result: Analysis) -> dict[str, Any]:
         "histories": [
             {
                 "name": c.name,
+                "queue": c.queue,
+                "levels": list(c.levels),
                 "records": c.records,
                 "structure": c.structure,
                 "problem": c.problem,
@@ -107,7 +111,13 @@ def summary_json(result: Analysis) -> dict[str, Any]:
             }
             for c in result.checks
         ],
+        "pei": [{k: _plain(v) for k, v in row.items()} for row in result.pei],
         "leases": result.leases,
         "seconds": {k: round(v, 3) for k, v in result.seconds.items()},
         "shuffle_partitions": result.shuffle_partitions,
     }
+
+
+def _plain(x: Any) -> Any:
+    """JSON has no NaN: an undefined statistic is null."""
+    return None if isinstance(x, float) and math.isnan(x) else x

@@ -34,6 +34,7 @@ import attrs
 
 from skueue.check.history import Record
 from skueue.client.api import Client, Removed, connect
+from skueue.core.ops import PRIORITIES_MAX
 from skueue.sim.recorder import insert_level
 
 DRAIN_BATCH = 200
@@ -62,6 +63,10 @@ class LoadConfig:
     """The clients' token (None: ``$SKUEUE_TOKEN``, if set)."""
     tls: bool | ssl.SSLContext | None = None
     """The clients' TLS (``connect(tls=...)``; None: ``$SKUEUE_TLS_CA``, if set)."""
+    priorities: int = 1
+    """Each insert request goes to a priority drawn at random from ``0..priorities-1``
+    (1: none is sent).  The queues must have been made with levels (``create_queue``);
+    the history takes each insert's level from its position, as the daemon assigned it."""
 
     def __attrs_post_init__(self) -> None:
         if not self.nodes:
@@ -76,6 +81,8 @@ class LoadConfig:
             )
         if self.batch < 1:
             raise ValueError(f"batch >= 1 is needed (operations per request), got {self.batch}")
+        if not 1 <= self.priorities <= PRIORITIES_MAX:
+            raise ValueError(f"priorities must be in 1..{PRIORITIES_MAX}, got {self.priorities}")
 
 
 @attrs.frozen
@@ -232,10 +239,10 @@ async def run_workload(
     done = 0
 
     async def insert(
-        q: Client, lane: str, seq: int, size: int, queue: str | None
+        q: Client, lane: str, seq: int, size: int, queue: str | None, priority: int | None
     ) -> list[Outcome]:
         values = [element(lane, seq + k, config.value_bytes) for k in range(size)]
-        receipts = await q.insert(values, queue=queue)
+        receipts = await q.insert(values, queue=queue, priority=priority)
         pairs = zip(values, receipts, strict=True)
         return [Outcome(as_text(v), r.position, r.ord) for v, r in pairs]
 
@@ -248,10 +255,13 @@ async def run_workload(
         for size in request_sizes(count, config.batch):
             inserting = rng.random() < config.insert_ratio
             queue = rng.choice(config.queues) if config.queues else None
+            # Drawn only with levels, so a run without them repeats earlier runs' choices.
+            priority = (rng.randrange(config.priorities)
+                        if inserting and config.priorities > 1 else None)  # fmt: skip
             op = insert_op if inserting else remove_op
             invoke = now()
             outcomes = await (
-                insert(q, lane, seq, size, queue) if inserting else remove(q, size, queue)
+                insert(q, lane, seq, size, queue, priority) if inserting else remove(q, size, queue)
             )
             response = now()
             result.records.extend(

@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterator
 
 import pytest
 
-from tests.e2e.daemons import Cluster, Daemon, start_cluster, stop
+from tests.e2e.daemons import Cluster, Daemon, start_cluster, stop_and_check
 
 
 @pytest.fixture
@@ -29,13 +29,4 @@ def skueued_cluster(
         return start_cluster(n, structure, tmp_path_factory.mktemp("skueued"), started, extra_args)
 
     yield start
-
-    live = [d for d in started if d.alive()]
-    problems = stop(live)
-    for d in live:
-        if d not in problems and d.proc.returncode != 0:
-            problems[d] = f"exited with {d.proc.returncode} on SIGTERM"
-    assert not [d for d in started if d.alive()], "a daemon survived teardown"
-    assert not problems, "; ".join(
-        f"{d.address}: {why}\nstderr:\n{d.stderr()[-2000:]}" for d, why in problems.items()
-    )
+    stop_and_check(started)

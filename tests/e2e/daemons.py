@@ -233,3 +233,17 @@ def start_cluster(
             continue
         return Cluster(daemons, structure)
     raise AssertionError(f"could not start {n} daemons after {START_ATTEMPTS} tries: {last}")
+
+
+def stop_and_check(started: list[Daemon]) -> None:
+    """Stop every daemon of ``started`` still running; fail if one had to be killed, left
+    a process behind, survived, or exited non-zero on SIGTERM (the fixtures' teardown)."""
+    live = [d for d in started if d.alive()]
+    problems = stop(live)
+    for d in live:
+        if d not in problems and d.proc.returncode != 0:
+            problems[d] = f"exited with {d.proc.returncode} on SIGTERM"
+    assert not [d for d in started if d.alive()], "a daemon survived teardown"
+    assert not problems, "; ".join(
+        f"{d.address}: {why}\nstderr:\n{d.stderr()[-2000:]}" for d, why in problems.items()
+    )

@@ -57,6 +57,18 @@ LINES = {
     "response-first": _with(invoke=2, response=1),
     "ord-float": _with(ord=1.5),
     "position-string": _with(position="3"),
+    "good-priority": _with(priority=3, queue="jobs", ord=2),
+    "good-priority-zero": _with(priority=0),
+    "good-priority-null-on-dequeue": _with(op="dequeue", value=None, priority=None),
+    "good-queue-null": _with(queue=None),
+    "priority-on-dequeue": _with(op="dequeue", value="x", priority=1),
+    "priority-zero-on-dequeue": _with(op="dequeue", value=None, priority=0),
+    "priority-negative": _with(priority=-1),
+    "priority-float": _with(priority=1.0),
+    "priority-bool": _with(priority=True),
+    "priority-string": _with(priority="1"),
+    "queue-empty": _with(queue=""),
+    "queue-number": _with(queue=3),
 }
 
 
@@ -114,6 +126,11 @@ def test_malformed_lines_name_their_reason(spark: SparkSession, staged: tuple[Pa
     assert reasons["response-first"] == "field 'response' is before 'invoke'"
     assert reasons["ord-float"] == "field 'ord' must be an integer or null"
     assert reasons["daemon"] == "invalid JSON"
+    assert reasons["priority-float"] == "field 'priority' must be an integer or null"
+    for name in ("priority-on-dequeue", "priority-zero-on-dequeue", "priority-negative"):
+        assert reasons[name] == "field 'priority' belongs to an enqueue and is not negative"
+    assert reasons["queue-number"] == "field 'queue' must be a non-empty string or null"
+    assert reasons["queue-empty"] == "field 'queue' must be a non-empty string or null"
 
 
 @pytest.mark.spark
@@ -129,6 +146,10 @@ def test_records_and_events_keep_their_fields(
     assert rows["good.jsonl"]["response"] == 1.5
     assert rows["good-phase-drain.jsonl"]["phase"] == "drain"  # optional: a bench's drain
     assert rows["good.jsonl"]["phase"] is None
+    prioritized = rows["good-priority.jsonl"]
+    assert (prioritized["queue"], prioritized["priority"], prioritized["ord"]) == ("jobs", 3, 2)
+    assert rows["good-priority-zero.jsonl"]["priority"] is None  # level 0, as Record reads it
+    assert rows["good.jsonl"]["queue"] is None
     assert len(set(inputs.names)) == len(rows)  # one history per file
     events = {r["event"]: r for r in inputs.events.collect()}
     assert set(events) == {"ready", "batch sent"}
