@@ -20,6 +20,9 @@ certificate's, exactly as for the single-machine checker.
 Histories that ``validate_history`` or ``structure_of`` would reject (two records with one
 ``(process, seq)``; queue and stack operations mixed) get no verdict but a ``problem``.
 
+Peeks remove nothing, so the distributed checks leave them out; :mod:`.peeks` checks each
+against the head at its ``ord``.
+
 A history of several named queues is checked queue by queue, as ``check`` does: each
 ``(history, queue)`` becomes a unit of its own, with its own id in the ``hid`` column the
 checks partition by, and gets its own :class:`HistoryCheck`.  A queue with priority levels
@@ -46,6 +49,7 @@ from skueue.analysis.patterns import (
     pairs,
     pattern_violations,
 )
+from skueue.analysis.peeks import peek_findings
 from skueue.analysis.scan import (
     ROWS_PER_BUCKET,
     ROWS_PER_BUCKET_CONF,
@@ -54,7 +58,7 @@ from skueue.analysis.scan import (
 )
 from skueue.analysis.session import shuffle_partitions
 from skueue.check.checker import EXACT_OPS_MAX, ExactLimitError, Verdict, check_exact
-from skueue.check.history import QUEUE_OPS, STACK_OPS, Record
+from skueue.check.history import PEEK, QUEUE_OPS, STACK_OPS, Record
 
 MODELS: Final = ("sc", "linearizable")
 MEMORY_CACHE_ROWS_MAX: Final = 2_000_000
@@ -62,7 +66,8 @@ MEMORY_CACHE_ROWS_MAX: Final = 2_000_000
 SCOPES: Final = {"sc": (SC,), "linearizable": (SC, LIN)}
 # Which finding names a verdict when several fire: the Python checkers' order of tests.
 PRIORITY: Final = {
-    CERTIFICATE: ("duplicate ord", "duplicate", "program order", "real time", "replay", "drained"),
+    CERTIFICATE: ("duplicate ord", "duplicate", "program order", "real time", "replay", "peek",
+                  "drained"),
     PATTERNS: ("duplicate", "fresh", "causality", "lost", "false empty/FIFO", "priority",
                "LIFO"),
 }
@@ -155,7 +160,9 @@ def check_histories(
     )
     valid = recs.drop("drained").join(F.broadcast(table), "hid").withColumnRenamed(
         "drained_h", "drained"
-    ).withColumn("lvl", F.when(F.col("ins"), F.coalesce("priority", F.lit(0))))
+    ).withColumn("lvl", F.when(F.col("ins"), F.coalesce("priority", F.lit(0)))).where(
+        F.col("op") != PEEK  # a peek removes nothing: checked apart (.peeks)
+    )
     # Scans sort each history apart, so the largest one decides how to cut them.
     largest = max(m.records for m in good)
     per_bucket = int(spark.conf.get(ROWS_PER_BUCKET_CONF, None) or ROWS_PER_BUCKET)
@@ -172,6 +179,9 @@ def check_histories(
     finally:
         paired.unpersist()
         valid.unpersist()
+    certified = [m.hid for m in good if m.certified and m.structure == "queue"]
+    for hid, (n, example) in peek_findings(records, certified).items():
+        findings.setdefault(hid, []).append(Finding(CERTIFICATE, "peek", SC, n, example))
     out = []
     small = [m.hid for m in good if m.records <= EXACT_OPS_MAX]
     exact_records = _collect_records(records, small) if small else {}

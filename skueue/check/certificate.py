@@ -119,3 +119,31 @@ def find_violation_certificate(
             f"e.g. {inserted[left[0]].describe()}"
         )
     return None
+
+
+def peek_violations(records: Sequence[Record]) -> list[str]:
+    """Every peek judged alone, in ``ord`` order: it must have seen the head a removal
+    would take at its rank (the oldest element of the most urgent level), or nothing when
+    the queue held nothing.  Removals are replayed as they came out (the element each
+    returned leaves wherever it is), so a peek is judged on its own even where the rest
+    of the history breaks the certificate (:func:`find_violation_certificate` says how).
+    ``skueue analyze`` checks peeks with this, beside its distributed certificate."""
+    levels: dict[int, deque[str]] = {}
+    level_of: dict[str, int] = {}
+    out: list[str] = []
+    for r in sorted((r for r in records if r.ord is not None), key=lambda r: r.ord):  # type: ignore[arg-type, return-value]
+        if r.inserts:
+            assert r.value is not None
+            level_of[r.value] = r.priority or 0
+            levels.setdefault(r.priority or 0, deque()).append(r.value)
+        elif r.op == PEEK:
+            head = next((q[0] for _, q in sorted(levels.items()) if q), None)
+            if head != r.value:
+                held = "nothing" if head is None else repr(head)
+                out.append(f"certificate replay: {r.describe()} saw {r.value!r}, but {held} "
+                           "was at the front")  # fmt: skip
+        elif r.value in level_of:
+            q = levels[level_of.pop(r.value)]
+            if r.value in q:
+                q.remove(r.value)
+    return out

@@ -130,6 +130,38 @@ def relevel(records: list[Record], rng: random.Random) -> list[Record] | None:
     return out
 
 
+def with_peeks(records: list[Record], rng: random.Random, every: int = 3) -> list[Record]:
+    """The history with a peek by process "P" after every ``every``-th op in ``ord``
+    order: it sees the reference's head then, and shares that op's interval."""
+    contents: dict[int, deque[str]] = {}
+    level = {r.value: r.priority or 0 for r in records if r.op == "enqueue"}
+    out: list[Record] = []
+    for t, r in enumerate(sorted(records, key=lambda r: r.ord)):  # type: ignore[arg-type, return-value]
+        out.append(attrs.evolve(r, ord=2 * t))
+        if r.op == "enqueue":
+            contents.setdefault(level[r.value], deque()).append(r.value)  # type: ignore[arg-type]
+        elif r.value is not None:
+            contents[level[r.value]].remove(r.value)
+        if t % every == 0:
+            head = next((q[0] for _, q in sorted(contents.items()) if q), None)
+            out.append(Record("P", t, "peek", head, r.invoke, r.response, ord=2 * t + 1,
+                              queue=r.queue))  # fmt: skip
+    return out
+
+
+def wrong_peek(records: list[Record], rng: random.Random) -> list[Record] | None:
+    """One peek says it saw another element than the head (or nothing)."""
+    peeks = [i for i, r in enumerate(records) if r.op == "peek"]
+    values = sorted({r.value for r in records if r.op == "enqueue"})  # type: ignore[type-var]
+    if not peeks:
+        return None
+    i = rng.choice(peeks)
+    others = [v for v in [*values, None] if v != records[i].value]
+    out = list(records)
+    out[i] = attrs.evolve(records[i], value=rng.choice(others))
+    return out
+
+
 MUTATIONS = [
     None,
     swap_across_levels,
@@ -187,6 +219,7 @@ def _cases() -> list[Case]:
         cases.append(
             Case(f"sim-seed{seed}-across", swap_across_levels(sim, random.Random(seed)) or sim)
         )
+        cases.append(Case(f"sim-seed{seed}-peek", wrong_peek(sim, random.Random(seed)) or sim))
     big = legal_priority_history(random.Random(7), levels=4, processes=4, ops=300, drain=True)
     cases.append(Case("big", big, drained=True))
     cases.append(Case("big-across", swap_across_levels(big, random.Random(7)) or big, True))
@@ -194,6 +227,12 @@ def _cases() -> list[Case]:
     unordered = [attrs.evolve(x, ord=None) for x in cases[-2].records]
     cases.append(Case("big-across-no-ord", unordered, True))  # the patterns decide
     cases.append(Case("big-no-ord", [attrs.evolve(x, ord=None) for x in big], True))
+    peeked = with_peeks(big, random.Random(8))
+    cases.append(Case("big-peeks", peeked, True))  # past the exact search: the certificate
+    cases.append(Case("big-wrong-peek", wrong_peek(peeked, random.Random(8)) or peeked, True))
+    small = with_peeks(legal_priority_history(random.Random(9), levels=2, processes=2, ops=12,
+                                              drain=True), random.Random(9))  # fmt: skip
+    cases.append(Case("small-wrong-peek", wrong_peek(small, random.Random(9)) or small, True))
     two = legal_priority_history(
         random.Random(3), levels=3, processes=2, ops=40, drain=True, queue="pq"
     )
@@ -305,3 +344,17 @@ def test_named_queues_are_checked_apart(checked: list[tuple[Case, HistoryCheck]]
             "certificate"
         ), unit.verdicts["linearizable"].describe()
     assert units["pq"].label.endswith("queue pq")
+
+
+def test_a_wrong_peek_is_found_by_the_certificate_at_scale(
+    checked: list[tuple[Case, HistoryCheck]],
+) -> None:
+    """The distributed checks leave peeks out; they are checked apart (analysis/peeks.py),
+    and a wrong one fails the certificate where the exact search cannot go."""
+    by_name = {case.name: result for case, result in checked}
+    assert any(r.op == "peek" for c, _ in checked if c.name == "big-peeks" for r in c.records)
+    assert by_name["big-peeks"].verdicts["linearizable"].ok
+    wrong = by_name["big-wrong-peek"].verdicts["linearizable"]
+    assert not wrong.ok and wrong.method == "certificate" and "peek" in (wrong.reason or "")
+    small = by_name["small-wrong-peek"].verdicts["linearizable"]
+    assert not small.ok and small.method == "exact"

@@ -10,6 +10,7 @@ import io
 import attrs
 import pytest
 
+from skueue.check.certificate import peek_violations
 from skueue.check.checker import check
 from skueue.check.history import HistoryError, Record, read_jsonl, record_from_json, write_jsonl
 from skueue.core.ops import Structure
@@ -150,3 +151,18 @@ def test_simulated_histories_with_peeks_pass_the_exact_search(seed: int) -> None
     stripped = [attrs.evolve(r, ord=None) for r in records]
     verdict = check(stripped, model="linearizable", method="exact")
     assert verdict.ok, f"seed {seed}: {verdict.describe()}"
+
+
+def test_peek_violations_judge_each_peek_alone() -> None:
+    """What ``skueue analyze`` runs beside its distributed certificate (analysis/peeks.py)."""
+    assert peek_violations(WITH_PEEKS) == []
+    (found,) = peek_violations(PEEK_AT_THE_WRONG_HEAD)
+    assert "saw 'low', but 'top' was at the front" in found
+    (found,) = peek_violations(PEEK_SAW_NOTHING)
+    assert "saw None, but 'a' was at the front" in found
+    # Another violation before it (a removal out of order) does not blur the peek's.
+    broken = seq(("enqueue", "a", 0), ("enqueue", "b", 0), ("dequeue", "b", 0),
+                 ("peek", "a", 0), ("peek", "b", 0))  # fmt: skip
+    assert [f.split(" saw ")[1] for f in peek_violations(broken)] == [
+        "'b', but 'a' was at the front"
+    ]
