@@ -29,7 +29,7 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from skueue.check.history import INSERT_OPS
+from skueue.check.history import INSERT_OPS, REMOVE_OPS
 from skueue.core.ops import DEFAULT_QUEUE
 from skueue.dht.keys import POSITION_MAX, position_key
 from skueue.overlay.ring import ring_nodes
@@ -205,19 +205,24 @@ def ring_of(members: Sequence[str]) -> tuple[list[int], list[str]]:
 
 
 def owners_of_chunk(
-    ring: tuple[list[int], list[str]], positions: Sequence[int], kept: Sequence[bool]
+    ring: tuple[list[int], list[str]],
+    positions: Sequence[int],
+    kept: Sequence[bool],
+    queue: str = DEFAULT_QUEUE,
 ) -> list[tuple[str, int, int]]:
-    """``(owner, stored, still held)`` counts for one chunk of inserted positions.
+    """``(owner, stored, still held)`` counts for one chunk of ``queue``'s inserted
+    positions (a position of a queue with priority levels as the DHT sees it).
 
     The owner of position ``p`` is the node ``u`` with ``u <= k(p) < succ(u)`` (below the
-    lowest label, the highest node's: the ring wraps), as the DHT stores it.
+    lowest label, the highest node's: the ring wraps), as the DHT stores it; the key
+    hashes the queue's name and the position (``dht/keys.py``).
     """
     labels, owners = ring
     counts: dict[str, list[int]] = {}
     for p, keep in zip(positions, kept, strict=True):
         if not 1 <= p <= POSITION_MAX:
             continue
-        owner = owners[bisect.bisect_right(labels, position_key(DEFAULT_QUEUE, p)) - 1]
+        owner = owners[bisect.bisect_right(labels, position_key(queue, p)) - 1]
         c = counts.setdefault(owner, [0, 0])
         c[0] += 1
         c[1] += int(keep)
@@ -236,22 +241,28 @@ def storage(records: DataFrame, members: Mapping[int, Sequence[str]]) -> DataFra
         T.StructField("held", T.LongType()),
     ]))
 
-    def count(hid: int, positions: list[int], kept: list[bool]) -> list[Any]:
+    def count(hid: int, queue: str, positions: list[int], kept: list[bool]) -> list[Any]:
         ring = rings.get(hid)
-        return [] if ring is None else owners_of_chunk(ring, positions, kept)
+        return [] if ring is None else owners_of_chunk(ring, positions, kept, queue)
 
     # useArrow=False: plain pickled rows (no pandas, no pyarrow), and no type-hint guessing.
     chunk_udf = F.udf(count, schema, useArrow=False)
+    named = F.col("queue") if "queue" in records.columns else F.lit(None)
     ins = records.where(F.col("op").isin(*sorted(INSERT_OPS)) & F.col("position").isNotNull())
-    removed = records.where(~F.col("op").isin(*sorted(INSERT_OPS)) & F.col("value").isNotNull()
+    # A peek leaves its element where it is: only removals take it out.
+    removed = records.where(F.col("op").isin(*sorted(REMOVE_OPS)) & F.col("value").isNotNull()
                             ).select("hid", "value", F.lit(True).alias("removed"))
     flagged = ins.join(removed, ["hid", "value"], "left").select(
-        "hid", "position", F.col("removed").isNull().alias("kept")
+        "hid", F.coalesce(named, F.lit(DEFAULT_QUEUE)).alias("queue"), "position",
+        F.col("removed").isNull().alias("kept"),
     )
-    chunks = flagged.groupBy("hid", F.shiftright("position", CHUNK_BITS).alias("chunk")).agg(
+    chunk = F.shiftright("position", CHUNK_BITS).alias("chunk")
+    chunks = flagged.groupBy("hid", "queue", chunk).agg(
         F.collect_list("position").alias("positions"), F.collect_list("kept").alias("kept")
     )
-    counted = chunks.select("hid", F.explode(chunk_udf("hid", "positions", "kept")).alias("c"))
+    counted = chunks.select(
+        "hid", F.explode(chunk_udf("hid", "queue", "positions", "kept")).alias("c")
+    )
     totals = counted.groupBy("hid", F.col("c.process").alias("process")).agg(
         F.sum("c.stored").alias("stored"), F.sum("c.held").alias("held")
     )
