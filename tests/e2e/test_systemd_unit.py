@@ -136,6 +136,9 @@ class Container:
         return ["sh", "-c", f'{into}exec "$@"', "sh",
                 "systemd-nspawn", "-q", "-D", str(self.root), "--register=no", "--keep-unit",
                 "--link-journal=no", f"--machine={MACHINE}", "--private-network",
+                # The checkout (and its venv) at the same path inside: the overlay of "/"
+                # holds no other mount's files, and a clone may live on one (/tmp).
+                f"--bind-ro={ROOT}",
                 *extra]  # fmt: skip
 
     def prepare(self, script: str) -> None:
