@@ -50,6 +50,9 @@ BOOT_TIMEOUT_S = 60.0
 STEP_TIMEOUT_S = 90.0
 ELEMENTS = 5
 VENV = "/opt/skueue/.venv"
+# This venv's packages (the dependencies), bound read-only into the container there.
+DEPENDENCIES_HOST = sysconfig.get_paths()["purelib"]
+DEPENDENCIES = "/opt/skueue-test-dependencies"
 CLIENT_ENV = (
     "export SKUEUE_TLS_CA=/etc/skueue/tls/ca.crt "
     'SKUEUE_TOKEN="$(awk \'$1 == "admin" { print $2; exit }\' /etc/skueue/client.tokens)"'
@@ -136,9 +139,10 @@ class Container:
         return ["sh", "-c", f'{into}exec "$@"', "sh",
                 "systemd-nspawn", "-q", "-D", str(self.root), "--register=no", "--keep-unit",
                 "--link-journal=no", f"--machine={MACHINE}", "--private-network",
-                # The checkout (and its venv) at the same path inside: the overlay of "/"
-                # holds no other mount's files, and a clone may live on one (/tmp).
-                f"--bind-ro={ROOT}",
+                # The checkout at the same path inside, and this venv's packages where the
+                # unit's sandbox sees them: the overlay of "/" holds no other mount's
+                # files, a clone may live on one, and PrivateTmp= hides /tmp from the unit.
+                f"--bind-ro={ROOT}", f"--bind-ro={DEPENDENCIES_HOST}:{DEPENDENCIES}",
                 *extra]  # fmt: skip
 
     def prepare(self, script: str) -> None:
@@ -229,7 +233,6 @@ def container(tmp_path: Path) -> Iterator[Container]:
 def setup_script() -> str:
     """The operator's guide's steps 1-4 (but enabling the unit), for a member skueue-a
     on 127.0.0.1:7400 whose one peer is skueue-b on 127.0.0.1:7401."""
-    site = sysconfig.get_paths()["purelib"]  # this venv's packages: the dependencies
     venv_site = f"{VENV}/lib/python3.{sys.version_info.minor}/site-packages"
     sources = " ".join(
         str(ROOT / n)
@@ -247,9 +250,9 @@ def setup_script() -> str:
 useradd --system --no-create-home --home-dir /nonexistent --shell /usr/sbin/nologin skueue
 mkdir -p /opt/skueue && cp -a {sources} /opt/skueue/
 {SYSTEM_PYTHON} -m venv {VENV}
-PYTHONPATH={site} {VENV}/bin/python -m pip install -q --no-index --no-deps \
+PYTHONPATH={DEPENDENCIES} {VENV}/bin/python -m pip install -q --no-index --no-deps \
     --no-build-isolation /opt/skueue
-echo {site} > {venv_site}/zz-dependencies-of-the-test.pth
+echo {DEPENDENCIES} > {venv_site}/zz-dependencies-of-the-test.pth
 install -d -m 0755 /etc/skueue /etc/skueue/tls
 sed -e 's/^SKUEUE_LISTEN=.*/SKUEUE_LISTEN=127.0.0.1:7400/' \
     -e 's/^SKUEUE_PEERS=.*/SKUEUE_PEERS=127.0.0.1:7401/' \
