@@ -51,6 +51,8 @@ class MembershipWaiters(DaemonState):
                 host.client_frames.append((client, ErrorReply(rid, message, INVALID)))
                 return
             log.info("the last member leaves; the cluster is empty", process=self.process_id)
+            if self.input_log is not None:
+                self.input_log.record_left()  # as every member that left: not back as it
             host.client_frames.append((client, Done(rid, [])))
             self.left.set()
             return
@@ -126,9 +128,12 @@ class MembershipWaiters(DaemonState):
         self._send_control([(p, frame) for p in self.directory.others()])
 
     async def drain_links(self, timeout_s: float = 5.0) -> None:
-        """Wait until the peers acknowledged the last messages (a leaver's hand-over)."""
+        """Wait until the peers acknowledged the last messages (a leaver's hand-over) and
+        the clients' last replies are written (the leave's own answer among them)."""
         with trio.move_on_after(timeout_s):
-            while self.links is not None and self.links.unacknowledged():
+            while (self.links is not None and self.links.unacknowledged()) or any(
+                s.pending for s in self.sessions.clients.values()
+            ):
                 await trio.sleep(0.01)
 
 

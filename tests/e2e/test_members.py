@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import signal
 import subprocess
+import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -26,7 +27,16 @@ import trio
 
 import skueue
 from skueue.client.errors import SkueueError
-from tests.e2e.daemons import HOST, Cluster, Daemon, free_ports, spawn, stop, wait_ready
+from tests.e2e.daemons import (
+    HOST,
+    Cluster,
+    Daemon,
+    free_ports,
+    refused,
+    spawn,
+    stop,
+    wait_ready,
+)
 
 DEADLINE_S = 60.0
 
@@ -274,3 +284,24 @@ def test_start_up_says_which_peers_it_waits_for(
     said = daemon.stderr()
     assert "waiting for peers" in said and missing in said, said
     assert daemon.alive()
+
+
+def test_the_last_member_leaves_with_an_answer_and_for_good(tmp_path: Path) -> None:
+    """``skueue leave`` of an empty last member gets its answer (exit 0) before the daemon
+    exits, and its data directory is marked as left, as every member's that left: a
+    restart from it is refused, not a member again."""
+    (port,) = free_ports(1)
+    args = ["--listen", f"{HOST}:{port}", "--data-dir", str(tmp_path / "data")]
+    daemon = spawn(args, tmp_path, "last")
+    try:
+        wait_ready([daemon])
+        left = subprocess.run(
+            [sys.executable, "-m", "skueue.cli.skueue", "leave", "--node", daemon.address],
+            capture_output=True, text=True, timeout=60, check=False,
+        )  # fmt: skip
+        assert left.returncode == 0, left.stderr
+        assert daemon.proc.wait(timeout=10) == 0
+        code, err = refused(args, tmp_path, "again")
+        assert code == 1 and "left its cluster" in err, err
+    finally:
+        stop([d for d in (daemon,) if d.alive()])
