@@ -40,7 +40,15 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from skueue.analysis.certificate import certificate_violations
-from skueue.analysis.columns import CERTIFICATE, LIN, PATTERNS, SC, union_all, with_roles
+from skueue.analysis.columns import (
+    CERTIFICATE,
+    LIN,
+    PATTERNS,
+    SC,
+    union_all,
+    whole_or_float,
+    with_roles,
+)
 from skueue.analysis.levels import certificate_levels, less_urgent_first
 from skueue.analysis.lifo import lifo_violations
 from skueue.analysis.patterns import (
@@ -111,6 +119,8 @@ class HistoryCheck:
     """The named queue this check is about; None for the default queue."""
     levels: tuple[int, ...] = ()
     """The priority levels its enqueues used, when it is a queue with priority levels."""
+    peeks: bool = False
+    """It has peeks (checked apart: :mod:`.peeks`)."""
 
     @property
     def label(self) -> str:
@@ -179,8 +189,8 @@ def check_histories(
     finally:
         paired.unpersist()
         valid.unpersist()
-    certified = [m.hid for m in good if m.certified and m.structure == "queue"]
-    for hid, (n, example) in peek_findings(records, certified).items():
+    peeky = [m.hid for m in good if m.certified and m.peeks]
+    for hid, (n, example) in peek_findings(records, peeky).items():
         findings.setdefault(hid, []).append(Finding(CERTIFICATE, "peek", SC, n, example))
     out = []
     small = [m.hid for m in good if m.records <= EXACT_OPS_MAX]
@@ -306,6 +316,7 @@ def _overview(recs: DataFrame, names: Mapping[int, str]) -> list[HistoryCheck]:
             hid=hid, name=names.get(hid, str(hid)), records=int(r["n"]), structure=structure,
             problem=problem, certified=int(r["no_ord"]) == 0, drained=bool(r["drained"]),
             levels=tuple(int(x) for x in r["levels"]) if r["urgent_max"] else (),
+            peeks=PEEK in ops,
         ))
     return out
 
@@ -319,16 +330,11 @@ def _collect_records(records: DataFrame, hids: list[int]) -> dict[int, list[Reco
     ).collect()
     for r in rows:
         out[int(r["hid"])].append(Record(
-            r["process"], int(r["seq"]), r["op"], r["value"], _number(r["invoke"]),
-            _number(r["response"]), r["position"], r["ord"], queue=r["queue"],
+            r["process"], int(r["seq"]), r["op"], r["value"], whole_or_float(r["invoke"]),
+            whole_or_float(r["response"]), r["position"], r["ord"], queue=r["queue"],
             priority=r["priority"] or None,
         ))
     return out
-
-
-def _number(x: float) -> float | int:
-    # Whole numbers back to int, so descriptions match those of the Python checkers.
-    return int(x) if float(x).is_integer() else float(x)
 
 
 def _decide(m: HistoryCheck, model: str, small: list[Record] | None) -> Verdict:

@@ -17,6 +17,12 @@ from pyspark.sql import functions as F
 
 from skueue.check.history import INSERT_OPS
 
+
+def whole_or_float(x: float) -> float | int:
+    """A time read back from Spark (a double): whole numbers as int again, so that the
+    records' descriptions match those of the Python checkers."""
+    return int(x) if float(x).is_integer() else float(x)
+
 VIOLATION_COLUMNS: Final = ("hid", "family", "check", "scope", "key", "reason")
 SC: Final = "sc"
 LIN: Final = "lin"

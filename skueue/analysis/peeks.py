@@ -8,7 +8,8 @@ here instead, on every queue whose records all carry an ``ord`` and that has pee
 queue's records become one group (``groupBy`` unit, ``collect_list``), and one plain
 Python UDF call per group runs :func:`skueue.check.certificate.peek_violations`, the pure
 replay in ``ord`` order, returning how many peeks saw the wrong head and the first.  Only
-the units with peeks are grouped, so a history without any costs one small job.
+the units with peeks are grouped (the checks' overview knows which), so a history
+without any costs nothing here.
 
 One group is one task: a queue of more than ``spark.skueue.peekRecordsMax`` records
 (:data:`PEEK_RECORDS_MAX` by default) is not grouped, and its peeks are not checked.
@@ -24,8 +25,9 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
+from skueue.analysis.columns import whole_or_float
 from skueue.check.certificate import peek_violations
-from skueue.check.history import PEEK, QUEUE_OPS, Record
+from skueue.check.history import QUEUE_OPS, Record
 
 PEEK_RECORDS_MAX: Final = 1_000_000
 """Default of :data:`PEEK_RECORDS_MAX_CONF`: the largest queue one task checks."""
@@ -39,7 +41,7 @@ _RESULT: Final = T.StructType(
 def check_group(rows: Sequence[Any]) -> tuple[int, str | None]:
     """One queue's peeks from its rows (``_FIELDS``); runs on an executor."""
     records = [
-        Record(r[0], r[1], r[2], r[3], _number(r[4]), _number(r[5]), ord=r[6],
+        Record(r[0], r[1], r[2], r[3], whole_or_float(r[4]), whole_or_float(r[5]), ord=r[6],
                priority=r[7] or None)
         for r in rows
     ]  # fmt: skip
@@ -47,21 +49,15 @@ def check_group(rows: Sequence[Any]) -> tuple[int, str | None]:
     return len(found), (found[0] if found else None)
 
 
-def _number(x: float) -> float | int:
-    # Whole numbers back to int, so descriptions match those of the Python checkers.
-    return int(x) if float(x).is_integer() else float(x)
-
-
 def peek_findings(records: DataFrame, units: Sequence[int]) -> dict[int, tuple[int, str]]:
-    """Per unit (``hid``) among ``units`` (certified queues) whose peeks are wrong: how
-    many, and the first.  A unit too large to group is left out (see the module doc)."""
+    """Per unit (``hid``) among ``units`` (certified queues with peeks) whose peeks are
+    wrong: how many, and the first.  A unit too large to group is left out (see the
+    module doc)."""
+    if not units:
+        return {}
     spark = records.sparkSession
     limit = int(spark.conf.get(PEEK_RECORDS_MAX_CONF, None) or PEEK_RECORDS_MAX)
-    peeky = {int(r["hid"]) for r in records.where(F.col("op") == PEEK).select("hid")
-             .distinct().collect()} & set(units)  # fmt: skip
-    if not peeky:
-        return {}
-    ops = records.where(F.col("hid").isin(sorted(peeky)) & F.col("op").isin(*sorted(QUEUE_OPS)))
+    ops = records.where(F.col("hid").isin(sorted(units)) & F.col("op").isin(*sorted(QUEUE_OPS)))
     sizes = {int(r["hid"]): int(r["n"]) for r in ops.groupBy("hid").count()
              .withColumnRenamed("count", "n").collect()}  # fmt: skip
     out: dict[int, tuple[int, str]] = {}

@@ -31,6 +31,7 @@ from skueue.cli.skueue import main
 from tests.spark.test_priority_checks import (
     SCHEMA,
     legal_priority_history,
+    record_row,
     swap_across_levels,
     swap_within_level,
 )
@@ -73,25 +74,7 @@ def _batch() -> list[list[Record]]:
 
 
 def _frame(spark: SparkSession, histories: list[list[Record]]) -> Any:
-    rows = [
-        (
-            hid,
-            "f",
-            r.process,
-            r.seq,
-            r.op,
-            r.value,
-            float(r.invoke),
-            float(r.response),
-            r.position,
-            r.ord,
-            False,
-            r.queue,
-            r.priority,
-        )
-        for hid, h in enumerate(histories)
-        for r in h
-    ]
+    rows = [record_row(hid, "f", r) for hid, h in enumerate(histories) for r in h]
     return spark.createDataFrame(rows, SCHEMA)
 
 

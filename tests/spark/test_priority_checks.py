@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import random
 from collections import deque
+from collections.abc import Callable
+from typing import Any
 
 import attrs
 import pytest
@@ -36,6 +38,12 @@ SCHEMA = (
     "invoke double, response double, position long, ord long, drained boolean, "
     "queue string, priority long"
 )
+
+
+def record_row(hid: int, name: str, r: Record, drained: bool = False) -> tuple[Any, ...]:
+    """One record as a row of ``SCHEMA``."""
+    return (hid, name, r.process, r.seq, r.op, r.value, float(r.invoke), float(r.response),
+            r.position, r.ord, drained, r.queue, r.priority)  # fmt: skip
 
 
 def legal_priority_history(
@@ -85,12 +93,15 @@ def _removed(records: list[Record]) -> dict[str, int]:
     return {r.value: i for i, r in enumerate(records) if r.op == "dequeue" and r.value}
 
 
-def swap_across_levels(records: list[Record], rng: random.Random) -> list[Record] | None:
-    """Two dequeues of elements of different levels give each other's results: the less
-    urgent one comes out while the more urgent one waits."""
+def _swap(
+    records: list[Record], rng: random.Random, related: Callable[[int, int], bool]
+) -> list[Record] | None:
+    """Two dequeues, the first of an element of level ``la`` and the later of level
+    ``lb`` with ``related(la, lb)``, give each other's results."""
     level = {r.value: r.priority or 0 for r in records if r.op == "enqueue"}
     where = _removed(records)
-    pairs = [(a, b) for a in where for b in where if level[a] < level[b] and where[a] < where[b]]
+    pairs = [(a, b) for a in where for b in where
+             if a != b and related(level[a], level[b]) and where[a] < where[b]]  # fmt: skip
     if not pairs:
         return None
     a, b = rng.choice(pairs)
@@ -98,20 +109,16 @@ def swap_across_levels(records: list[Record], rng: random.Random) -> list[Record
     out[where[a]] = attrs.evolve(records[where[a]], value=b)
     out[where[b]] = attrs.evolve(records[where[b]], value=a)
     return out
+
+
+def swap_across_levels(records: list[Record], rng: random.Random) -> list[Record] | None:
+    """The less urgent element comes out while the more urgent one waits."""
+    return _swap(records, rng, lambda la, lb: la < lb)
 
 
 def swap_within_level(records: list[Record], rng: random.Random) -> list[Record] | None:
     """FIFO broken within one level."""
-    level = {r.value: r.priority or 0 for r in records if r.op == "enqueue"}
-    where = _removed(records)
-    pairs = [(a, b) for a in where for b in where if level[a] == level[b] and a < b]
-    if not pairs:
-        return None
-    a, b = rng.choice(pairs)
-    out = list(records)
-    out[where[a]] = attrs.evolve(records[where[a]], value=b)
-    out[where[b]] = attrs.evolve(records[where[b]], value=a)
-    return out
+    return _swap(records, rng, lambda la, lb: la == lb)
 
 
 def relevel(records: list[Record], rng: random.Random) -> list[Record] | None:
@@ -244,25 +251,7 @@ def _cases() -> list[Case]:
 @pytest.fixture(scope="module")
 def checked(spark: SparkSession) -> list[tuple[Case, HistoryCheck]]:
     cases = _cases()
-    rows = [
-        (
-            hid,
-            c.name,
-            r.process,
-            r.seq,
-            r.op,
-            r.value,
-            float(r.invoke),
-            float(r.response),
-            r.position,
-            r.ord,
-            c.drained,
-            r.queue,
-            r.priority,
-        )
-        for hid, c in enumerate(cases)
-        for r in c.records
-    ]
+    rows = [record_row(hid, c.name, r, c.drained) for hid, c in enumerate(cases) for r in c.records]
     results = check_histories(
         spark, spark.createDataFrame(rows, SCHEMA), {i: c.name for i, c in enumerate(cases)}
     )
