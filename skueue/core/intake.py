@@ -174,9 +174,8 @@ class OwnBuffers:
     deletes: dict[str, Op] = field(default_factory=dict)  # by queue name (one each)
     creates: dict[str, Op] = field(default_factory=dict)  # by queue name (one each)
     peeks: dict[str, list[Op]] = field(default_factory=dict)  # by queue name, in order
-    # Operations that go in the next batch (see the module doc), and their queues.
+    # Operations that go in the next batch (see the module doc).
     deferred: list[Op] = field(default_factory=list)
-    deferred_queues: set[str] = field(default_factory=set)
 
     def __len__(self) -> int:
         return len(self.ops) + len(self.deferred)
@@ -185,12 +184,11 @@ class OwnBuffers:
         name, kind = op.queue, op.kind
         if (
             name in self.deletes
-            or name in self.deferred_queues
             or (name in self.peeks and kind is not OpKind.PEEK)
             or (kind is OpKind.CREATE and self._uses(name))
+            or any(waiting.queue == name for waiting in self.deferred)
         ):
             self.deferred.append(op)
-            self.deferred_queues.add(name)
             return
         self.ops.append(op)
         if kind is OpKind.DELETE:
