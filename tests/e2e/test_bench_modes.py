@@ -5,6 +5,8 @@ in-flight lanes.  ``--spawn`` stops its daemons itself and fails if one is left.
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 from skueue.check.history import read_jsonl
@@ -35,3 +37,18 @@ def test_bench_refuses_zero_in_flight_and_zero_batch() -> None:
         out = skueue("bench", option, "0", "--nodes", "127.0.0.1:1")
         assert out.returncode == 2, out.stderr
         assert b"must be at least 1" in out.stderr
+
+
+def test_message_cost_reads_the_daemons_metrics_around_a_bench() -> None:
+    """``bench/message_cost.py`` (issue 10's diagnosis) on a small run: every figure it
+    prints comes from the daemons' metrics or the bench, and its daemons are stopped."""
+    script = Path(__file__).resolve().parents[2] / "bench" / "message_cost.py"
+    out = subprocess.run(
+        [sys.executable, str(script), "--daemons", "2", "--clients", "2", "--ops", "200"],
+        capture_output=True, text=True, timeout=300, check=False,
+    )  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    assert ": ok" in out.stdout, out.stdout
+    figures = {line.split()[0]: float(line.split()[1]) for line in out.stdout.splitlines()[1:]}
+    assert figures["peer_messages_per_op"] > 0 and figures["daemon_cpu_us_per_op"] > 0
+    assert figures["ops_per_batch"] >= 1 and figures["ops_per_second"] > 0
