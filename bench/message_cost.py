@@ -1,15 +1,18 @@
 """What one operation costs a cluster in messages and CPU, from the daemons' own metrics.
 
     .venv/bin/python bench/message_cost.py [--daemons 4] [--clients 16] [--ops 24000]
-        [--profile FILE]
+        [--batch 1] [--profile FILE]
 
 Starts ``--daemons`` in-memory ``skueued`` on free loopback ports, each with ``--metrics``,
-runs ``skueue bench`` against them (``--clients`` clients, one request in flight, one
-operation per request, a drain after), scrapes every daemon's Prometheus endpoint before
-and after, and prints per operation: the peer messages sent, the batches sent, the mean
-operations per batch, and the daemons' CPU (``process_cpu_seconds_total``); then the
+runs ``skueue bench`` against them (``--clients`` clients, one request in flight,
+``--batch`` operations per request, a drain after), scrapes every daemon's Prometheus
+endpoint before and after, and prints per operation: the peer messages sent, the batches
+sent, the mean operations per batch, and the daemons' CPU (``process_cpu_seconds_total``); then the
 bench's throughput, latency and verdict.  With ``--profile FILE``, py-spy samples the
-second daemon during the run (raw collapsed stacks in FILE; py-spy must be installed).
+second daemon during the run (raw collapsed stacks in FILE; py-spy must be installed), and
+the busy samples are summed by where they were when taken: the leaf frame's part of the
+code (trio's scheduler, trio's streams and channels, the protocol core, the daemon's
+runtime, the codec) and its function, so that "is it the scheduler?" has a number.
 Every daemon is stopped at the end, also on failure or Ctrl-C (issue 10's diagnosis:
 ``docs/performance.md``).
 """
@@ -102,11 +105,60 @@ def scrape(metrics: list[str]) -> dict[str, float]:
     return total
 
 
+# The part of the code a leaf frame is in, by its file; the first match wins.  The wait in
+# epoll with nothing to do is idle, not work, and is counted apart.
+PARTS = (
+    ("idle", re.compile(r"^EpollIOManager\.(_epoll_wait|get_events) ")),
+    ("trio scheduler", re.compile(r"\(trio/_core/")),
+    ("trio streams, sockets, channels", re.compile(r"\(trio/")),
+    ("protocol core", re.compile(r"\(skueue/(core|dht|overlay)/|__create_fn__")),
+    ("codec", re.compile(r"\(skueue/wire/|\(msgpack/")),
+    ("daemon runtime", re.compile(r"\(skueue/")),
+)
+OTHER = "standard library, native"
+
+
+def profile_shares(collapsed: Path) -> tuple[float, dict[str, float], list[tuple[str, float]]]:
+    """From py-spy's raw collapsed stacks: the idle share of all samples, then each part's
+    and each leaf function's share of the busy samples (self time, largest first)."""
+    idle = busy = 0
+    parts: dict[str, int] = {}
+    functions: dict[str, int] = {}
+    for line in collapsed.read_text().splitlines():
+        stack, _, count = line.rpartition(" ")
+        leaf, n = stack.rpartition(";")[2], int(count)
+        part = next((name for name, pattern in PARTS if pattern.search(leaf)), OTHER)
+        if part == "idle":
+            idle += n
+            continue
+        busy += n
+        parts[part] = parts.get(part, 0) + n
+        function = leaf.split(" (")[0] or "(native)"
+        functions[function] = functions.get(function, 0) + n
+    total = max(1, idle + busy)
+
+    def ranked(counts: dict[str, int]) -> dict[str, float]:
+        return {k: v / max(1, busy) for k, v in sorted(counts.items(), key=lambda kv: -kv[1])}
+
+    return idle / total, ranked(parts), list(ranked(functions).items())
+
+
+def print_profile(collapsed: Path, top: int = 15) -> None:
+    idle, parts, functions = profile_shares(collapsed)
+    print(f"profile of one daemon: {idle:.0%} of the samples idle; of the busy ones, by part")
+    for name, share in parts.items():
+        print(f"  {share:6.1%}  {name}")
+    print(f"the {top} leaf functions with the most busy samples")
+    for name, share in functions[:top]:
+        print(f"  {share:6.1%}  {name}")
+
+
 def main(argv: list[str] | None = None) -> dict[str, float]:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--daemons", type=int, default=4)
     parser.add_argument("--clients", type=int, default=16)
     parser.add_argument("--ops", type=int, default=24000)
+    parser.add_argument("--batch", type=int, default=1, help="operations per request")
     parser.add_argument("--profile", type=Path, default=None, metavar="FILE")
     args = parser.parse_args(argv)
     log_dir = Path(tempfile.mkdtemp(prefix="skueue-message-cost-"))
@@ -125,7 +177,8 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
                 )  # fmt: skip
             bench = subprocess.run(
                 [sys.executable, "-m", "skueue.cli.skueue", "bench", "--nodes", ",".join(nodes),
-                 "--clients", str(args.clients), "--ops", str(args.ops), "--json"],
+                 "--clients", str(args.clients), "--ops", str(args.ops),
+                 "--batch", str(args.batch), "--json"],
                 capture_output=True, text=True, timeout=BENCH_TIMEOUT_S, check=False,
             )  # fmt: skip
             if spy is not None:
@@ -151,6 +204,8 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
               f"(the drain comes on top in the counters); {report['verdict']}")  # fmt: skip
         for key, value in out.items():
             print(f"  {key:22} {value:10.2f}")
+        if args.profile is not None:
+            print_profile(args.profile)
         return out
     finally:
         shutil.rmtree(log_dir, ignore_errors=True)

@@ -76,7 +76,8 @@ HOST = "127.0.0.1"
 INSERT_RATIO = 0.5
 MODES = ("one", "batch", "inflight")
 COLUMNS = (
-    "system", "daemons", "load", "ops/s", "p50 ms", "p99 ms", "CPU µs/op", "ours/Redis", "history"
+    "system", "daemons", "load", "ops/s", "p50 ms", "p99 ms", "CPU µs/op", "client CPU µs/op",
+    "ours/Redis", "history",
 )  # fmt: skip
 
 
@@ -128,12 +129,15 @@ def cpu_seconds(pids: Sequence[int]) -> float:
     return total_ticks / os.sysconf("SC_CLK_TCK")
 
 
-def row_stats(load: Load, seconds: float, latency: dict[str, float], cpu: float) -> dict[str, Any]:
+def row_stats(
+    load: Load, seconds: float, latency: dict[str, float], cpu: float, client_cpu: float
+) -> dict[str, Any]:
     return {
         **asdict(load),
         "ops_per_second": load.ops / seconds,
         **latency,
         "cpu_us_per_op": cpu * 1e6 / load.ops,
+        "client_cpu_us_per_op": client_cpu * 1e6 / load.ops,
     }
 
 
@@ -246,11 +250,13 @@ async def redis_load(port: int, pid: int, load: Load, value_bytes: int) -> dict[
             await r.aclose()
 
     cpu_before, start = cpu_seconds([pid]), time.perf_counter()
+    client_before = cpu_seconds([os.getpid()])
     async with anyio.create_task_group() as tg:
         for i, share in enumerate(shares(load.ops, load.clients)):
             tg.start_soon(one_client, i, share)
     seconds, cpu = time.perf_counter() - start, cpu_seconds([pid]) - cpu_before
-    return row_stats(load, seconds, percentiles(latencies), cpu)
+    client_cpu = cpu_seconds([os.getpid()]) - client_before
+    return row_stats(load, seconds, percentiles(latencies), cpu, client_cpu)
 
 
 def measure_redis(
@@ -285,16 +291,17 @@ async def skueue_load(cluster: LaunchedCluster, load: Load, value_bytes: int) ->
         in_flight=load.in_flight,
         batch=load.batch,
     )
-    cpu_before = cpu_seconds(cluster.pids)
+    cpu_before, client_before = cpu_seconds(cluster.pids), cpu_seconds([os.getpid()])
     result = await run_workload(config)
     cpu = cpu_seconds(cluster.pids) - cpu_before
+    client_cpu = cpu_seconds([os.getpid()]) - client_before
     # Drained outside the measurement, yet before the check: the next row starts on an
     # empty queue (its history would otherwise remove elements it never inserted), and a
     # drained history must account for every element.
     await drain(config, result)
     verdict = check(result.records, model="linearizable", drained=True)
     return {
-        **row_stats(load, result.workload_seconds, result.latency_ms()["all"], cpu),
+        **row_stats(load, result.workload_seconds, result.latency_ms()["all"], cpu, client_cpu),
         "history": verdict.describe(),
         "linearizable": verdict.ok,
         "history_method": verdict.method,
@@ -372,11 +379,12 @@ def print_report(
         print(
             f"| {r['system']} | {r['nodes']} | {load.describe()} | {r['ops_per_second']:.0f} "
             f"| {r['p50']:.2f} | {r['p99']:.2f} | {r['cpu_us_per_op']:.0f} "
-            f"| {r['ratio_vs_redis']:.2f} | {history_cell(r)} |"
+            f"| {r['client_cpu_us_per_op']:.0f} | {r['ratio_vs_redis']:.2f} | {history_cell(r)} |"
         )
     print(
         "\nops/s counts operations; latency is per request (a batch is one sample); CPU is "
-        "the server side's only (redis-server, or all daemons summed), over the workload, "
+        "the server side's (redis-server, or all daemons summed) and, apart, the client "
+        "side's (this benchmark's one process, which runs every client), over the workload, "
         f"in clock ticks of {1000 / os.sysconf('SC_CLK_TCK'):g} ms per process."
     )
     if any(load.mode == "inflight" for load in loads):
