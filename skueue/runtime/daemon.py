@@ -152,6 +152,8 @@ class Daemon(Replay, IncomingConnections):
                 "that member (start it with an empty --data-dir to serve again)"
             )
         self.links.nonce = input_log.meta.nonce
+        self.links.incarnations.update(input_log.meta.incarnations)
+        self.links.remember_incarnation = input_log.record_incarnation
         limits = self.limits
         self.entry_store = SnapshotEntryStore(
             directory / ENTRIES_DIRECTORY, limits.entry_page_bytes, limits.entry_pages_mapped_max

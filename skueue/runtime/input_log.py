@@ -98,6 +98,10 @@ class Meta:
     left: bool = False  # it left its cluster: it may not come back as that member
     # A static member's peers as it met them at its first start: (id, address) each.
     addresses: tuple[tuple[str, str], ...] = ()
+    # The nonce each peer first said hello with, (id, nonce) each: a restart still
+    # knows which incarnation of a peer its link counts belong to, and refuses a peer
+    # that came back without its state (runtime/peers.py, same_incarnation).
+    incarnations: tuple[tuple[str, str], ...] = ()
 
 
 class InputLog:
@@ -223,6 +227,15 @@ class InputLog:
             self.meta, members=tuple(sorted(members)), addresses=tuple(sorted(addresses))
         )
         _write_meta(self.directory / "meta.json", self.meta)
+
+    def record_incarnation(self, peer: str, nonce: str) -> None:
+        """The first hello of ``peer`` said ``nonce``: kept before the link carries a
+        frame, so that no restart takes another incarnation of it for this one."""
+        known = dict(self.meta.incarnations)
+        if known.get(peer) != nonce:
+            known[peer] = nonce
+            self.meta = attrs.evolve(self.meta, incarnations=tuple(sorted(known.items())))
+            _write_meta(self.directory / "meta.json", self.meta)
 
     def append(self, record: list[Any]) -> None:
         payload = _pack(record)
@@ -360,6 +373,7 @@ def _read_meta(path: Path) -> Meta:
             None if join is None else (str(join[0]), str(join[1])),
             bool(raw.get("left", False)),
             tuple((str(peer), str(at)) for peer, at in raw.get("addresses", ())),
+            tuple((str(peer), str(nonce)) for peer, nonce in raw.get("incarnations", ())),
         )
     except (OSError, ValueError, KeyError, TypeError) as e:
         raise DaemonError(f"{path} is not a skueued data directory's meta file: {e}") from None
@@ -370,6 +384,7 @@ def _write_meta(path: Path, meta: Meta) -> None:
     raw["members"] = list(meta.members)
     raw["join"] = None if meta.join is None else list(meta.join)
     raw["addresses"] = [list(pair) for pair in meta.addresses]
+    raw["incarnations"] = [list(pair) for pair in meta.incarnations]
     temporary = path.with_suffix(".tmp")
     temporary.write_text(json.dumps(raw, indent=1))
     with open(temporary, "rb") as f:

@@ -20,6 +20,7 @@ also remember since when each peer is down, for error replies and ``skueue stats
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from typing import Any
 
 import structlog
@@ -98,6 +99,10 @@ class PeerLinks:
         # member would corrupt the queue: it is refused.
         self.incarnations: dict[str, str] = {}
         self.restarted: set[str] = set()
+        # A durable daemon keeps each nonce it learns in its data directory (and fills
+        # ``incarnations`` from there before any hello), or a restart would take a peer
+        # that lost its state for the one whose frames it counted.
+        self.remember_incarnation: Callable[[str, str], None] | None = None
         # Set once the links' outboxes are what they must be: at once for an in-memory
         # daemon, after the replay of its input log for a durable one.  Writers wait for
         # it, or they would take a peer's count of our frames for a mistake.
@@ -182,7 +187,11 @@ class PeerLinks:
         """False for a member that came back from a restart (its nonce changed)."""
         if nonce is None or peer == self.process_id:
             return True
-        first = self.incarnations.setdefault(peer, nonce)
+        first = self.incarnations.get(peer)
+        if first is None:
+            self.incarnations[peer] = first = nonce
+            if self.remember_incarnation is not None:
+                self.remember_incarnation(peer, nonce)
         if first == nonce:
             return True
         if peer not in self.restarted:
@@ -319,6 +328,17 @@ class PeerLinks:
                     continue
             stream, handled = connected
             connected = None
+            if handled >= link.next_number:
+                # The peer counted more of our frames than this daemon ever sent: it
+                # knows an earlier life of ours, whose state this one does not have.
+                # Every reconnect would end the same way; say so once and stop.
+                await trio.aclose_forcefully(stream)
+                raise DaemonError(
+                    f"{peer} has handled {handled} frames from this daemon, which sent "
+                    f"only {link.next_number - 1}: this daemon restarted without its state "
+                    "(in memory, or with another data directory) and the cluster cannot "
+                    "take it back; start it with its data directory"
+                )
             self.mark_up(peer)
             try:
                 async with stream:

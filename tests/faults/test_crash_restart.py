@@ -15,8 +15,11 @@ restarts them all.
 
 from __future__ import annotations
 
+import json
 import random
+import shutil
 import signal
+import subprocess
 import time
 from pathlib import Path
 
@@ -213,4 +216,56 @@ def test_a_static_member_restarts_after_another_member_left(tmp_path: Path) -> N
         assert "bug:" not in cluster.logs()
     finally:
         problems = stop([d for d in cluster.daemons if d.alive()])
+        assert not problems, problems
+
+
+@pytest.mark.parametrize("seed_meta", ["as written", "without incarnations"])
+def test_a_joined_member_back_without_its_state_is_refused_after_its_seed_restarted(
+    tmp_path: Path, seed_meta: str
+) -> None:
+    """A member that joined, killed and started again with an empty data directory, stops
+    with one line, also when its seed restarted in between (so it met the member's old
+    incarnation only in an earlier life).  Before, the seed took the new incarnation for
+    the old one and counted frames it never sent, and the member looped on "ack of frame
+    N, but only M were sent" for ever.  The seed's data directory keeps the nonces it met,
+    so it refuses the member; one that does not have them (written before they were
+    kept) answers with a count of frames above what the member sent, and the member stops
+    on that."""
+    s0, s1, joined = (f"{HOST}:{p}" for p in free_ports(3))
+    common = ["--log-level", "info", "--snapshot-bytes", "65536"]
+    static_args = [
+        ["--listen", s0, "--peers", s1, "--data-dir", str(tmp_path / "s0"), *common],
+        ["--listen", s1, "--peers", s0, "--data-dir", str(tmp_path / "s1"), *common],
+    ]
+    joiner_args = ["--listen", joined, "--join", s0, "--data-dir", str(tmp_path / "j"), *common]
+    daemons = [spawn(a, tmp_path, f"s{i}") for i, a in enumerate(static_args)]
+    try:
+        wait_ready(daemons)
+        daemons.append(spawn(joiner_args, tmp_path, "joiner"))
+        wait_ready([daemons[2]])
+        with skueue.client.api.connect_blocking(joined) as q:  # its frames reach both
+            q.enqueue_many([f"e{i}".encode() for i in range(300)])
+        for victim in (2, 0):  # the member goes down, then its seed restarts
+            daemons[victim].proc.send_signal(signal.SIGKILL)
+            daemons[victim].proc.wait(timeout=10)
+        if seed_meta == "without incarnations":
+            meta = tmp_path / "s0" / "meta.json"
+            meta.write_text(json.dumps({**json.loads(meta.read_text()), "incarnations": []}))
+        daemons[0] = spawn(static_args[0], tmp_path, "s0-again")
+        wait_ready([daemons[0]])
+        shutil.rmtree(tmp_path / "j")
+        again = daemons[2] = spawn(joiner_args, tmp_path, "joiner-empty")
+        try:
+            code = again.proc.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            pytest.fail(f"the stateless member neither stopped nor was refused:\n"
+                        f"{again.stderr()[-3000:]}")  # fmt: skip
+        said = again.stderr()
+        why = {"as written": "refused this daemon", "without incarnations": "has handled"}
+        assert code == 1 and "restarted without its state" in said, said[-3000:]
+        assert why[seed_meta] in said, said[-3000:]
+        assert "Traceback" not in said, said[-3000:]
+        assert daemons[0].alive() and daemons[1].alive()
+    finally:
+        problems = stop([d for d in daemons if d.alive()])
         assert not problems, problems

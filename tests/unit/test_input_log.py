@@ -52,6 +52,16 @@ def test_a_static_members_cluster_is_recorded_for_its_restarts(tmp_path: Path) -
     assert again.addresses == (("p2", "10.0.0.2:7400"), ("p3", "10.0.0.3:7400"))
 
 
+def test_the_peers_incarnations_are_kept_for_the_restarts(tmp_path: Path) -> None:
+    log = InputLog.open(tmp_path, META, SyncPolicy())
+    log.record_incarnation("p2", "n2")
+    log.record_incarnation("p3", "n3")
+    log.record_incarnation("p2", "n2")  # known already: nothing changes
+    again = InputLog.open(tmp_path, META, SyncPolicy()).meta
+    assert again.incarnations == (("p2", "n2"), ("p3", "n3"))
+    assert again.nonce == META.nonce  # the daemon's own incarnation is apart
+
+
 def test_another_process_or_version_is_refused(tmp_path: Path) -> None:
     InputLog.open(tmp_path, META, SyncPolicy())
     with pytest.raises(DaemonError, match="holds the data of process 'p1'"):
