@@ -16,14 +16,8 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from skueue.client.api import (
-        BlockingClient,
-        Client,
-        Inserted,
-        Removed,
-        connect,
-        connect_blocking,
-    )
+    from skueue.client.api import Client, Inserted, Removed, connect
+    from skueue.client.blocking import BlockingClient, connect_blocking
     from skueue.client.errors import (
         BadAddress,
         NodeUnavailable,
@@ -36,7 +30,7 @@ if TYPE_CHECKING:
 
 _WHERE = {
     "BadAddress": "skueue.client.errors",
-    "BlockingClient": "skueue.client.api",
+    "BlockingClient": "skueue.client.blocking",
     "Client": "skueue.client.api",
     "Inserted": "skueue.client.api",
     "NodeUnavailable": "skueue.client.errors",
@@ -46,7 +40,7 @@ _WHERE = {
     "RequestTimeout": "skueue.client.errors",
     "SkueueError": "skueue.client.errors",
     "connect": "skueue.client.api",
-    "connect_blocking": "skueue.client.api",
+    "connect_blocking": "skueue.client.blocking",
     "LocalCluster": "skueue.cluster.inprocess",
     "local_cluster": "skueue.cluster.inprocess",
 }

@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from skueue.client.api import connect_blocking
+from skueue.client.blocking import connect_blocking
 from tests.e2e.daemons import Cluster
 from tests.e2e.test_metrics import METRICS, metrics_address, scrape
 

@@ -16,6 +16,7 @@ import anyio
 import pytest
 
 import skueue.client.api
+import skueue.client.blocking
 from skueue.client.consumer import Leased
 from skueue.client.errors import RequestRejected
 from tests.e2e.daemons import Cluster
@@ -165,7 +166,7 @@ def run_cli(*args: str) -> subprocess.CompletedProcess[str]:
 
 def test_the_blocking_client_leases_and_consumes(skueued_cluster: StartCluster) -> None:
     cluster = skueued_cluster(2, "queue", ("--in-memory",))
-    with skueue.client.api.connect_blocking(cluster.addresses[0]) as q:
+    with skueue.client.blocking.connect_blocking(cluster.addresses[0]) as q:
         q.enqueue_many([b"a", b"b", b"c"], queue="plain")
         a = q.dequeue(queue="plain", lease=30)
         assert isinstance(a, Leased) and a.value == b"a"
@@ -185,7 +186,7 @@ def test_skueue_consume_acks_what_its_command_did_and_nacks_the_rest(
     until its delivery limit sends it to the dead letters; `skueue dlq` shows it."""
     cluster = skueued_cluster(1, "queue", ("--in-memory",))
     node = cluster.addresses[0]
-    with skueue.client.api.connect_blocking(node) as q:
+    with skueue.client.blocking.connect_blocking(node) as q:
         q.enqueue_many([b"ok-1", b"bad", b"ok-2"], queue="cmd")
     done = run_cli(
         "consume", "cmd", "--node", node, "--prefetch", "2", "--max-deliveries", "2",

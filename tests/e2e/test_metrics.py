@@ -15,7 +15,7 @@ from collections.abc import Callable
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from skueue.client.api import connect_blocking
+from skueue.client.blocking import connect_blocking
 from tests.e2e.daemons import Cluster, Daemon, skueued_command
 from tests.e2e.test_cli import skueue as run_skueue
 

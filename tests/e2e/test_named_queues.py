@@ -16,6 +16,7 @@ import pytest
 import trio
 
 import skueue.client.api
+import skueue.client.blocking
 from skueue.client.errors import RequestRejected, SkueueError
 from skueue.cluster.loadgen import LoadConfig, run_load
 from tests.e2e.daemons import HOST, Cluster
@@ -176,7 +177,7 @@ async def test_a_blocked_consumer_that_disconnects_takes_nothing_with_it(
 
 def test_the_blocking_client_names_queues_and_waits(skueued_cluster: StartCluster) -> None:
     cluster = skueued_cluster(1, "queue")
-    with skueue.client.api.connect_blocking(cluster.addresses[0]) as q:
+    with skueue.client.blocking.connect_blocking(cluster.addresses[0]) as q:
         q.enqueue_many([b"1", b"2"], queue="sync", structure="stack")
         assert q.insert([b"3"], queue="sync", structure="stack")[0].position == 3
         assert q.dequeue(queue="sync", structure="stack", wait=1) == b"3"

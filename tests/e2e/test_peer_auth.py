@@ -19,7 +19,7 @@ from typing import Any
 import anyio
 import pytest
 
-import skueue.client.api
+import skueue.client.blocking
 from skueue.client.errors import RequestRejected
 from skueue.cluster.loadgen import LoadConfig, run_load
 from skueue.runtime.peer_auth import AUTH_FRAME, ClusterKeys, generate_key, new_challenge
@@ -81,7 +81,7 @@ def test_impostors_are_refused_and_the_queue_is_untouched(
     key = key_file(tmp_path / "cluster.key")
     cluster = skueued_cluster(3, "queue", ("--cluster-key", str(key), "--in-memory"))
     target, member = cluster.addresses[0], cluster.addresses[1]
-    with skueue.client.api.connect_blocking(target) as q:
+    with skueue.client.blocking.connect_blocking(target) as q:
         q.enqueue_many([b"%d" % i for i in range(50)])
     right = ClusterKeys.load(key)
     wrong = ClusterKeys.load(key_file(tmp_path / "wrong.key"))
@@ -98,7 +98,7 @@ def test_impostors_are_refused_and_the_queue_is_untouched(
         for i in range(TRIES)
     )
     assert kept == 0, f"{kept} of {TRIES} impostors were kept"
-    with skueue.client.api.connect_blocking(cluster.addresses[2]) as q:
+    with skueue.client.blocking.connect_blocking(cluster.addresses[2]) as q:
         got = q.dequeue_many(100)
     assert got == [b"%d" % i for i in range(50)]  # the members' links kept working
     assert "a peer failed the cluster-key check" in cluster.stderr()
@@ -168,7 +168,7 @@ def test_a_huge_frame_in_the_handshake_is_refused_unread(
         except ConnectionResetError:
             pass
     assert b"exceeds the limit" in answer or not answer  # closed, not waiting for 16 MiB
-    with skueue.client.api.connect_blocking(cluster.addresses[0]) as q:
+    with skueue.client.blocking.connect_blocking(cluster.addresses[0]) as q:
         q.enqueue(b"still here")
         assert q.dequeue() == b"still here"
     assert "handshake frame exceeds" in cluster.stderr()
@@ -184,8 +184,8 @@ def test_clients_need_a_token_and_only_admins_may_make_a_daemon_leave(
     node = cluster.addresses[0]
     for bad in (None, "x" * 32):
         with pytest.raises(RequestRejected, match="serves only clients with a token"):
-            skueue.client.api.connect_blocking(node, token=bad)
-    with skueue.client.api.connect_blocking(node, token=user) as q:
+            skueue.client.blocking.connect_blocking(node, token=bad)
+    with skueue.client.blocking.connect_blocking(node, token=user) as q:
         q.enqueue(b"ok")
         assert q.dequeue() == b"ok"
         with pytest.raises(RequestRejected, match="need an admin token"):
@@ -237,7 +237,7 @@ def test_connections_that_never_finish_their_handshake_cost_bounded_memory(
     peak = rss_kb(daemon.pid)
     for s in open_now:
         s.close()
-    with skueue.client.api.connect_blocking(cluster.addresses[0], token=token) as q:
+    with skueue.client.blocking.connect_blocking(cluster.addresses[0], token=token) as q:
         q.enqueue(b"served")
         assert q.dequeue() == b"served"
     after = rss_kb(daemon.pid)
@@ -260,7 +260,7 @@ def test_clients_that_never_read_their_replies_cost_bounded_memory(
     cluster = skueued_cluster(1, "queue", tokens)
     daemon, node = cluster.daemons[0], cluster.addresses[0]
     value = b"v" * 1024
-    with skueue.client.api.connect_blocking(node, token=token) as q:
+    with skueue.client.blocking.connect_blocking(node, token=token) as q:
         for _ in range(SLOW_READ_FILL // 1000):
             q.enqueue_many([value] * 1000)
     before = rss_kb(daemon.pid)
@@ -277,7 +277,7 @@ def test_clients_that_never_read_their_replies_cost_bounded_memory(
             except BlockingIOError:
                 break
         slow.append(s)
-    with skueue.client.api.connect_blocking(node, token=token, request_timeout_s=20) as q:
+    with skueue.client.blocking.connect_blocking(node, token=token, request_timeout_s=20) as q:
         q.enqueue(b"served", queue="other")
         assert q.dequeue(queue="other") == b"served"
     peak = rss_kb(daemon.pid)

@@ -19,8 +19,8 @@ from pathlib import Path
 
 import pytest
 
-import skueue.client.api
-from skueue.client.api import BlockingClient
+import skueue.client.blocking
+from skueue.client.blocking import BlockingClient
 from skueue.client.errors import RequestRejected
 from skueue.runtime.peer_auth import generate_key
 from tests.e2e.daemons import Cluster, stop
@@ -58,12 +58,12 @@ def test_a_deleted_queue_is_empty_its_entries_gone_and_its_name_free(
 ) -> None:
     cluster = skueued_cluster(3, "queue")
     node = cluster.addresses[0]
-    with skueue.client.api.connect_blocking(cluster.addresses[1]) as q:
+    with skueue.client.blocking.connect_blocking(cluster.addresses[1]) as q:
         q.enqueue_many([f"j{i}".encode() for i in range(300)], queue="jobs")
         q.enqueue_many([f"o{i}".encode() for i in range(50)], queue="other")
         assert len(q.dequeue_many(20, queue="jobs")) == 20
         assert until_entries(q, 330) == 330
-    with skueue.client.api.connect_blocking(node) as q:
+    with skueue.client.blocking.connect_blocking(node) as q:
         assert q.delete_queue("jobs") == 280
         assert q.dequeue(queue="jobs") is None, "the name is a new, empty queue"
         assert until_entries(q, 50) == 50, "every member cleared the deleted queue's entries"
@@ -81,7 +81,7 @@ def test_a_deleted_queue_is_empty_its_entries_gone_and_its_name_free(
     assert json.loads(shown.stdout) == {"queue": "jobs", "removed": 1}
     bad = skueue_cli("delete", "no spaces", "--node", node)
     assert bad.returncode == 2 and "queue name" in bad.stderr
-    with skueue.client.api.connect_blocking(node) as q:
+    with skueue.client.blocking.connect_blocking(node) as q:
         assert until_entries(q, 50) == 50
         assert q.stats()["queues"]["jobs"]["structure"] == "deleted"
         with pytest.raises(RequestRejected, match="only ASCII"):
@@ -95,7 +95,7 @@ def test_deleting_a_queue_needs_an_admin_token(
     (tmp_path / "tokens").write_text(f"client {user}\nadmin {admin}\n")
     cluster = skueued_cluster(2, "queue", ("--client-tokens", str(tmp_path / "tokens")))
     node = cluster.addresses[0]
-    with skueue.client.api.connect_blocking(node, token=user) as q:
+    with skueue.client.blocking.connect_blocking(node, token=user) as q:
         q.enqueue(b"x", queue="jobs")
         with pytest.raises(RequestRejected, match="deleting a queue need an admin token"):
             q.delete_queue("jobs")
@@ -114,13 +114,13 @@ def test_a_delete_stays_done_across_kill_9_and_restart(tmp_path: Path) -> None:
     cluster = DurableCluster(tmp_path)
     cluster.start()
     try:
-        with skueue.client.api.connect_blocking(cluster.addresses[0]) as q:
+        with skueue.client.blocking.connect_blocking(cluster.addresses[0]) as q:
             q.enqueue_many([f"j{i}".encode() for i in range(200)], queue="jobs")
             q.enqueue_many([b"kept"], queue="other")
             assert q.delete_queue("jobs") == 200
         cluster.kill(2)
         cluster.restart(2)
-        with skueue.client.api.connect_blocking(cluster.addresses[2]) as q:
+        with skueue.client.blocking.connect_blocking(cluster.addresses[2]) as q:
             assert until_entries(q, 1) == 1
             assert q.dequeue(queue="jobs") is None
             q.enqueue(b"new", queue="jobs")
@@ -146,15 +146,15 @@ def test_a_queue_made_with_a_delivery_limit_sends_a_poison_message_to_its_dead_l
     assert "'jobs' exists already, as a queue with a delivery limit of 2" in other.stderr
     bad = skueue_cli("create", "jobs", "--max-deliveries", "-1", "--node", cluster.addresses[1])
     assert bad.returncode == 2 and "--max-deliveries" in bad.stderr
-    with skueue.client.api.connect_blocking(cluster.addresses[0]) as q:
+    with skueue.client.blocking.connect_blocking(cluster.addresses[0]) as q:
         q.enqueue(b"poison", queue="jobs")
         assert q.stats()["queues"]["jobs"]["max_deliveries"] == 2
     for delivery, node in enumerate(cluster.addresses, 1):
-        with skueue.client.api.connect_blocking(node) as q:
+        with skueue.client.blocking.connect_blocking(node) as q:
             leased = q.dequeue(queue="jobs", lease=30)
             assert leased is not None and leased.deliveries == delivery
             assert q.nack(leased)
-    with skueue.client.api.connect_blocking(cluster.addresses[0]) as q:
+    with skueue.client.blocking.connect_blocking(cluster.addresses[0]) as q:
         assert q.dequeue(queue="jobs") is None
         assert q.dequeue(queue="jobs.dlq") == b"poison"
         assert q.create_queue("other", structure="stack") is True
@@ -178,7 +178,7 @@ def test_a_queue_with_priority_levels_serves_the_most_urgent_first(
         assert sent.returncode == 0, sent.stderr
     bad = skueue_cli("enqueue", "-q", "pq", "-p", "16", "x", "--node", cluster.addresses[1])
     assert bad.returncode == 2 and "--priority" in bad.stderr
-    with skueue.client.api.connect_blocking(cluster.addresses[2]) as q:
+    with skueue.client.blocking.connect_blocking(cluster.addresses[2]) as q:
         q.enqueue(b"low-3", queue="pq", priority=15)  # past the last level: the last
         leased = q.dequeue(queue="pq", lease=30)
         assert leased is not None and leased.value == b"top-1"
@@ -200,7 +200,7 @@ def test_peek_shows_the_head_on_any_member_and_leaves_it(
     dequeue takes (the most urgent level first), on any member, and leave it there;
     an empty or unmade queue prints nothing and exits 3; a stack has no peek."""
     cluster = skueued_cluster(3, "queue")
-    with skueue.client.api.connect_blocking(cluster.addresses[0]) as q:
+    with skueue.client.blocking.connect_blocking(cluster.addresses[0]) as q:
         q.create_queue("pq", priorities=4)
         q.enqueue(b"low", queue="pq", priority=3)
         q.enqueue(b"top", queue="pq", priority=0)
@@ -211,7 +211,7 @@ def test_peek_shows_the_head_on_any_member_and_leaves_it(
         assert (seen.returncode, seen.stdout) == (0, "top\n"), seen.stderr
     as_json = skueue_cli("peek", "-q", "pq", "--json", "--node", cluster.addresses[1])
     assert json.loads(as_json.stdout)["text"] == "top"
-    with skueue.client.api.connect_blocking(cluster.addresses[2]) as q:
+    with skueue.client.blocking.connect_blocking(cluster.addresses[2]) as q:
         assert [q.peek(queue="pq") for _ in range(3)] == [b"top"] * 3
         assert q.dequeue(queue="pq") == b"top"
         assert q.peek(queue="pq") == b"top-2"
@@ -235,12 +235,12 @@ def test_peeks_replay_after_kill_9_and_restart(tmp_path: Path) -> None:
     cluster = DurableCluster(tmp_path)
     cluster.start()
     try:
-        with skueue.client.api.connect_blocking(cluster.addresses[1]) as q:
+        with skueue.client.blocking.connect_blocking(cluster.addresses[1]) as q:
             q.enqueue_many([b"a", b"b"], queue="jobs")
             assert [q.peek(queue="jobs") for _ in range(4)] == [b"a"] * 4
         cluster.kill(1)
         cluster.restart(1)
-        with skueue.client.api.connect_blocking(cluster.addresses[1]) as q:
+        with skueue.client.blocking.connect_blocking(cluster.addresses[1]) as q:
             assert q.peek(queue="jobs") == b"a"
             assert q.dequeue_many(3, queue="jobs") == [b"a", b"b"]
             assert q.peek(queue="jobs") is None

@@ -22,6 +22,7 @@ import anyio
 import pytest
 
 import skueue.client.api
+import skueue.client.blocking
 from skueue.client.errors import NodeUnreachable, RequestRejected
 from skueue.cluster.loadgen import LoadConfig, run_load
 from skueue.runtime.limits import Limits
@@ -69,8 +70,8 @@ def test_client_certificates_stand_in_for_tokens_with_their_roles(
     cluster = skueued_cluster(2, "queue", (*keyed(tmp_path), *certs.daemon_args(client_ca=True)))
     node, other = cluster.addresses
     with pytest.raises(RequestRejected, match="serves only clients with a TLS client cert"):
-        skueue.client.api.connect_blocking(node, tls=certs.client())
-    with skueue.client.api.connect_blocking(node, tls=certs.client("alice")) as q:
+        skueue.client.blocking.connect_blocking(node, tls=certs.client())
+    with skueue.client.blocking.connect_blocking(node, tls=certs.client("alice")) as q:
         q.enqueue(b"by certificate")
         assert q.dequeue() == b"by certificate"
         with pytest.raises(RequestRejected, match="need an admin token"):
@@ -91,7 +92,7 @@ def test_a_client_checks_the_daemons_certificate_against_the_address_it_dials(
 ) -> None:
     cluster = skueued_cluster(1, "queue", ("--in-memory", *certs.daemon_args("localhost-only")))
     with pytest.raises(NodeUnreachable, match="CERTIFICATE_VERIFY_FAILED"):
-        skueue.client.api.connect_blocking(cluster.addresses[0], tls=certs.client())
+        skueue.client.blocking.connect_blocking(cluster.addresses[0], tls=certs.client())
     cli = [sys.executable, "-m", "skueue.cli.skueue", "stats", "--node", cluster.addresses[0],
            "--tls-ca", str(certs.ca)]  # fmt: skip
     shown = subprocess.run(cli, capture_output=True, text=True, timeout=30, check=False)
@@ -118,7 +119,7 @@ def test_a_member_without_tls_and_one_with_it_refuse_each_other_in_one_line(
         assert "this connection speaks TLS and this daemon does not" in seed_log
     else:
         assert seed_log.count("this daemon speaks TLS only") == 1, seed_log
-    with skueue.client.api.connect_blocking(
+    with skueue.client.blocking.connect_blocking(
         cluster.addresses[0], tls=certs.client() if not joiner_tls else False
     ) as q:
         q.enqueue(b"still serving")
@@ -177,7 +178,7 @@ def test_tls_handshakes_that_never_finish_are_strangers_and_garbage_is_refused(
                     pass
             except ConnectionResetError:
                 pass
-        with skueue.client.api.connect_blocking(cluster.addresses[0], tls=certs.client()) as q:
+        with skueue.client.blocking.connect_blocking(cluster.addresses[0], tls=certs.client()) as q:
             q.enqueue(b"served")
             assert q.dequeue() == b"served"
     finally:

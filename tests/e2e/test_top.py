@@ -26,7 +26,7 @@ from pathlib import Path
 
 import pytest
 
-from skueue.client.api import connect_blocking
+from skueue.client.blocking import connect_blocking
 from skueue.client.consumer import Leased
 from tests.e2e.daemons import Cluster
 from tests.e2e.test_cli import ROOT

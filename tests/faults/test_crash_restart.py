@@ -26,7 +26,7 @@ from pathlib import Path
 import pytest
 import trio
 
-import skueue.client.api
+import skueue.client.blocking
 from skueue.cluster.loadgen import LoadConfig
 from skueue.runtime.limits import Limits
 from tests.e2e.daemons import HOST, Daemon, free_ports, spawn, stop, wait_ready
@@ -194,9 +194,9 @@ def test_a_static_member_restarts_after_another_member_left(tmp_path: Path) -> N
     values = [f"e{i}".encode() for i in range(300)]
     try:
         cluster.start()
-        with skueue.client.api.connect_blocking(cluster.addresses[0]) as q:
+        with skueue.client.blocking.connect_blocking(cluster.addresses[0]) as q:
             q.enqueue_many(values)
-        with skueue.client.api.connect_blocking(cluster.addresses[DAEMONS - 1]) as q:
+        with skueue.client.blocking.connect_blocking(cluster.addresses[DAEMONS - 1]) as q:
             q.leave()
         cluster.daemons[DAEMONS - 1].proc.wait(timeout=60)
         for victim in (0, 1):
@@ -206,7 +206,7 @@ def test_a_static_member_restarts_after_another_member_left(tmp_path: Path) -> N
             took = time.monotonic() - began
             assert took < Limits().connect_timeout_s, f"restart {victim} took {took:.1f} s"
         got: list[bytes] = []
-        with skueue.client.api.connect_blocking(cluster.addresses[1]) as q:
+        with skueue.client.blocking.connect_blocking(cluster.addresses[1]) as q:
             while len(got) < len(values):
                 batch = q.dequeue_many(100, wait=10)
                 assert batch, f"{len(values) - len(got)} elements never came back"
@@ -243,7 +243,7 @@ def test_a_joined_member_back_without_its_state_is_refused_after_its_seed_restar
         wait_ready(daemons)
         daemons.append(spawn(joiner_args, tmp_path, "joiner"))
         wait_ready([daemons[2]])
-        with skueue.client.api.connect_blocking(joined) as q:  # its frames reach both
+        with skueue.client.blocking.connect_blocking(joined) as q:  # its frames reach both
             q.enqueue_many([f"e{i}".encode() for i in range(300)])
         for victim in (2, 0):  # the member goes down, then its seed restarts
             daemons[victim].proc.send_signal(signal.SIGKILL)
