@@ -553,10 +553,16 @@ def _durability(member: dict[str, Any]) -> str:
     durable = member.get("durable")
     if not isinstance(durable, dict):
         return "  (in memory)" if "durable" in member else ""
-    log_mib = (durable.get("log_bytes") or 0) / (1024 * 1024)
+    mib = 1024 * 1024
+    log_mib = (durable.get("log_bytes") or 0) / mib
+    free = durable.get("free_bytes")
+    space = "" if not isinstance(free, int) else f", {free / mib:.0f} MiB free"
+    refused = durable.get("refused_for_space") or 0
+    if refused:
+        space += f", {refused} enqueue requests refused below the disk reserve"
     return (
         f"  (durable in {durable.get('data_dir')}, fsync {durable.get('fsync')}, "
-        f"log {log_mib:.1f} MiB since the last snapshot)"
+        f"log {log_mib:.1f} MiB since the last snapshot{space})"
     )
 
 

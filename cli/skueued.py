@@ -34,6 +34,7 @@ from skueue.core.ops import Structure
 from skueue.runtime.address import AddressError, parse_address, parse_addresses
 from skueue.runtime.client_auth import ClientTokens
 from skueue.runtime.daemon import Daemon, DaemonConfig
+from skueue.runtime.disk_space import disk_failure
 from skueue.runtime.errors import DaemonError
 from skueue.runtime.input_log import SyncPolicy
 from skueue.runtime.limits import Limits
@@ -86,6 +87,14 @@ def build_parser() -> Parser:
         metavar="BYTES",
         help="with a data directory: compact the input log into a snapshot when it reaches "
         "BYTES, which bounds the replay at restart",
+    )
+    p.add_argument(
+        "--disk-free-min",
+        type=byte_count,
+        default=Limits().disk_free_min_bytes,
+        metavar="BYTES",
+        help="with a data directory: refuse enqueues (retryably; dequeues go on) while "
+        "less than BYTES are free there, so that the disk never fills (0: never refuse)",
     )
     p.add_argument(
         "--in-memory",
@@ -262,7 +271,10 @@ def main(argv: list[str] | None = None) -> int:
         )
     try:
         limits = attrs.evolve(
-            Limits(), value_bytes_max=args.value_bytes_max, snapshot_log_bytes=args.snapshot_bytes
+            Limits(),
+            value_bytes_max=args.value_bytes_max,
+            snapshot_log_bytes=args.snapshot_bytes,
+            disk_free_min_bytes=args.disk_free_min,
         )
     except ValueError as e:
         fail("skueued", str(e))
@@ -326,6 +338,16 @@ def value_limit(text: str) -> int:
     return value
 
 
+def byte_count(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be 0 or more, not {value}")
+    return value
+
+
 def snapshot_limit(text: str) -> int:
     try:
         value = int(text)
@@ -353,11 +375,13 @@ def sync_policy(text: str) -> str:
 
 
 def startup_error(e: BaseException) -> DaemonError | None:
-    """The DaemonError inside ``e``, however deep in exception groups, if that is all it is."""
+    """The DaemonError inside ``e``, however deep in exception groups, if that is all it is;
+    a write the disk refused (out of space, read-only, failing) is one too."""
     found = leaves(e)
     if len(found) == 1 and isinstance(found[0], DaemonError):
         return found[0]
-    return None
+    disk = disk_failure(found[0]) if len(found) == 1 else None
+    return None if disk is None else DaemonError(disk)
 
 
 if __name__ == "__main__":

@@ -33,6 +33,7 @@ from skueue.overlay.ring import build_views
 from skueue.runtime.address import Address, parse_address
 from skueue.runtime.config import DaemonConfig
 from skueue.runtime.directory import Directory
+from skueue.runtime.disk_space import DiskSpace
 from skueue.runtime.entry_store import ENTRIES_DIRECTORY, SnapshotEntryStore, attach
 from skueue.runtime.errors import DaemonError
 from skueue.runtime.handshake import check_distinct
@@ -158,6 +159,7 @@ class Daemon(Replay, IncomingConnections):
         self.entry_store = SnapshotEntryStore(
             directory / ENTRIES_DIRECTORY, limits.entry_page_bytes, limits.entry_pages_mapped_max
         )
+        self.disk = DiskSpace(directory, limits.disk_free_min_bytes)
         log.info(
             "durable",
             data_dir=str(directory),

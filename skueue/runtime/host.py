@@ -246,6 +246,10 @@ class Host:
             submitted.append(op)
         self._apply(self.process.submit_all(submitted))
 
+    def knows(self, key: RetryKey) -> bool:
+        """A request with this key is running here, or finished and remembered."""
+        return key in self.retry_running or self.retry_window.get(key) is not None
+
     def _retried(self, client: int, rid: int, key: RetryKey, deadline: float) -> bool:
         """Serve a request sent again from what its first attempt did (True), if this
         daemon knows it: still running, the new connection takes it over; finished, its

@@ -80,6 +80,11 @@ class Limits:
     # at the other, so a few suffice; they bound the memory the elements take.
     entry_page_bytes: int = 4 * 1024 * 1024
     entry_pages_mapped_max: int = 4
+    # Below this much free space in its data directory, a durable daemon refuses its
+    # clients' enqueues (retryably) and serves the rest (runtime/disk_space.py).  Room
+    # for a snapshot written beside the last one (each up to the retry window's 64 MiB
+    # plus the state) and a log extent of 16 MiB.  0: never refuse.
+    disk_free_min_bytes: int = 256 * 1024 * 1024
     request_timeout_s_max: float = 3600.0
     # The metrics and health address (--metrics; runtime/http_probe.py): connections
     # served at once (past it a new one gets 503 at once), the bytes of a request's head,

@@ -22,6 +22,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+import trio
 from prometheus_client import CollectorRegistry, ProcessCollector, generate_latest
 from prometheus_client.core import (
     CounterMetricFamily,
@@ -329,6 +330,22 @@ class DaemonCollector(Collector):
         yield gauge(
             "skueue_input_log_bytes", "bytes of the input log's current segment", [], {(): log.end}
         )
+        disk = self.daemon.disk
+        if disk is not None:
+            disk.shortage(trio.current_time())  # reads the space if the last reading is old
+            if disk.free_bytes is not None:
+                yield gauge(
+                    "skueue_disk_free_bytes",
+                    "free space in the data directory's file system, as last read",
+                    [],
+                    {(): disk.free_bytes},
+                )
+            yield counter(
+                "skueue_enqueues_refused_for_space_total",
+                "enqueue requests refused while the data directory was under its reserve",
+                [],
+                {(): disk.refused},
+            )
         yield histogram(
             "skueue_fsync_duration_seconds",
             "each fdatasync of the input log",

@@ -230,13 +230,19 @@ class OwnerLoop(MembershipWaiters):
                 self._control(peer, frame)
 
     def _snapshot_if_due(self) -> None:
-        """Compact the input log into a snapshot once it has grown past its limit
-        (between steps: everything of this step is logged, synced and flushed)."""
-        input_log = self.input_log
-        if input_log is None or not input_log.snapshot_due(self.limits.snapshot_log_bytes):
+        """Compact the input log into a snapshot once it has grown past its limit, or
+        early under the disk reserve to free what dequeues took (between steps:
+        everything of this step is logged, synced and flushed)."""
+        input_log, store, disk = self.input_log, self.entry_store, self.disk
+        if input_log is None:
+            return
+        if not input_log.snapshot_due(self.limits.snapshot_log_bytes) and not (
+            disk is not None
+            and store is not None
+            and disk.compact_now(trio.current_time(), bool(store.removed))
+        ):
             return
         assert self.host is not None and self.directory is not None and self.links is not None
-        store = self.entry_store
         if store is not None:
             store.before_snapshot()
         host, directory, inbound, links = self.host, self.directory, self.inbound, self.links
@@ -273,8 +279,11 @@ class OwnerLoop(MembershipWaiters):
         self.tallies.request(client, request.rid, request_kind(request), trio.current_time())
         match request:
             case InsertRequest(rid=rid, values=values, queue=queue, stack=stack):
-                if not self._refuse_while_leaving(client, rid):
-                    deadline, key = self._deadline(client), self._retry_key(client, rid)
+                key = self._retry_key(client, rid)
+                if not self._refuse_while_leaving(client, rid) and not self._refuse_for_space(
+                    client, rid, key
+                ):
+                    deadline = self._deadline(client)
                     priority = request.priority or 0
                     self._log(["i", key and key[0], rid, list(values), queue, stack, priority])
                     host.insert(client, rid, list(values), deadline, key, queue, stack, priority)
@@ -349,6 +358,19 @@ class OwnerLoop(MembershipWaiters):
             return False
         message = "this daemon is leaving the cluster; send the request to another member"
         self.host.client_frames.append((client, ErrorReply(rid, message, UNAVAILABLE)))
+        return True
+
+    def _refuse_for_space(self, client: int, rid: int, key: RetryKey | None) -> bool:
+        """Below the disk reserve a new enqueue is refused, retryably (runtime/disk_space.py);
+        a retry of one this daemon already took gets its first outcome, as always."""
+        assert self.host is not None
+        if self.disk is None or (key is not None and self.host.knows(key)):
+            return False
+        shortage = self.disk.shortage(trio.current_time())
+        if shortage is None:
+            return False
+        self.disk.refused += 1
+        self.host.client_frames.append((client, ErrorReply(rid, shortage, UNAVAILABLE)))
         return True
 
     def _retry_key(self, client: int, rid: int) -> RetryKey | None:

@@ -17,6 +17,7 @@ from skueue.core.effects import Effect
 from skueue.runtime.address import Address
 from skueue.runtime.config import DaemonConfig
 from skueue.runtime.directory import Directory
+from skueue.runtime.disk_space import DiskSpace
 from skueue.runtime.entry_store import SnapshotEntryStore
 from skueue.runtime.health import PhaseWatch, Readiness, readiness
 from skueue.runtime.host import Host
@@ -65,6 +66,8 @@ class DaemonState:
         self.clock_read = False  # the lease clock went to the core in this step (owner.py)
         # Where the DHT tables keep their elements (None: in memory; runtime/entry_store.py).
         self.entry_store: SnapshotEntryStore | None = None
+        # The data directory's free space against the reserve (None: in memory).
+        self.disk: DiskSpace | None = None
         self.session_numbers = itertools.count(1)
         self.stats = StatsGathering(self.limits.stats_timeout_s)
         self.tallies = Tallies()  # what the metrics count (runtime/tallies.py)
@@ -80,6 +83,19 @@ class DaemonState:
     def welcome(self) -> list[Any]:
         raise NotImplementedError  # the daemon's: what a client is told when it connects
 
+    def _disk_stats(self) -> dict[str, Any]:
+        """The data directory's free space as last read, the reserve, and the enqueues
+        refused for it (runtime/disk_space.py)."""
+        disk = self.disk
+        if disk is None:
+            return {}
+        disk.shortage(trio.current_time())  # reads the space if the last reading is old
+        return {
+            "free_bytes": disk.free_bytes,
+            "reserve_bytes": disk.reserve_bytes,
+            "refused_for_space": disk.refused,
+        }
+
     def _own_stats(self) -> dict[str, Any]:
         """This process's part of ``skueue stats``: the host's, plus the elements whose
         replies never reached their client (counted by the sessions)."""
@@ -92,6 +108,7 @@ class DaemonState:
             "log_bytes": log.end,
             "segment": log.segment,
             "fsync": log.policy.mode,
+            **self._disk_stats(),
         }
         ready = self.readiness()
         down = self.links.down() if self.links is not None else {}

@@ -24,6 +24,17 @@ def test_a_finished_enqueue_sent_again_is_answered_from_memory_not_enqueued_twic
     assert host.counters.inserted == 1 and host.counters.retried == 1
 
 
+def test_the_host_knows_the_requests_it_runs_and_remembers() -> None:
+    """What lets a daemon under its disk reserve still answer a retry of an enqueue it
+    took (runtime/owner.py): refusing it would tell the client nothing was done."""
+    host = one_process_host()
+    host.insert(1, 7, [b"a"], key=("s", 7))
+    assert host.knows(("s", 7))  # running
+    settle(host)
+    assert host.knows(("s", 7))  # finished, in the retry window
+    assert not host.knows(("s", 8)) and not host.knows(("t", 7))
+
+
 def test_a_dequeue_whose_reply_was_lost_gives_its_element_to_the_retry() -> None:
     host = one_process_host()
     host.insert(1, 1, [b"x"], key=("s", 1))
