@@ -62,6 +62,12 @@ class Limits:
     # stalled tree sends no new batches), so reaching this means something else is
     # wrong; the link is then given up, loudly, rather than the daemon's memory.
     outbox_bytes_max: int = 256 * 1024 * 1024
+    # A peer link whose frames wait this long for an ack is reconnected (link_sender.py,
+    # watch_acks): it may be half open, or the peer may wait for the rest of a record cut
+    # on the path.  Acks come within ACK_DELAY_S (20 ms) of the step that handled the
+    # frames, so this is generous; a peer busy replaying its log at a restart takes no
+    # frames for a while, and only costs a reconnect or two.
+    peer_ack_timeout_s: float = 10.0
     # Element bytes per message of a leave or join handover (a larger element goes alone),
     # so that a daemon holding any amount of data can leave within the frame limit.
     handover_bytes_max: int = 4 * 1024 * 1024

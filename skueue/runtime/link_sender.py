@@ -25,7 +25,9 @@ A blob cut in the middle by a broken connection simply goes again, whole.
 from __future__ import annotations
 
 import socket
+import time
 from collections import deque
+from collections.abc import Callable
 
 import attrs
 import trio
@@ -70,10 +72,17 @@ class LinkSender:
     connections: int = 0
     written_last: int = 0
     frames_resent: int = 0
+    # When the peer last acknowledged something, or frames last started to wait for an
+    # ack (the outbox was empty, or a new connection): see stuck().  A plain clock, so
+    # that the owner may add frames outside trio too (a replay, the tests).
+    progress_at: float = 0.0
+    clock: Callable[[], float] = time.monotonic
 
     def add(self, frames: list[object]) -> None:
         """Number ``frames``, keep them in the outbox, and send them if the writer is idle."""
         first = self.next_number
+        if not self.outbox:
+            self.progress_at = self.clock()
         self.next_number += len(frames)
         data = pack(["seq", first, len(frames)]) + pack_many(frames)
         self.outbox.append(Blob(first, self.next_number - 1, data))
@@ -95,10 +104,20 @@ class LinkSender:
             raise RemoteProtocolError(
                 f"ack of frame {number}, but only {self.next_number - 1} were sent"
             )
+        if self.outbox and self.outbox[0].last <= number:
+            self.progress_at = self.clock()
         while self.outbox and self.outbox[0].last <= number:
             self.outbox_bytes -= len(self.outbox.popleft().data)
             self.base += 1
         self.next_blob = max(self.next_blob, self.base)
+
+    def stuck(self, now: float, timeout_s: float) -> bool:
+        """Frames went out on this connection and nothing was acknowledged for
+        ``timeout_s``: the connection carries nothing any more, though it is open (a
+        half-open connection, a peer that is paused, or a record cut on the path that
+        the peer waits to complete)."""
+        waiting = bool(self.outbox) and self.written_last >= self.outbox[0].first
+        return waiting and now - self.progress_at > timeout_s
 
     def close(self) -> None:
         """The peer is gone for good: stop the writer; the outbox is dropped with us."""
@@ -127,6 +146,7 @@ class LinkSender:
         self.acknowledged(handled)
         self.next_blob, self.offset = self.base, 0
         self.connections += 1
+        self.progress_at = self.clock()
         self.frames_resent += sum(
             min(b.last, self.written_last) - b.first + 1
             for b in self.outbox
@@ -162,6 +182,19 @@ class LinkSender:
             if self.raw is not None:
                 self.raw.detach()  # the descriptor is the stream's
             self.raw = None
+
+
+async def watch_acks(link: LinkSender, timeout_s: float) -> None:
+    """End the connection (raise) once :meth:`LinkSender.stuck`: the caller reconnects
+    and sends again what was not acknowledged.  Without it such a link stalls the
+    cluster for as long as TCP keeps the connection open, which may be for ever."""
+    while True:
+        await trio.sleep(timeout_s / 4)
+        if link.stuck(link.clock(), timeout_s):
+            raise trio.BrokenResourceError(
+                f"nothing acknowledged for {timeout_s:g} s while frames wait for it; "
+                "the connection is stuck"
+            )
 
 
 async def read_acks(stream: trio.abc.ReceiveStream, link: LinkSender, frames_max: int) -> None:

@@ -35,7 +35,7 @@ from skueue.runtime.directory import Directory
 from skueue.runtime.errors import DaemonError
 from skueue.runtime.handshake import PeerGreeting, parse_peer_hello
 from skueue.runtime.limits import Limits
-from skueue.runtime.link_sender import LinkSender, read_acks
+from skueue.runtime.link_sender import LinkSender, read_acks, watch_acks
 from skueue.runtime.peer_auth import AUTH_FRAME, ClusterKeys, mismatch, new_challenge
 from skueue.runtime.tls import DaemonTls, refused_for_good, tls_failure
 from skueue.wire.errors import RemoteProtocolError
@@ -342,7 +342,7 @@ class PeerLinks:
             self.mark_up(peer)
             try:
                 async with stream:
-                    await _serve_connection(stream, link, handled, self.limits.frame_bytes_max)
+                    await _serve_connection(stream, link, handled, self.limits)
             except (trio.BrokenResourceError, trio.ClosedResourceError, OSError,
                     RemoteProtocolError) as e:
                 if not link.closed:
@@ -413,10 +413,10 @@ class PeerLinks:
 
 
 async def _serve_connection(
-    stream: trio.abc.Stream, link: LinkSender, handled: int, frame_bytes_max: int
+    stream: trio.abc.Stream, link: LinkSender, handled: int, limits: Limits
 ) -> None:
     """Write the link on ``stream`` and take the peer's acks from it, until the link is
-    closed (returns) or the connection fails (raises)."""
+    closed (returns) or the connection fails or stops carrying acks (raises)."""
     failures: list[BaseException] = []
 
     async def guarded(job: Any) -> None:
@@ -429,6 +429,7 @@ async def _serve_connection(
 
     async with trio.open_nursery() as nursery:
         nursery.start_soon(guarded, lambda: link.serve(stream, handled))
-        nursery.start_soon(guarded, lambda: read_acks(stream, link, frame_bytes_max))
+        nursery.start_soon(guarded, lambda: read_acks(stream, link, limits.frame_bytes_max))
+        nursery.start_soon(guarded, lambda: watch_acks(link, limits.peer_ack_timeout_s))
     if failures:
         raise failures[0]

@@ -12,7 +12,7 @@ import trio
 import trio.testing
 
 from skueue.runtime.link_receiver import Inbound, Numbering
-from skueue.runtime.link_sender import LinkSender
+from skueue.runtime.link_sender import LinkSender, watch_acks
 from skueue.wire.errors import RemoteProtocolError
 from skueue.wire.framing import FrameDecoder, pack
 
@@ -139,3 +139,49 @@ async def test_frames_written_again_on_a_new_connection_are_counted_as_resent() 
                 nursery.cancel_scope.cancel()  # the connection breaks
     # Second connection: "a", "b", "c" went again (all three were written once before).
     assert (link.connections, link.written_last, link.frames_resent) == (2, 3, 3)
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_a_link_is_stuck_only_when_written_frames_wait_past_the_timeout() -> None:
+    clock = Clock()
+    link = LinkSender(clock=clock)
+    clock.now += 60  # an idle link, however long, is not stuck
+    assert not link.stuck(clock.now, 10)
+    link.add(["a"])  # not written yet (no connection): waiting on us, not on the peer
+    clock.now += 60
+    assert not link.stuck(clock.now, 10)
+    link.written_last = 1  # now on the wire
+    clock.now += 5
+    assert not link.stuck(clock.now, 60 + 10)  # the wait counts from when "a" came
+    assert link.stuck(clock.now, 10)
+    link.add(["b"])
+    link.written_last = 2
+    link.acknowledged(1)  # progress: the clock starts again
+    assert not link.stuck(clock.now + 9, 10) and link.stuck(clock.now + 11, 10)
+    link.acknowledged(2)
+    assert not link.stuck(clock.now + 100, 10)  # nothing waits
+
+
+@pytest.mark.trio
+async def test_a_connection_that_carries_no_acks_any_more_is_ended() -> None:
+    """The peer is there but acknowledges nothing (here: a socket nobody reads; in the
+    field a half-open connection, a paused peer, or a TLS record cut on the path):
+    watch_acks ends the connection, and the caller reconnects and sends again."""
+    link = LinkSender(clock=trio.current_time)
+    stream, theirs = stream_pair()
+    with theirs, trio.fail_after(30):
+        link.add(["a"])
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(link.serve, stream, 0)
+            with pytest.raises(trio.BrokenResourceError, match="nothing acknowledged for 2 s"):
+                await watch_acks(link, 2.0)
+            nursery.cancel_scope.cancel()
+        assert received_frames(theirs) == [["seq", 1, 1], "a"]
+        assert link.unacknowledged() == 1  # kept for the next connection
