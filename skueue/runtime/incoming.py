@@ -135,6 +135,12 @@ class IncomingConnections(DaemonState):
             # only for a peer that proved it holds the key).
             rest = await self._authenticate(stream, decoder, greeting, rest)
         if not self.links.same_incarnation(peer, greeting.nonce):
+            if self.directory is not None and peer in self.directory.departed:
+                raise RemoteProtocolError(
+                    f"{peer} left this cluster, and a daemon cannot join again under the "
+                    "process id of one that left: start it with another --id (and an "
+                    "empty data directory)"
+                )
             raise RemoteProtocolError(
                 f"{peer} restarted without its state (in memory, or with another data "
                 "directory); the cluster cannot take it back: start it with its data "

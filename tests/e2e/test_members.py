@@ -305,3 +305,37 @@ def test_the_last_member_leaves_with_an_answer_and_for_good(tmp_path: Path) -> N
         assert code == 1 and "left its cluster" in err, err
     finally:
         stop([d for d in (daemon,) if d.alive()])
+
+
+def test_a_fresh_daemon_at_the_address_of_one_that_left_is_told_to_take_another_id(
+    skueued_cluster: Callable[..., Cluster], tmp_path: Path, started: Callable[[], list[Daemon]]
+) -> None:
+    """A member left; a new daemon started at its address joins under the same default
+    id (its address).  It is refused with the reason and the remedy, not "restarted
+    without its state"; with another ``--id`` it joins and serves."""
+    cluster = skueued_cluster(2)
+    (port,) = free_ports(1)
+    address = f"{HOST}:{port}"
+    first = spawn(["--listen", address, "--join", cluster.addresses[0],
+                   "--data-dir", str(tmp_path / "first")], tmp_path, "first")  # fmt: skip
+    started().append(first)
+    wait_ready([first])
+    with skueue.connect_blocking(address) as q:
+        q.enqueue_many([b"a", b"b"])
+        q.leave()
+    assert first.proc.wait(timeout=30) == 0
+    same_id = spawn(["--listen", address, "--join", cluster.addresses[0],
+                     "--data-dir", str(tmp_path / "second")], tmp_path, "second")  # fmt: skip
+    started().append(same_id)
+    assert same_id.proc.wait(timeout=30) == 1
+    said = same_id.stderr()
+    assert "left this cluster" in said and "another --id" in said, said[-2000:]
+    assert "Traceback" not in said
+    other_id = spawn(["--listen", address, "--join", cluster.addresses[0], "--id", "again",
+                      "--data-dir", str(tmp_path / "third")], tmp_path, "third")  # fmt: skip
+    started().append(other_id)
+    wait_ready([other_id])
+    with skueue.connect_blocking(address) as q:
+        q.enqueue(b"c")
+    with skueue.connect_blocking(cluster.addresses[1]) as q:
+        assert sorted(q.dequeue_many(10)) == [b"a", b"b", b"c"]
