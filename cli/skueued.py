@@ -28,7 +28,7 @@ import attrs
 import trio
 
 from skueue.cli import config_file
-from skueue.cli.args import Parser, add_version, address, fail
+from skueue.cli.args import Parser, add_version, address, fail, non_negative_int
 from skueue.cli.running import leaves
 from skueue.core.ops import Structure
 from skueue.runtime.address import AddressError, parse_address, parse_addresses
@@ -90,7 +90,7 @@ def build_parser() -> Parser:
     )
     p.add_argument(
         "--disk-free-min",
-        type=byte_count,
+        type=non_negative_int,
         default=Limits().disk_free_min_bytes,
         metavar="BYTES",
         help="with a data directory: refuse enqueues (retryably; dequeues go on) while "
@@ -335,16 +335,6 @@ def value_limit(text: str) -> int:
         raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
     if not 1 <= value <= most:
         raise argparse.ArgumentTypeError(f"{text} is not between 1 and {most} bytes")
-    return value
-
-
-def byte_count(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be 0 or more, not {value}")
     return value
 
 
