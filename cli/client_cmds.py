@@ -556,7 +556,10 @@ def _durability(member: dict[str, Any]) -> str:
     mib = 1024 * 1024
     log_mib = (durable.get("log_bytes") or 0) / mib
     free = durable.get("free_bytes")
-    space = "" if not isinstance(free, int) else f", {free / mib:.0f} MiB free"
+    space = ""
+    if isinstance(free, int):
+        size = f"{free / mib / 1024:.1f} GiB" if free >= 1024 * mib else f"{free / mib:.0f} MiB"
+        space = f", {size} free"
     refused = durable.get("refused_for_space") or 0
     if refused:
         space += f", {refused} enqueue requests refused below the disk reserve"

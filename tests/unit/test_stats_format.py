@@ -1,0 +1,47 @@
+"""``skueue stats``' text: each member's line says where and how it keeps its data, and
+how much room its disk has left (runtime/disk_space.py)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from skueue.cli.client_cmds import format_stats
+
+MIB = 1024 * 1024
+
+
+def stats_with(*members: dict[str, Any]) -> dict[str, Any]:
+    return {"processes": len(members), "size": 0, "totals": {}, "members": list(members)}
+
+
+def durable(**extra: Any) -> dict[str, Any]:
+    return {"data_dir": "/var/lib/skueue", "fsync": "batch", "log_bytes": 3 * MIB, **extra}
+
+
+def test_a_durable_member_shows_its_directory_log_and_free_space() -> None:
+    text = format_stats(stats_with(
+        {"process": "a", "entries": 5, "anchor": True, "durable": durable(free_bytes=300 * MIB)},
+        {"process": "b", "entries": 7, "durable": durable(free_bytes=75 * 1024 * MIB)},
+    ))  # fmt: skip
+    lines = text.splitlines()
+    assert lines[-2] == (
+        "  a: 5  (anchor)  (durable in /var/lib/skueue, fsync batch, log 3.0 MiB since the "
+        "last snapshot, 300 MiB free)"
+    )
+    assert lines[-1].endswith("log 3.0 MiB since the last snapshot, 75.0 GiB free)")
+
+
+def test_refusals_below_the_reserve_are_counted_and_in_memory_members_said_so() -> None:
+    short = durable(free_bytes=100 * MIB, refused_for_space=12)
+    text = format_stats(stats_with(
+        {"process": "a", "entries": 0, "durable": short},
+        {"process": "b", "entries": 0, "durable": None},
+    ))  # fmt: skip
+    a, b = text.splitlines()[-2:]
+    assert a.endswith("100 MiB free, 12 enqueue requests refused below the disk reserve)")
+    assert b == "  b: 0  (in memory)"
+
+
+def test_a_member_of_an_older_version_without_the_disk_fields_still_prints() -> None:
+    text = format_stats(stats_with({"process": "a", "entries": 1, "durable": durable()}))
+    assert text.splitlines()[-1].endswith("log 3.0 MiB since the last snapshot)")
