@@ -36,6 +36,7 @@ from typing import Any, TypeVar
 
 from skueue.cli.args import address, fail, positive_float, positive_int
 from skueue.cli.running import run_async
+from skueue.cli.top_view import bytes_text
 from skueue.client.api import DEFAULT_NODE, DEFAULT_REQUEST_TIMEOUT_S, Client, connect
 from skueue.client.errors import RequestRejected
 from skueue.client.tls import client_context
@@ -553,13 +554,9 @@ def _durability(member: dict[str, Any]) -> str:
     durable = member.get("durable")
     if not isinstance(durable, dict):
         return "  (in memory)" if "durable" in member else ""
-    mib = 1024 * 1024
-    log_mib = (durable.get("log_bytes") or 0) / mib
+    log_mib = (durable.get("log_bytes") or 0) / (1024 * 1024)
     free = durable.get("free_bytes")
-    space = ""
-    if isinstance(free, int):
-        size = f"{free / mib / 1024:.1f} GiB" if free >= 1024 * mib else f"{free / mib:.0f} MiB"
-        space = f", {size} free"
+    space = f", {bytes_text(free)} free" if isinstance(free, int) else ""
     refused = durable.get("refused_for_space") or 0
     if refused:
         space += f", {refused} enqueue requests refused below the disk reserve"

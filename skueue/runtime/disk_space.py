@@ -43,21 +43,27 @@ class DiskSpace:
         self.refused = 0  # enqueue requests refused for it (metrics, stats)
         self.compacted_at = -float("inf")
 
-    def shortage(self, now: float) -> str | None:
-        """Why an enqueue must wait for space now (None: there is room)."""
-        if self.reserve_bytes <= 0:
-            return None
+    def read(self, now: float) -> int | None:
+        """The free bytes, read again if the last reading is CHECK_INTERVAL_S old (None:
+        they cannot be read; the writes themselves find out)."""
         if now - self.read_at >= CHECK_INTERVAL_S:
             try:
                 found = os.statvfs(self.directory)
                 self.free_bytes = found.f_bavail * found.f_frsize
             except OSError:
-                self.free_bytes = None  # cannot tell: let the write itself find out
+                self.free_bytes = None
             self.read_at = now
-        if self.free_bytes is None or self.free_bytes >= self.reserve_bytes:
+        return self.free_bytes
+
+    def shortage(self, now: float) -> str | None:
+        """Why an enqueue must wait for space now (None: there is room)."""
+        if self.reserve_bytes <= 0:
+            return None
+        free = self.read(now)
+        if free is None or free >= self.reserve_bytes:
             return None
         return (
-            f"the data directory {self.directory} has {self.free_bytes / MIB:.1f} MiB free, "
+            f"the data directory {self.directory} has {free / MIB:.1f} MiB free, "
             f"under the reserve of {self.reserve_bytes / MIB:.0f} MiB "
             "(disk_free_min_bytes): enqueues wait until dequeues or the operator free space"
         )

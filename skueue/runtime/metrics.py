@@ -332,13 +332,13 @@ class DaemonCollector(Collector):
         )
         disk = self.daemon.disk
         if disk is not None:
-            disk.shortage(trio.current_time())  # reads the space if the last reading is old
-            if disk.free_bytes is not None:
+            free = disk.read(trio.current_time())
+            if free is not None:
                 yield gauge(
                     "skueue_disk_free_bytes",
                     "free space in the data directory's file system, as last read",
                     [],
-                    {(): disk.free_bytes},
+                    {(): free},
                 )
             yield counter(
                 "skueue_enqueues_refused_for_space_total",

@@ -364,10 +364,10 @@ class OwnerLoop(MembershipWaiters):
         """Below the disk reserve a new enqueue is refused, retryably (runtime/disk_space.py);
         a retry of one this daemon already took gets its first outcome, as always."""
         assert self.host is not None
-        if self.disk is None or (key is not None and self.host.knows(key)):
+        if self.disk is None:
             return False
         shortage = self.disk.shortage(trio.current_time())
-        if shortage is None:
+        if shortage is None or (key is not None and self.host.knows(key)):
             return False
         self.disk.refused += 1
         self.host.client_frames.append((client, ErrorReply(rid, shortage, UNAVAILABLE)))

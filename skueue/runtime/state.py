@@ -89,9 +89,8 @@ class DaemonState:
         disk = self.disk
         if disk is None:
             return {}
-        disk.shortage(trio.current_time())  # reads the space if the last reading is old
         return {
-            "free_bytes": disk.free_bytes,
+            "free_bytes": disk.read(trio.current_time()),
             "reserve_bytes": disk.reserve_bytes,
             "refused_for_space": disk.refused,
         }

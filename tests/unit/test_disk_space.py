@@ -64,6 +64,7 @@ def test_a_reserve_of_zero_never_refuses_nor_reads(disk: FakeDisk, tmp_path: Pat
     disk.free_bytes = 0
     space = DiskSpace(tmp_path, 0)
     assert space.shortage(now=0.0) is None and disk.calls == 0
+    assert space.read(now=0.0) == 0 and disk.calls == 1  # stats still show the space
 
 
 def test_a_space_that_cannot_be_read_refuses_nothing(
