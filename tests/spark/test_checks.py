@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import random
 from collections.abc import Callable
-from pathlib import Path
 
 import attrs
 import pytest
@@ -24,10 +23,11 @@ from pyspark.sql import SparkSession
 
 from skueue.analysis.checks import MODELS, HistoryCheck, check_histories
 from skueue.check.checker import check, check_certificate, check_patterns
-from skueue.check.history import Record, read_jsonl
+from skueue.check.history import Record
 from skueue.core.ops import Structure
 from skueue.sim.adversary import AsyncConfig, AsyncSim
 from skueue.sim.rounds import SyncConfig, SyncSim
+from tests.histories.known import history_files, load
 from tests.property.test_checkers_agree import jitter_time
 from tests.unit.test_check import (
     drop_removal,
@@ -42,7 +42,6 @@ from tests.unit.test_check import (
 
 pytestmark = pytest.mark.spark
 
-KNOWN = Path(__file__).resolve().parents[2].parent / "shared" / "histories"
 Mutation = Callable[[list[Record], random.Random], list[Record] | None]
 MUTATIONS: list[Mutation | None] = [
     None, swap_results, duplicate_value, false_empty, drop_removal, relabel, shuffle_ords,
@@ -97,9 +96,8 @@ def _cases() -> list[Case]:
             cases.append(Case(f"async-{structure.value}-seed{seed}-swap", mutant, drained=True))
     big = SyncSim(SyncConfig(processes=8, rounds=30, rate=5, seed=7)).run().records
     cases.append(Case("sync-queue-n8-seed7-swapped-dequeues", swap_two_dequeues(big)))
-    for path in sorted(KNOWN.glob("*.jsonl")):
-        with path.open() as f:
-            cases.append(Case(f"known-{path.name}", read_jsonl(f)))
+    for path in history_files():
+        cases.append(Case(f"known-{path.name}", load(path.name)))
     return cases
 
 

@@ -11,7 +11,6 @@ import re
 import time
 from collections import deque
 from collections.abc import Callable
-from pathlib import Path
 
 import attrs
 import pytest
@@ -24,7 +23,8 @@ from skueue.check.checker import (
     check_exact,
     check_patterns,
 )
-from skueue.check.history import INSERT_OPS, Record, read_jsonl
+from skueue.check.history import INSERT_OPS, Record
+from tests.histories.known import HISTORIES, documented_verdicts, history_files, load
 
 MODELS = ("sc", "linearizable")
 INSERT = {"queue": "enqueue", "stack": "push"}
@@ -230,68 +230,30 @@ def shuffle_ords(records: list[Record], rng: random.Random) -> list[Record] | No
 
 
 # ---------------------------------------------------------------------------
-# Known-answer histories from /work/shared/histories
+# Known-answer histories (tests/histories: each file with its verdicts and why)
 # ---------------------------------------------------------------------------
-
-HISTORIES = Path(__file__).resolve().parents[2].parent / "shared" / "histories"
-
-
-def documented_verdicts() -> dict[str, tuple[bool, bool]]:
-    """``file -> (sequentially consistent, linearizable)`` from the README table."""
-    readme = HISTORIES / "README.md"
-    if not readme.is_file():
-        pytest.fail(f"known-answer histories missing: expected {readme}", pytrace=False)
-    table: dict[str, tuple[bool, bool]] = {}
-    for line in readme.read_text().splitlines():
-        cells = [c.strip().strip("*").strip() for c in line.strip().strip("|").split("|")]
-        if len(cells) >= 3 and cells[0].endswith(".jsonl"):
-            yes = {"yes": True, "no": False}
-            table[cells[0]] = (yes[cells[1].lower()], yes[cells[2].lower()])
-    return table
 
 
 def _known() -> list[tuple[str, str, bool]]:
-    try:
-        table = documented_verdicts()
-    except pytest.fail.Exception:
-        return [("<missing>", "sc", True)]
     return [
         (name, model, expected[i])
-        for name, expected in sorted(table.items())
+        for name, expected in sorted(documented_verdicts().items())
         for i, model in enumerate(MODELS)
     ]
 
 
-PATTERNS_CATCH = {
-    "not-sc-duplicate-queue.jsonl",
-    "not-sc-false-empty-queue.jsonl",
-    "not-sc-fifo-in-stack.jsonl",
-    "not-sc-fifo-queue.jsonl",
-    "not-sc-fresh-queue.jsonl",
-    "not-sc-program-order-queue.jsonl",
-    "sc-not-lin-queue.jsonl",
-    "sc-not-lin-stack.jsonl",
-}
-
-
-def _load(name: str) -> list[Record]:
-    path = HISTORIES / name
-    if not path.is_file():
-        pytest.fail(f"known-answer history missing: {path}", pytrace=False)
-    with path.open() as f:
-        return read_jsonl(f)
 
 
 def test_every_known_history_is_documented() -> None:
     table = documented_verdicts()
-    files = {p.name for p in HISTORIES.glob("*.jsonl")}
+    files = {p.name for p in history_files()}
     assert files, f"no histories under {HISTORIES}"
     assert files == set(table), f"undocumented: {files - set(table)}, absent: {set(table) - files}"
 
 
 @pytest.mark.parametrize(("name", "model", "expected"), _known())
 def test_known_history_exact(name: str, model: str, expected: bool) -> None:
-    v = check_exact(_load(name), model=model)
+    v = check_exact(load(name), model=model)
     assert v.ok is expected, v.describe()
     assert (v.reason is None) is expected
     assert v.model == model and v.method == "exact"
@@ -299,31 +261,30 @@ def test_known_history_exact(name: str, model: str, expected: bool) -> None:
 
 @pytest.mark.parametrize(("name", "model", "expected"), _known())
 def test_known_history_auto_and_patterns(name: str, model: str, expected: bool) -> None:
-    records = _load(name)
+    records = load(name)
     v = check(records, model=model)
     assert (v.ok, v.method) == (expected, "exact"), v.describe()
-    # Patterns must never flag a consistent history; the violations known when
-    # this was written are all simple enough for them to catch.
+    # Patterns must never flag a consistent history; the known violations are all
+    # simple enough for them to catch.
     p = check_patterns(records, model=model)
-    if expected:
-        assert p.ok, p.describe()
-    elif name in PATTERNS_CATCH:
-        assert not p.ok, name
+    assert p.ok is expected, f"{name}: {p.describe()}"
 
 
 @pytest.mark.parametrize(("name", "model", "expected"), _known())
 def test_known_history_without_ord_fails_certificate(name: str, model: str, expected: bool) -> None:
-    v = check_certificate(_load(name), model=model)
+    v = check_certificate(load(name), model=model)
     assert not v.ok and v.reason is not None and v.reason.startswith("no ord on record")
 
 
 def test_known_reasons_name_the_records() -> None:
-    v = check_exact(_load("not-sc-fifo-queue.jsonl"), model="sc")
-    assert v.reason is not None and "B#0 dequeue -> y" in v.reason
-    v = check_exact(_load("sc-not-lin-queue.jsonl"), model="linearizable")
-    assert v.reason is not None and "B#0 dequeue -> empty" in v.reason
-    v = check_patterns(_load("sc-not-lin-stack.jsonl"), model="linearizable")
+    v = check_exact(load("not-sc-fifo-queue.jsonl"), model="sc")
+    assert v.reason is not None and "Q#0 dequeue -> p2" in v.reason
+    v = check_exact(load("sc-not-lin-stale-empty-queue.jsonl"), model="linearizable")
+    assert v.reason is not None and "Q#0 dequeue -> empty" in v.reason
+    v = check_patterns(load("sc-not-lin-stale-empty-stack.jsonl"), model="linearizable")
     assert v.reason is not None and v.reason.startswith("false empty") and "real time" in v.reason
+    v = check_patterns(load("sc-not-lin-real-time-order-queue.jsonl"), model="linearizable")
+    assert v.reason is not None and v.reason.startswith("FIFO") and "real time" in v.reason
 
 
 # ---------------------------------------------------------------------------
