@@ -5,7 +5,8 @@
 ``--structure queue|stack`` (default: the daemon's); a name is made by its first
 operation, with that structure.
 
-``--node`` defaults to ``$SKUEUE_NODE``, else 127.0.0.1:7400; ``--timeout`` bounds every
+``--node`` (a seed list: ``HOST:PORT[,HOST:PORT...]``, the first that answers serves)
+defaults to ``$SKUEUE_NODE``, else 127.0.0.1:7400; ``--timeout`` bounds every
 request.  Errors (unreachable node, bad address, bad value, no reply in time) are one
 line on stderr and a non-zero exit: 2 for usage errors, 1 for the rest, 130 on Ctrl-C.
 
@@ -35,13 +36,13 @@ from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
 from skueue.cli.args import address, fail, positive_float, positive_int
+from skueue.cli.nodes import default_node, seed_addresses
 from skueue.cli.running import run_async
 from skueue.cli.top_view import bytes_text
 from skueue.client.api import DEFAULT_NODE, DEFAULT_REQUEST_TIMEOUT_S, Client, connect
 from skueue.client.errors import RequestRejected
 from skueue.client.tls import client_context
 from skueue.core.ops import DEFAULT_QUEUE, DELIVERY_LIMIT_MAX, PRIORITIES_MAX, queue_name_problem
-from skueue.runtime.address import AddressError, parse_address
 
 EXIT_EMPTY = 3
 EXIT_UNREACHABLE = 1
@@ -50,28 +51,16 @@ MEMBERSHIP_TIMEOUT_S = 60.0
 T = TypeVar("T")
 
 
-def default_node() -> str:
-    """``$SKUEUE_NODE`` or the default; a bad ``$SKUEUE_NODE`` is a usage error."""
-    node = os.environ.get("SKUEUE_NODE")
-    if not node:
-        return DEFAULT_NODE
-    try:
-        for part in node.split(","):
-            parse_address(part)
-    except AddressError as e:
-        fail("skueue", f"{e} (from $SKUEUE_NODE)")
-    return node
-
-
 def add_node_option(p: argparse.ArgumentParser | Any, tls: bool = True) -> None:
     """``--node``, and the TLS options to reach it (``tls``: a caller that puts
     ``--node`` in a group of alternatives adds those to the parser itself)."""
     p.add_argument(
         "--node",
-        type=address,
+        type=seed_addresses,
         default=None,
-        metavar="ADDR",
-        help=f"daemon to talk to (default: $SKUEUE_NODE, else {DEFAULT_NODE})",
+        metavar="ADDR[,ADDR...]",
+        help="daemon to talk to; with several, the first that answers (default: "
+        f"$SKUEUE_NODE, else {DEFAULT_NODE})",
     )
     if tls:
         add_tls_options(p)

@@ -26,8 +26,9 @@ import trio
 from rich.console import Console, RenderableType
 from rich.live import Live
 
-from skueue.cli.args import EXIT_FAILED, address
-from skueue.cli.client_cmds import add_tls_options, default_node, tls_of
+from skueue.cli.args import EXIT_FAILED
+from skueue.cli.client_cmds import add_tls_options, tls_of
+from skueue.cli.nodes import default_node, seed_addresses
 from skueue.cli.running import client_error, run_async
 from skueue.cli.top_view import Snapshot, render
 from skueue.client.api import DEFAULT_NODE, connect
@@ -53,7 +54,7 @@ def add_parser(sub: Any) -> None:
     )
     p.add_argument(
         "--node",
-        type=address_list,
+        type=seed_addresses,
         default=None,
         metavar="ADDR[,ADDR...]",
         help=f"daemon(s) to ask; the first that answers (default: $SKUEUE_NODE, else "
@@ -80,10 +81,6 @@ def add_parser(sub: Any) -> None:
     )
     add_tls_options(p)
     p.set_defaults(run=run_top)
-
-
-def address_list(text: str) -> str:
-    return ",".join(address(part.strip()) for part in text.split(","))
 
 
 def interval(text: str) -> float:

@@ -49,6 +49,7 @@ from skueue.client.errors import (
 )
 from skueue.client.tls import resolve as resolve_tls
 from skueue.core.ops import PRIORITIES_MAX, queue_name_problem
+from skueue.runtime.address import AddressError, parse_seed_list
 from skueue.runtime.limits import Limits
 from skueue.wire.client_protocol import (
     LEASE_MS_MAX,
@@ -800,11 +801,12 @@ def resolve_address(address: str | None) -> str:
 
 
 def seed_list(addresses: str) -> list[str]:
-    """``"HOST:PORT,HOST:PORT,..."``: the members a client may use, in order."""
-    seeds = [a.strip() for a in addresses.split(",") if a.strip()]
-    if not seeds:
-        raise BadAddress(f"no address in {addresses!r}")
-    return list(dict.fromkeys(seeds))
+    """``"HOST:PORT,HOST:PORT,..."``: the members a client may use, in order; a bad one
+    is :class:`BadAddress` before anything is dialled."""
+    try:
+        return [str(a) for a in parse_seed_list(addresses)]
+    except AddressError as e:
+        raise BadAddress(str(e)) from None
 
 
 async def open_first(
