@@ -9,7 +9,14 @@ import subprocess
 from collections.abc import Callable
 
 from tests.e2e.daemons import Cluster, free_ports
-from tests.e2e.test_cli import ROOT, RUN_TIMEOUT_S, dead_address, environment, skueue, skueue_command
+from tests.e2e.test_cli import (
+    ROOT,
+    RUN_TIMEOUT_S,
+    dead_address,
+    environment,
+    skueue,
+    skueue_command,
+)
 
 StartCluster = Callable[..., Cluster]
 
