@@ -35,14 +35,21 @@ import sys
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
-from skueue.cli.args import address, fail, positive_float, positive_int
+from skueue.cli.args import address, fail, integer_in, positive_int, seconds_up_to
 from skueue.cli.nodes import default_node, seed_addresses
 from skueue.cli.running import run_async
 from skueue.cli.top_view import bytes_text
-from skueue.client.api import DEFAULT_NODE, DEFAULT_REQUEST_TIMEOUT_S, Client, connect
+from skueue.client.api import (
+    DEFAULT_NODE,
+    DEFAULT_REQUEST_TIMEOUT_S,
+    REQUEST_TIMEOUT_S_MAX,
+    Client,
+    connect,
+)
 from skueue.client.errors import RequestRejected
 from skueue.client.tls import client_context
 from skueue.core.ops import DEFAULT_QUEUE, DELIVERY_LIMIT_MAX, PRIORITIES_MAX, queue_name_problem
+from skueue.wire.client_protocol import WAIT_MS_MAX
 
 EXIT_EMPTY = 3
 EXIT_UNREACHABLE = 1
@@ -98,10 +105,14 @@ def tls_of(prog: str, args: argparse.Namespace) -> ssl.SSLContext | None:
         fail(prog, str(e))
 
 
+request_timeout = seconds_up_to(REQUEST_TIMEOUT_S_MAX, "REQUEST_TIMEOUT_S_MAX")
+"""``--timeout`` of every command that talks to a daemon."""
+
+
 def add_timeout_option(p: argparse.ArgumentParser, default: float) -> None:
     p.add_argument(
         "--timeout",
-        type=positive_float,
+        type=request_timeout,
         default=default,
         metavar="SECONDS",
         help="give up on a request after this long (its outcome is then unknown)",
@@ -185,7 +196,7 @@ def add_parsers(sub: Any) -> None:
     p.add_argument(
         "-p",
         "--priority",
-        type=bounded_int(0, PRIORITIES_MAX - 1),
+        type=integer_in(0, PRIORITIES_MAX - 1, "PRIORITIES_MAX - 1"),
         default=None,
         metavar="P",
         help="the level in a queue made with --priorities (0 the most urgent; past the "
@@ -208,7 +219,7 @@ def add_parsers(sub: Any) -> None:
     p.add_argument(
         "-w",
         "--wait",
-        type=positive_float,
+        type=seconds_up_to(WAIT_MS_MAX / 1000, "WAIT_MS_MAX"),
         default=None,
         metavar="SECONDS",
         help="when the queue is empty, wait up to this long for an element (like BLPOP)",
@@ -249,7 +260,7 @@ def add_parsers(sub: Any) -> None:
     )
     p.add_argument(
         "--priorities",
-        type=bounded_int(1, PRIORITIES_MAX),
+        type=integer_in(1, PRIORITIES_MAX, "PRIORITIES_MAX"),
         default=None,
         metavar="P",
         help=f"priority levels, 0 the most urgent (2 to {PRIORITIES_MAX}; a queue only; "
@@ -257,7 +268,7 @@ def add_parsers(sub: Any) -> None:
     )
     p.add_argument(
         "--max-deliveries",
-        type=bounded_int(0, DELIVERY_LIMIT_MAX),
+        type=integer_in(0, DELIVERY_LIMIT_MAX, "DELIVERY_LIMIT_MAX"),
         default=None,
         metavar="N",
         help="a leased element returned more than N times goes to NAME.dlq, whatever "
@@ -448,21 +459,6 @@ def run_create(args: argparse.Namespace) -> int:
     else:
         print(f"{'created' if created else 'found'} {args.queue}", file=sys.stderr)
     return 0
-
-
-def bounded_int(low: int, high: int) -> Callable[[str], int]:
-    """An argparse type: an integer from ``low`` to ``high``."""
-
-    def parse(text: str) -> int:
-        try:
-            value = int(text)
-        except ValueError:
-            value = low - 1
-        if not low <= value <= high:
-            raise argparse.ArgumentTypeError(f"an integer from {low} to {high}")
-        return value
-
-    return parse
 
 
 def run_delete(args: argparse.Namespace) -> int:

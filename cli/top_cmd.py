@@ -27,7 +27,7 @@ from rich.console import Console, RenderableType
 from rich.live import Live
 
 from skueue.cli.args import EXIT_FAILED
-from skueue.cli.client_cmds import add_tls_options, tls_of
+from skueue.cli.client_cmds import add_tls_options, request_timeout, tls_of
 from skueue.cli.nodes import default_node, seed_addresses
 from skueue.cli.running import client_error, run_async
 from skueue.cli.top_view import Snapshot, render
@@ -69,7 +69,7 @@ def add_parser(sub: Any) -> None:
     )
     p.add_argument(
         "--timeout",
-        type=interval,
+        type=request_timeout,
         default=TIMEOUT_S,
         metavar="SECONDS",
         help="give up on one answer after this long (and show the daemon as unreachable)",
@@ -88,8 +88,12 @@ def interval(text: str) -> float:
         value = float(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
-    if not INTERVAL_MIN_S <= value < float("inf"):
-        raise argparse.ArgumentTypeError(f"{text} must be at least {INTERVAL_MIN_S:g}")
+    if not value < float("inf"):  # inf, nan
+        raise argparse.ArgumentTypeError(f"{text} is not a finite number of seconds")
+    if value < INTERVAL_MIN_S:
+        raise argparse.ArgumentTypeError(
+            f"{text} must be at least {INTERVAL_MIN_S:g} (INTERVAL_MIN_S)"
+        )
     return value
 
 

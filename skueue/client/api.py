@@ -75,6 +75,9 @@ from skueue.wire.framing import pack
 DEFAULT_NODE = "127.0.0.1:7400"
 CONNECT_TIMEOUT_S = 10.0
 DEFAULT_REQUEST_TIMEOUT_S = 15.0
+# The longest a client waits for one reply; the daemon's own request_timeout_s_max
+# (runtime/limits.py) defaults to the same.
+REQUEST_TIMEOUT_S_MAX = 3600.0
 # Extra wait past the request timeout, so that the daemon's own timeout error (which
 # names the member that is down) normally arrives before the client gives up.
 REPLY_GRACE_S = 2.0
@@ -855,8 +858,11 @@ async def connect(
     context = resolve_tls(tls)
     if request_timeout_s is None:
         request_timeout_s = DEFAULT_REQUEST_TIMEOUT_S
-    if not request_timeout_s > 0:
-        raise ValueError(f"request_timeout_s must be positive, not {request_timeout_s!r}")
+    if not 0 < request_timeout_s <= REQUEST_TIMEOUT_S_MAX:
+        raise ValueError(
+            f"request_timeout_s must be positive and at most {REQUEST_TIMEOUT_S_MAX:g} "
+            f"(REQUEST_TIMEOUT_S_MAX), not {request_timeout_s!r}"
+        )
     seeds = seed_list(resolve_address(address))
     retry = retry and not admin  # stats, join and leave are not sent again
 
