@@ -112,6 +112,9 @@ class Watch:
         self.problem: str | None = None
         self.via = node
         self.console = Console()
+        # A live view fills the screen: its queues are cut to the terminal's lines.  A
+        # frame printed to a file or a pipe lists them all.
+        self.fit_height = False
 
     def frame(self) -> RenderableType:
         return render(
@@ -121,6 +124,7 @@ class Watch:
             interval_s=self.interval_s,
             problem=self.problem,
             width=self.console.width,  # read again each time: the terminal may be resized
+            height=self.console.height if self.fit_height else None,
         )
 
     async def run(self, show: Callable[[RenderableType], None], answers: int | None) -> None:
@@ -173,6 +177,7 @@ def run_top(args: argparse.Namespace) -> int:
         await watch.run(watch.console.print, answers=None)
 
     async def live() -> None:
+        watch.fit_height = True
         with Live(watch.frame(), console=watch.console, screen=True, auto_refresh=False) as view:
 
             def show(frame: RenderableType) -> None:
