@@ -20,14 +20,14 @@ Values are bytes, passed through exactly:
 
 ``dequeue`` prints each element followed by ``\\n`` (readable, but ambiguous for values
 that hold newlines), ``-0``/``--null`` followed by NUL instead, and ``--json`` one JSON
-object per line: ``{"base64": ..., "text": ...}`` (``text`` is null unless the value is
-valid UTF-8).
+object per line: ``{"base64": ..., "text": ..., "position": ...}`` (``text`` is null
+unless the value is valid UTF-8; see :mod:`skueue.cli.json_records`).  ``enqueue
+--json`` prints each element's position and the queue's size.
 """
 
 from __future__ import annotations
 
 import argparse
-import base64
 import json
 import os
 import ssl
@@ -36,6 +36,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
 from skueue.cli.args import address, fail, integer_in, positive_int, seconds_up_to
+from skueue.cli.json_records import enqueue_record, json_element, queue_size
 from skueue.cli.nodes import default_node, seed_addresses
 from skueue.cli.running import run_async
 from skueue.cli.top_view import bytes_text
@@ -44,6 +45,7 @@ from skueue.client.api import (
     DEFAULT_REQUEST_TIMEOUT_S,
     REQUEST_TIMEOUT_S_MAX,
     Client,
+    Removed,
     connect,
 )
 from skueue.client.errors import RequestRejected
@@ -153,7 +155,8 @@ def add_element_format_options(p: argparse.ArgumentParser) -> None:
     mode.add_argument(
         "--json",
         action="store_true",
-        help='one JSON object per element: {"base64": ..., "text": UTF-8 text or null}',
+        help='one JSON object per element: {"base64": ..., "text": UTF-8 text or null, '
+        '"position": its place in the queue}',
     )
 
 
@@ -192,6 +195,12 @@ def add_parsers(sub: Any) -> None:
         dest="whole_stdin",
         action="store_true",
         help="enqueue the whole of stdin as one element",
+    )
+    p.add_argument(
+        "--json",
+        action="store_true",
+        help='print {"queue": ..., "positions": [each element\'s position], "size": the '
+        "queue's size right after, or null}",
     )
     p.add_argument(
         "-p",
@@ -385,25 +394,31 @@ def read_values(args: argparse.Namespace) -> list[bytes]:
 def run_enqueue(args: argparse.Namespace) -> int:
     values = read_values(args)
 
-    async def body(q: Client) -> None:
+    async def body(q: Client) -> dict[str, Any]:
         # The client checks every value against the daemon's limit before sending any,
         # and splits the call into requests that fit; they go in order.
-        await q.enqueue_many(
+        inserted = await q.enqueue_many(
             values, queue=args.queue, structure=args.structure, priority=args.priority
         )
+        size = await queue_size(q, args.queue) if args.json else None
+        return enqueue_record(args.queue, inserted, size)
 
-    with_client("skueue enqueue", args, body)
+    done = with_client("skueue enqueue", args, body)
+    if args.json:
+        print(json.dumps(done))
     return 0
 
 
 def run_dequeue(args: argparse.Namespace) -> int:
-    async def body(q: Client) -> list[bytes]:
-        return await q.dequeue_many(
-            args.count, queue=args.queue, structure=args.structure, wait=args.wait
-        )
+    async def body(q: Client) -> list[Removed]:
+        removed = await q.remove(
+            args.count, queue=args.queue, structure=args.structure, wait=args.wait,
+            until_empty=True,
+        )  # fmt: skip
+        return [r for r in removed if r.value is not None]
 
     got = with_client("skueue dequeue", args, body)
-    print_elements(got, args)
+    print_elements([r.value for r in got if r.value is not None], args, [r.position for r in got])
     empty = args.count - len(got)
     if empty:
         print(
@@ -415,33 +430,29 @@ def run_dequeue(args: argparse.Namespace) -> int:
 
 
 def run_peek(args: argparse.Namespace) -> int:
-    async def body(q: Client) -> bytes | None:
-        return await q.peek(queue=args.queue)
+    async def body(q: Client) -> Removed:
+        return await q.peek_element(queue=args.queue)
 
     seen = with_client("skueue peek", args, body)
-    if seen is None:
+    if seen.value is None:
         print(f"skueue peek: {args.queue or DEFAULT_QUEUE} is empty", file=sys.stderr)
         return EXIT_EMPTY
-    print_elements([seen], args)
+    print_elements([seen.value], args, [seen.position])
     return 0
 
 
-def print_elements(values: list[bytes], args: argparse.Namespace) -> None:
+def print_elements(
+    values: list[bytes], args: argparse.Namespace, positions: list[int | None] | None = None
+) -> None:
+    """``positions``: each value's, for ``--json`` (None: not known)."""
     out = sys.stdout.buffer
-    for value in values:
+    for i, value in enumerate(values):
         if args.json:
-            out.write(json.dumps(json_element(value)).encode() + b"\n")
+            position = None if positions is None else positions[i]
+            out.write(json.dumps(json_element(value, position)).encode() + b"\n")
         else:
             out.write(value + (b"\0" if args.null else b"\n"))
     out.flush()
-
-
-def json_element(value: bytes) -> dict[str, str | None]:
-    try:
-        text: str | None = value.decode("utf-8")
-    except UnicodeDecodeError:
-        text = None
-    return {"base64": base64.b64encode(value).decode("ascii"), "text": text}
 
 
 def run_create(args: argparse.Namespace) -> int:

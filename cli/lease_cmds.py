@@ -28,13 +28,8 @@ from typing import Any
 import anyio
 
 from skueue.cli.args import integer_in, positive_float, positive_int, seconds_up_to
-from skueue.cli.client_cmds import (
-    add_node_option,
-    add_timeout_option,
-    json_element,
-    queue_name,
-    with_client,
-)
+from skueue.cli.client_cmds import add_node_option, add_timeout_option, queue_name, with_client
+from skueue.cli.json_records import json_element
 from skueue.client.api import DEFAULT_REQUEST_TIMEOUT_S, Client
 from skueue.client.consumer import Leased, Message
 from skueue.core.ops import DELIVERY_LIMIT_MAX, dead_letter_problem, dead_letter_queue
@@ -181,7 +176,8 @@ def write(value: bytes, leased: Leased, as_json: bool, dead_letter: bool = False
     deliveries = leased.deliveries - 1 if dead_letter else leased.deliveries
     out = sys.stdout.buffer
     if as_json:
-        record = {**json_element(value), "deliveries": deliveries, "reason": leased.reason}
+        record = {**json_element(value, leased.position), "deliveries": deliveries,
+                  "reason": leased.reason}  # fmt: skip
         out.write(json.dumps(record).encode() + b"\n")
     elif dead_letter:
         why = leased.reason or "unknown"

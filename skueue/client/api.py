@@ -419,14 +419,16 @@ class Client:
         queue: str | None = None,
         structure: str | None = None,
         wait: float | None = None,
+        until_empty: bool = False,
     ) -> list[Removed]:
         """Perform ``count`` removals; one :class:`Removed` per removal, in order, its
         ``value`` None where the structure was empty.  With ``wait`` (seconds), a
         request that finds the queue empty waits up to that long until it gets at least
         one element: the daemon tries again in its own cycles, and the result is one
-        operation per removal, as if it had come at the end."""
+        operation per removal, as if it had come at the end.  ``until_empty``: send no
+        more requests once one found the structure empty (as :meth:`dequeue_many`)."""
         target = _target(queue, structure)
-        return await self._remove(count, target, stop_when_empty=False, wait=wait)
+        return await self._remove(count, target, stop_when_empty=until_empty, wait=wait)
 
     async def create_queue(
         self,
@@ -461,9 +463,13 @@ class Client:
         left in the queue; None if it is empty or no queue has the name.  It is
         linearizable like a dequeue: no later dequeue returned an element it would not
         have seen.  A stack has no peek (``RequestRejected``)."""
+        return (await self.peek_element(queue=queue)).value
+
+    async def peek_element(self, *, queue: str | None = None) -> Removed:
+        """:meth:`peek` with the element's rank and position (value None: empty)."""
         name, _ = _target(queue, None)
-        ((value, _rank, _position),) = await self._request(PeekRequest(0, name))
-        return value
+        ((value, rank, position),) = await self._request(PeekRequest(0, name))
+        return Removed(value, rank, position)
 
     async def delete_queue(self, queue: str) -> int:
         """Delete the named queue (or stack): the elements it holds are removed, and the
