@@ -484,21 +484,26 @@ def run_delete(args: argparse.Namespace) -> int:
     return 0
 
 
-def run_join(args: argparse.Namespace) -> int:
-    async def body(q: Client) -> None:
-        await q.join(args.seed)
+# Join and leave name the daemon that did it: with a seed list, the first that answered.
 
-    with_client("skueue join", args, body, admin=True)
-    print(f"joined the cluster of {args.seed}", file=sys.stderr)
+
+def run_join(args: argparse.Namespace) -> int:
+    async def body(q: Client) -> str:
+        await q.join(args.seed)
+        return q.address
+
+    joined = with_client("skueue join", args, body, admin=True)
+    print(f"{joined} joined the cluster of {args.seed}", file=sys.stderr)
     return 0
 
 
 def run_leave(args: argparse.Namespace) -> int:
-    async def body(q: Client) -> None:
+    async def body(q: Client) -> str:
         await q.leave()
+        return q.address
 
-    with_client("skueue leave", args, body, admin=True)
-    print("left: its data is held by the other daemons", file=sys.stderr)
+    left = with_client("skueue leave", args, body, admin=True)
+    print(f"{left} left: its data is held by the other daemons", file=sys.stderr)
     return 0
 
 

@@ -78,3 +78,16 @@ def test_a_bad_member_of_a_seed_list_is_a_usage_error_naming_it() -> None:
     err = out.stderr.decode(errors="replace").strip()
     assert out.returncode == 2 and len(err.splitlines()) == 1, err
     assert "bad address 'nonsense'" in err, err
+
+
+def test_leave_through_a_seed_list_names_the_daemon_that_left(
+    skueued_cluster: StartCluster,
+) -> None:
+    """Join and leave act on the first member that answers: the line says which one."""
+    cluster = skueued_cluster(2)
+    second = cluster.addresses[1]
+    out = skueue("leave", "--node", f"{dead_address()},{second}")
+    err = out.stderr.decode(errors="replace")
+    assert out.returncode == 0, err
+    assert err.strip() == f"{second} left: its data is held by the other daemons", err
+    assert cluster.daemons[1].proc.wait(timeout=30) == 0
