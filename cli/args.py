@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import sys
+from collections.abc import Callable, Sequence
 from importlib.metadata import PackageNotFoundError, version
 from typing import Any, Final, NoReturn
 
@@ -48,6 +49,39 @@ class Parser(argparse.ArgumentParser):
 
     def error(self, message: str) -> NoReturn:
         self.exit(EXIT_USAGE, f"{self.prog}: error: {message} (see --help)\n")
+
+    def parse_known_args(  # type: ignore[override]
+        self, args: Sequence[str] | None = None, namespace: argparse.Namespace | None = None
+    ) -> tuple[argparse.Namespace, list[str]]:
+        words = sys.argv[1:] if args is None else list(args)
+        return super().parse_known_args(self._negative_values_attached(words), namespace)
+
+    def _negative_values_attached(self, words: list[str]) -> list[str]:
+        """``-w -1`` as ``-w=-1``: argparse takes a word that looks like a negative number
+        for an option when the parser has one that looks like it too (``-0``), and said
+        ``expected one argument`` instead of what is wrong with the value."""
+        out: list[str] = []
+        i = 0
+        while i < len(words):
+            word = words[i]
+            if word == "--":  # what follows is positional, whatever it looks like
+                out.extend(words[i:])
+                break
+            if i + 1 < len(words) and self._takes_a_value(word) and _negative(words[i + 1]):
+                out.append(f"{word}={words[i + 1]}")
+                i += 2
+                continue
+            out.append(word)
+            i += 1
+        return out
+
+    def _takes_a_value(self, word: str) -> bool:
+        actions = self._option_string_actions
+        action = actions.get(word)
+        if action is None and word.startswith("--") and self.allow_abbrev:
+            found = {a for name, a in actions.items() if name.startswith(word)}
+            action = found.pop() if len(found) == 1 else None
+        return action is not None and action.nargs in (None, 1, "?")
 
 
 def add_version(parser: argparse.ArgumentParser, prog: str) -> None:
@@ -109,6 +143,17 @@ def ratio(text: str) -> float:
     return value
 
 
+def _negative(word: str) -> bool:
+    """A word that is a negative number (``-1``, ``-0.5``, ``-inf``), not an option."""
+    if not word.startswith("-"):
+        return False
+    try:
+        float(word)
+    except ValueError:
+        return False
+    return True
+
+
 def positive_float(text: str) -> float:
     try:
         value = float(text)
@@ -119,21 +164,38 @@ def positive_float(text: str) -> float:
     return value
 
 
-def positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"{text} must be at least 1")
-    return value
+def seconds_up_to(high_s: float, limit: str) -> Callable[[str], float]:
+    """An argparse type: a positive number of seconds, at most ``high_s``, the limit
+    named ``limit`` (said with the value over it)."""
+
+    def parse(text: str) -> float:
+        value = positive_float(text)
+        if value > high_s:
+            raise argparse.ArgumentTypeError(
+                f"{text} s is over the limit of {high_s:g} s ({limit})"
+            )
+        return value
+
+    return parse
 
 
-def non_negative_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"{text} must not be negative")
-    return value
+def integer_in(low: int, high: int | None = None, limit: str = "") -> Callable[[str], int]:
+    """An argparse type: a whole number from ``low`` (to ``high``, the limit named
+    ``limit``; None: no upper limit)."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+        if value < low:
+            raise argparse.ArgumentTypeError(f"{text} must be at least {low}")
+        if high is not None and value > high:
+            raise argparse.ArgumentTypeError(f"{text} is over the limit of {high} ({limit})")
+        return value
+
+    return parse
+
+
+positive_int = integer_in(1)
+non_negative_int = integer_in(0)

@@ -23,8 +23,9 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from skueue.check.checker import check
 from skueue.check.history import write_jsonl
-from skueue.cli.args import fail, non_negative_int, positive_float, positive_int, ratio
-from skueue.cli.client_cmds import EXIT_UNREACHABLE, default_node
+from skueue.cli.args import fail, non_negative_int, positive_int, ratio
+from skueue.cli.client_cmds import EXIT_UNREACHABLE, request_timeout
+from skueue.cli.nodes import default_node
 from skueue.cli.output import AtomicOutput
 from skueue.cli.running import run_async
 from skueue.client.api import DEFAULT_NODE, DEFAULT_REQUEST_TIMEOUT_S
@@ -125,7 +126,7 @@ def add_parser(sub: Any) -> None:
     )
     p.add_argument(
         "--timeout",
-        type=positive_float,
+        type=request_timeout,
         default=DEFAULT_REQUEST_TIMEOUT_S,
         metavar="SECONDS",
         help="give up on a request after this long (the run then fails)",

@@ -5,7 +5,8 @@
 ``--structure queue|stack`` (default: the daemon's); a name is made by its first
 operation, with that structure.
 
-``--node`` defaults to ``$SKUEUE_NODE``, else 127.0.0.1:7400; ``--timeout`` bounds every
+``--node`` (a seed list: ``HOST:PORT[,HOST:PORT...]``, the first that answers serves)
+defaults to ``$SKUEUE_NODE``, else 127.0.0.1:7400; ``--timeout`` bounds every
 request.  Errors (unreachable node, bad address, bad value, no reply in time) are one
 line on stderr and a non-zero exit: 2 for usage errors, 1 for the rest, 130 on Ctrl-C.
 
@@ -19,14 +20,14 @@ Values are bytes, passed through exactly:
 
 ``dequeue`` prints each element followed by ``\\n`` (readable, but ambiguous for values
 that hold newlines), ``-0``/``--null`` followed by NUL instead, and ``--json`` one JSON
-object per line: ``{"base64": ..., "text": ...}`` (``text`` is null unless the value is
-valid UTF-8).
+object per line: ``{"base64": ..., "text": ..., "position": ...}`` (``text`` is null
+unless the value is valid UTF-8; see :mod:`skueue.cli.json_records`).  ``enqueue
+--json`` prints each element's position and the queue's size.
 """
 
 from __future__ import annotations
 
 import argparse
-import base64
 import json
 import os
 import ssl
@@ -34,14 +35,23 @@ import sys
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
-from skueue.cli.args import address, fail, positive_float, positive_int
+from skueue.cli.args import address, fail, integer_in, positive_int, seconds_up_to
+from skueue.cli.json_records import enqueue_record, json_element, queue_size
+from skueue.cli.nodes import default_node, seed_addresses
 from skueue.cli.running import run_async
 from skueue.cli.top_view import bytes_text
-from skueue.client.api import DEFAULT_NODE, DEFAULT_REQUEST_TIMEOUT_S, Client, connect
+from skueue.client.api import (
+    DEFAULT_NODE,
+    DEFAULT_REQUEST_TIMEOUT_S,
+    REQUEST_TIMEOUT_S_MAX,
+    Client,
+    Removed,
+    connect,
+)
 from skueue.client.errors import RequestRejected
 from skueue.client.tls import client_context
 from skueue.core.ops import DEFAULT_QUEUE, DELIVERY_LIMIT_MAX, PRIORITIES_MAX, queue_name_problem
-from skueue.runtime.address import AddressError, parse_address
+from skueue.wire.client_protocol import WAIT_MS_MAX
 
 EXIT_EMPTY = 3
 EXIT_UNREACHABLE = 1
@@ -50,28 +60,16 @@ MEMBERSHIP_TIMEOUT_S = 60.0
 T = TypeVar("T")
 
 
-def default_node() -> str:
-    """``$SKUEUE_NODE`` or the default; a bad ``$SKUEUE_NODE`` is a usage error."""
-    node = os.environ.get("SKUEUE_NODE")
-    if not node:
-        return DEFAULT_NODE
-    try:
-        for part in node.split(","):
-            parse_address(part)
-    except AddressError as e:
-        fail("skueue", f"{e} (from $SKUEUE_NODE)")
-    return node
-
-
 def add_node_option(p: argparse.ArgumentParser | Any, tls: bool = True) -> None:
     """``--node``, and the TLS options to reach it (``tls``: a caller that puts
     ``--node`` in a group of alternatives adds those to the parser itself)."""
     p.add_argument(
         "--node",
-        type=address,
+        type=seed_addresses,
         default=None,
-        metavar="ADDR",
-        help=f"daemon to talk to (default: $SKUEUE_NODE, else {DEFAULT_NODE})",
+        metavar="ADDR[,ADDR...]",
+        help="daemon to talk to; with several, the first that answers (default: "
+        f"$SKUEUE_NODE, else {DEFAULT_NODE})",
     )
     if tls:
         add_tls_options(p)
@@ -109,10 +107,14 @@ def tls_of(prog: str, args: argparse.Namespace) -> ssl.SSLContext | None:
         fail(prog, str(e))
 
 
+request_timeout = seconds_up_to(REQUEST_TIMEOUT_S_MAX, "REQUEST_TIMEOUT_S_MAX")
+"""``--timeout`` of every command that talks to a daemon."""
+
+
 def add_timeout_option(p: argparse.ArgumentParser, default: float) -> None:
     p.add_argument(
         "--timeout",
-        type=positive_float,
+        type=request_timeout,
         default=default,
         metavar="SECONDS",
         help="give up on a request after this long (its outcome is then unknown)",
@@ -153,7 +155,8 @@ def add_element_format_options(p: argparse.ArgumentParser) -> None:
     mode.add_argument(
         "--json",
         action="store_true",
-        help='one JSON object per element: {"base64": ..., "text": UTF-8 text or null}',
+        help='one JSON object per element: {"base64": ..., "text": UTF-8 text or null, '
+        '"position": its place in the queue}',
     )
 
 
@@ -194,9 +197,15 @@ def add_parsers(sub: Any) -> None:
         help="enqueue the whole of stdin as one element",
     )
     p.add_argument(
+        "--json",
+        action="store_true",
+        help='print {"queue": ..., "positions": [each element\'s position], "size": the '
+        "queue's size right after, or null}",
+    )
+    p.add_argument(
         "-p",
         "--priority",
-        type=bounded_int(0, PRIORITIES_MAX - 1),
+        type=integer_in(0, PRIORITIES_MAX - 1, "PRIORITIES_MAX - 1"),
         default=None,
         metavar="P",
         help="the level in a queue made with --priorities (0 the most urgent; past the "
@@ -219,7 +228,7 @@ def add_parsers(sub: Any) -> None:
     p.add_argument(
         "-w",
         "--wait",
-        type=positive_float,
+        type=seconds_up_to(WAIT_MS_MAX / 1000, "WAIT_MS_MAX"),
         default=None,
         metavar="SECONDS",
         help="when the queue is empty, wait up to this long for an element (like BLPOP)",
@@ -260,7 +269,7 @@ def add_parsers(sub: Any) -> None:
     )
     p.add_argument(
         "--priorities",
-        type=bounded_int(1, PRIORITIES_MAX),
+        type=integer_in(1, PRIORITIES_MAX, "PRIORITIES_MAX"),
         default=None,
         metavar="P",
         help=f"priority levels, 0 the most urgent (2 to {PRIORITIES_MAX}; a queue only; "
@@ -268,7 +277,7 @@ def add_parsers(sub: Any) -> None:
     )
     p.add_argument(
         "--max-deliveries",
-        type=bounded_int(0, DELIVERY_LIMIT_MAX),
+        type=integer_in(0, DELIVERY_LIMIT_MAX, "DELIVERY_LIMIT_MAX"),
         default=None,
         metavar="N",
         help="a leased element returned more than N times goes to NAME.dlq, whatever "
@@ -385,25 +394,31 @@ def read_values(args: argparse.Namespace) -> list[bytes]:
 def run_enqueue(args: argparse.Namespace) -> int:
     values = read_values(args)
 
-    async def body(q: Client) -> None:
+    async def body(q: Client) -> dict[str, Any]:
         # The client checks every value against the daemon's limit before sending any,
         # and splits the call into requests that fit; they go in order.
-        await q.enqueue_many(
+        inserted = await q.enqueue_many(
             values, queue=args.queue, structure=args.structure, priority=args.priority
         )
+        size = await queue_size(q, args.queue) if args.json else None
+        return enqueue_record(args.queue, inserted, size)
 
-    with_client("skueue enqueue", args, body)
+    done = with_client("skueue enqueue", args, body)
+    if args.json:
+        print(json.dumps(done))
     return 0
 
 
 def run_dequeue(args: argparse.Namespace) -> int:
-    async def body(q: Client) -> list[bytes]:
-        return await q.dequeue_many(
-            args.count, queue=args.queue, structure=args.structure, wait=args.wait
-        )
+    async def body(q: Client) -> list[Removed]:
+        removed = await q.remove(
+            args.count, queue=args.queue, structure=args.structure, wait=args.wait,
+            until_empty=True,
+        )  # fmt: skip
+        return [r for r in removed if r.value is not None]
 
     got = with_client("skueue dequeue", args, body)
-    print_elements(got, args)
+    print_elements([r.value for r in got if r.value is not None], args, [r.position for r in got])
     empty = args.count - len(got)
     if empty:
         print(
@@ -415,33 +430,29 @@ def run_dequeue(args: argparse.Namespace) -> int:
 
 
 def run_peek(args: argparse.Namespace) -> int:
-    async def body(q: Client) -> bytes | None:
-        return await q.peek(queue=args.queue)
+    async def body(q: Client) -> Removed:
+        return await q.peek_element(queue=args.queue)
 
     seen = with_client("skueue peek", args, body)
-    if seen is None:
+    if seen.value is None:
         print(f"skueue peek: {args.queue or DEFAULT_QUEUE} is empty", file=sys.stderr)
         return EXIT_EMPTY
-    print_elements([seen], args)
+    print_elements([seen.value], args, [seen.position])
     return 0
 
 
-def print_elements(values: list[bytes], args: argparse.Namespace) -> None:
+def print_elements(
+    values: list[bytes], args: argparse.Namespace, positions: list[int | None] | None = None
+) -> None:
+    """``positions``: each value's, for ``--json`` (None: not known)."""
     out = sys.stdout.buffer
-    for value in values:
+    for i, value in enumerate(values):
         if args.json:
-            out.write(json.dumps(json_element(value)).encode() + b"\n")
+            position = None if positions is None else positions[i]
+            out.write(json.dumps(json_element(value, position)).encode() + b"\n")
         else:
             out.write(value + (b"\0" if args.null else b"\n"))
     out.flush()
-
-
-def json_element(value: bytes) -> dict[str, str | None]:
-    try:
-        text: str | None = value.decode("utf-8")
-    except UnicodeDecodeError:
-        text = None
-    return {"base64": base64.b64encode(value).decode("ascii"), "text": text}
 
 
 def run_create(args: argparse.Namespace) -> int:
@@ -461,21 +472,6 @@ def run_create(args: argparse.Namespace) -> int:
     return 0
 
 
-def bounded_int(low: int, high: int) -> Callable[[str], int]:
-    """An argparse type: an integer from ``low`` to ``high``."""
-
-    def parse(text: str) -> int:
-        try:
-            value = int(text)
-        except ValueError:
-            value = low - 1
-        if not low <= value <= high:
-            raise argparse.ArgumentTypeError(f"an integer from {low} to {high}")
-        return value
-
-    return parse
-
-
 def run_delete(args: argparse.Namespace) -> int:
     async def body(q: Client) -> int:
         return await q.delete_queue(args.queue)
@@ -488,21 +484,26 @@ def run_delete(args: argparse.Namespace) -> int:
     return 0
 
 
-def run_join(args: argparse.Namespace) -> int:
-    async def body(q: Client) -> None:
-        await q.join(args.seed)
+# Join and leave name the daemon that did it: with a seed list, the first that answered.
 
-    with_client("skueue join", args, body, admin=True)
-    print(f"joined the cluster of {args.seed}", file=sys.stderr)
+
+def run_join(args: argparse.Namespace) -> int:
+    async def body(q: Client) -> str:
+        await q.join(args.seed)
+        return q.address
+
+    joined = with_client("skueue join", args, body, admin=True)
+    print(f"{joined} joined the cluster of {args.seed}", file=sys.stderr)
     return 0
 
 
 def run_leave(args: argparse.Namespace) -> int:
-    async def body(q: Client) -> None:
+    async def body(q: Client) -> str:
         await q.leave()
+        return q.address
 
-    with_client("skueue leave", args, body, admin=True)
-    print("left: its data is held by the other daemons", file=sys.stderr)
+    left = with_client("skueue leave", args, body, admin=True)
+    print(f"{left} left: its data is held by the other daemons", file=sys.stderr)
     return 0
 
 

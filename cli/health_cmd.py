@@ -21,8 +21,8 @@ import argparse
 import http.client
 from typing import Any
 
-from skueue.cli.args import EXIT_FAILED, EXIT_USAGE, address, fail, positive_float
-from skueue.cli.client_cmds import add_node_option, add_tls_options, with_client
+from skueue.cli.args import EXIT_FAILED, EXIT_USAGE, address, fail
+from skueue.cli.client_cmds import add_node_option, add_tls_options, request_timeout, with_client
 from skueue.client.api import Client
 
 PROG = "skueue health"
@@ -51,7 +51,7 @@ def add_parser(sub: Any) -> None:
     )
     p.add_argument(
         "--timeout",
-        type=positive_float,
+        type=request_timeout,
         default=HEALTH_TIMEOUT_S,
         metavar="SECONDS",
         help="give up (exit 2) after this long",

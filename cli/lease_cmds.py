@@ -27,17 +27,13 @@ from typing import Any
 
 import anyio
 
-from skueue.cli.args import positive_float, positive_int
-from skueue.cli.client_cmds import (
-    add_node_option,
-    add_timeout_option,
-    json_element,
-    queue_name,
-    with_client,
-)
+from skueue.cli.args import integer_in, positive_float, positive_int, seconds_up_to
+from skueue.cli.client_cmds import add_node_option, add_timeout_option, queue_name, with_client
+from skueue.cli.json_records import json_element
 from skueue.client.api import DEFAULT_REQUEST_TIMEOUT_S, Client
 from skueue.client.consumer import Leased, Message
-from skueue.core.ops import dead_letter_problem, dead_letter_queue
+from skueue.core.ops import DELIVERY_LIMIT_MAX, dead_letter_problem, dead_letter_queue
+from skueue.wire.client_protocol import LEASE_MS_MAX
 
 LIST_LEASE_S = 30.0  # how long `skueue dlq` holds what it shows
 
@@ -66,11 +62,13 @@ def add_parsers(sub: Any) -> None:
         help="messages fetched ahead, leased (default 100)",
     )  # fmt: skip
     p.add_argument(
-        "--lease", type=positive_float, default=30.0, metavar="SECONDS",
+        "--lease", type=seconds_up_to(LEASE_MS_MAX / 1000, "LEASE_MS_MAX"), default=30.0,
+        metavar="SECONDS",
         help="how long a message is held for its run before it goes back (default 30)",
     )  # fmt: skip
     p.add_argument(
-        "--max-deliveries", type=positive_int, default=None, metavar="N",
+        "--max-deliveries", type=integer_in(1, DELIVERY_LIMIT_MAX, "DELIVERY_LIMIT_MAX"),
+        default=None, metavar="N",
         help="returned after N deliveries, a message goes to NAME.dlq (default: never)",
     )  # fmt: skip
     p.add_argument("--exec", dest="command", default=None, metavar="CMD",
@@ -178,7 +176,8 @@ def write(value: bytes, leased: Leased, as_json: bool, dead_letter: bool = False
     deliveries = leased.deliveries - 1 if dead_letter else leased.deliveries
     out = sys.stdout.buffer
     if as_json:
-        record = {**json_element(value), "deliveries": deliveries, "reason": leased.reason}
+        record = {**json_element(value, leased.position), "deliveries": deliveries,
+                  "reason": leased.reason}  # fmt: skip
         out.write(json.dumps(record).encode() + b"\n")
     elif dead_letter:
         why = leased.reason or "unknown"

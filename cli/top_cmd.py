@@ -26,8 +26,9 @@ import trio
 from rich.console import Console, RenderableType
 from rich.live import Live
 
-from skueue.cli.args import EXIT_FAILED, address
-from skueue.cli.client_cmds import add_tls_options, default_node, tls_of
+from skueue.cli.args import EXIT_FAILED
+from skueue.cli.client_cmds import add_tls_options, request_timeout, tls_of
+from skueue.cli.nodes import default_node, seed_addresses
 from skueue.cli.running import client_error, run_async
 from skueue.cli.top_view import Snapshot, render
 from skueue.client.api import DEFAULT_NODE, connect
@@ -53,7 +54,7 @@ def add_parser(sub: Any) -> None:
     )
     p.add_argument(
         "--node",
-        type=address_list,
+        type=seed_addresses,
         default=None,
         metavar="ADDR[,ADDR...]",
         help=f"daemon(s) to ask; the first that answers (default: $SKUEUE_NODE, else "
@@ -68,7 +69,7 @@ def add_parser(sub: Any) -> None:
     )
     p.add_argument(
         "--timeout",
-        type=interval,
+        type=request_timeout,
         default=TIMEOUT_S,
         metavar="SECONDS",
         help="give up on one answer after this long (and show the daemon as unreachable)",
@@ -82,17 +83,17 @@ def add_parser(sub: Any) -> None:
     p.set_defaults(run=run_top)
 
 
-def address_list(text: str) -> str:
-    return ",".join(address(part.strip()) for part in text.split(","))
-
-
 def interval(text: str) -> float:
     try:
         value = float(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
-    if not INTERVAL_MIN_S <= value < float("inf"):
-        raise argparse.ArgumentTypeError(f"{text} must be at least {INTERVAL_MIN_S:g}")
+    if not value < float("inf"):  # inf, nan
+        raise argparse.ArgumentTypeError(f"{text} is not a finite number of seconds")
+    if value < INTERVAL_MIN_S:
+        raise argparse.ArgumentTypeError(
+            f"{text} must be at least {INTERVAL_MIN_S:g} (INTERVAL_MIN_S)"
+        )
     return value
 
 
@@ -111,6 +112,9 @@ class Watch:
         self.problem: str | None = None
         self.via = node
         self.console = Console()
+        # A live view fills the screen: its queues are cut to the terminal's lines.  A
+        # frame printed to a file or a pipe lists them all.
+        self.fit_height = False
 
     def frame(self) -> RenderableType:
         return render(
@@ -120,6 +124,7 @@ class Watch:
             interval_s=self.interval_s,
             problem=self.problem,
             width=self.console.width,  # read again each time: the terminal may be resized
+            height=self.console.height if self.fit_height else None,
         )
 
     async def run(self, show: Callable[[RenderableType], None], answers: int | None) -> None:
@@ -172,6 +177,7 @@ def run_top(args: argparse.Namespace) -> int:
         await watch.run(watch.console.print, answers=None)
 
     async def live() -> None:
+        watch.fit_height = True
         with Live(watch.frame(), console=watch.console, screen=True, auto_refresh=False) as view:
 
             def show(frame: RenderableType) -> None:

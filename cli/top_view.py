@@ -360,6 +360,32 @@ def queues_table(rows: list[QueueRow]) -> Table:
     return table
 
 
+def lines_of(renderable: RenderableType, width: int | None) -> int:
+    """The lines ``renderable`` takes at ``width`` columns."""
+    console = Console(file=io.StringIO(), width=width or TABLE_WIDTH_MAX)
+    return len(console.render_lines(renderable, console.options, pad=False))
+
+
+def queues_that_fit(
+    rows: list[QueueRow], room: int | None, width: int | None
+) -> list[RenderableType]:
+    """The queues' table in ``room`` lines (None: no limit): as many rows as fit, in
+    order, and a last line that says how many more there are and what waits in them, so
+    that a short terminal does not hide a queue without a word."""
+    if room is None or lines_of(queues_table(rows), width) <= room:
+        return [queues_table(rows)]
+    fit = max(0, room - 1 - lines_of(queues_table([]), width))  # 1: the "more" line
+    shown, hidden = rows[:fit], rows[fit:]
+    more = f"… {len(hidden)} more queue{'s' if len(hidden) != 1 else ''}"
+    if not shown:
+        more = f"… {len(hidden)} queue{'s' if len(hidden) != 1 else ''} (no room to list)"
+    depths = [q.depth for q in hidden]
+    if None not in depths:
+        more += f", {sum(d for d in depths if d is not None)} waiting in them"
+    line = Text(more, style="yellow", no_wrap=True, overflow="ellipsis")  # one line
+    return [*([queues_table(shown)] if shown else []), line]
+
+
 def header(node: str, cur: Snapshot | None, interval_s: float) -> Text:
     text = Text("skueue top", style="bold")
     text.append(f"  via {node}")
@@ -381,10 +407,13 @@ def render(
     interval_s: float = 1.0,
     problem: str | None = None,
     width: int | None = None,
+    height: int | None = None,
 ) -> RenderableType:
     """The whole view: a header line, the members, the queues; ``problem`` (the node
     could not be asked) is shown above the last answer, which is kept; ``width``: the
-    terminal's columns, which a narrow one fits by leaving some columns out."""
+    terminal's columns, which a narrow one fits by leaving some columns out; ``height``:
+    its lines, which a short one fits by listing fewer queues and saying how many more
+    there are (None: every queue)."""
     parts: list[RenderableType] = [header(node, cur, interval_s)]
     if problem is not None:
         parts.append(Text(f"unreachable: {problem} (trying again every {interval_s:g} s)",
@@ -396,15 +425,13 @@ def render(
     if problem is not None:
         parts.append(Text("last answer below:", style="dim"))
     parts.append(members_table(member_rows(prev, cur), width))
+    footer = Text("* holds the anchor; rates are over the last interval; Ctrl-C quits",
+                  style="dim")  # fmt: skip
     rows = queue_rows(prev, cur)
     if rows:
-        parts.append(queues_table(rows))
+        room = None if height is None else height - lines_of(Group(*parts, footer), width)
+        parts.extend(queues_that_fit(rows, room, width))
     else:
         parts.append(Text("no queue yet", style="dim"))
-    parts.append(
-        Text(
-            "* holds the anchor; rates are over the last interval; Ctrl-C quits",
-            style="dim",
-        )
-    )
+    parts.append(footer)
     return Group(*parts)

@@ -49,6 +49,7 @@ from skueue.client.errors import (
 )
 from skueue.client.tls import resolve as resolve_tls
 from skueue.core.ops import PRIORITIES_MAX, queue_name_problem
+from skueue.runtime.address import AddressError, parse_seed_list
 from skueue.runtime.limits import Limits
 from skueue.wire.client_protocol import (
     LEASE_MS_MAX,
@@ -74,6 +75,9 @@ from skueue.wire.framing import pack
 DEFAULT_NODE = "127.0.0.1:7400"
 CONNECT_TIMEOUT_S = 10.0
 DEFAULT_REQUEST_TIMEOUT_S = 15.0
+# The longest a client waits for one reply; the daemon's own request_timeout_s_max
+# (runtime/limits.py) defaults to the same.
+REQUEST_TIMEOUT_S_MAX = 3600.0
 # Extra wait past the request timeout, so that the daemon's own timeout error (which
 # names the member that is down) normally arrives before the client gives up.
 REPLY_GRACE_S = 2.0
@@ -415,14 +419,16 @@ class Client:
         queue: str | None = None,
         structure: str | None = None,
         wait: float | None = None,
+        until_empty: bool = False,
     ) -> list[Removed]:
         """Perform ``count`` removals; one :class:`Removed` per removal, in order, its
         ``value`` None where the structure was empty.  With ``wait`` (seconds), a
         request that finds the queue empty waits up to that long until it gets at least
         one element: the daemon tries again in its own cycles, and the result is one
-        operation per removal, as if it had come at the end."""
+        operation per removal, as if it had come at the end.  ``until_empty``: send no
+        more requests once one found the structure empty (as :meth:`dequeue_many`)."""
         target = _target(queue, structure)
-        return await self._remove(count, target, stop_when_empty=False, wait=wait)
+        return await self._remove(count, target, stop_when_empty=until_empty, wait=wait)
 
     async def create_queue(
         self,
@@ -457,9 +463,13 @@ class Client:
         left in the queue; None if it is empty or no queue has the name.  It is
         linearizable like a dequeue: no later dequeue returned an element it would not
         have seen.  A stack has no peek (``RequestRejected``)."""
+        return (await self.peek_element(queue=queue)).value
+
+    async def peek_element(self, *, queue: str | None = None) -> Removed:
+        """:meth:`peek` with the element's rank and position (value None: empty)."""
         name, _ = _target(queue, None)
-        ((value, _rank, _position),) = await self._request(PeekRequest(0, name))
-        return value
+        ((value, rank, position),) = await self._request(PeekRequest(0, name))
+        return Removed(value, rank, position)
 
     async def delete_queue(self, queue: str) -> int:
         """Delete the named queue (or stack): the elements it holds are removed, and the
@@ -800,11 +810,12 @@ def resolve_address(address: str | None) -> str:
 
 
 def seed_list(addresses: str) -> list[str]:
-    """``"HOST:PORT,HOST:PORT,..."``: the members a client may use, in order."""
-    seeds = [a.strip() for a in addresses.split(",") if a.strip()]
-    if not seeds:
-        raise BadAddress(f"no address in {addresses!r}")
-    return list(dict.fromkeys(seeds))
+    """``"HOST:PORT,HOST:PORT,..."``: the members a client may use, in order; a bad one
+    is :class:`BadAddress` before anything is dialled."""
+    try:
+        return [str(a) for a in parse_seed_list(addresses)]
+    except AddressError as e:
+        raise BadAddress(str(e)) from None
 
 
 async def open_first(
@@ -853,8 +864,11 @@ async def connect(
     context = resolve_tls(tls)
     if request_timeout_s is None:
         request_timeout_s = DEFAULT_REQUEST_TIMEOUT_S
-    if not request_timeout_s > 0:
-        raise ValueError(f"request_timeout_s must be positive, not {request_timeout_s!r}")
+    if not 0 < request_timeout_s <= REQUEST_TIMEOUT_S_MAX:
+        raise ValueError(
+            f"request_timeout_s must be positive and at most {REQUEST_TIMEOUT_S_MAX:g} "
+            f"(REQUEST_TIMEOUT_S_MAX), not {request_timeout_s!r}"
+        )
     seeds = seed_list(resolve_address(address))
     retry = retry and not admin  # stats, join and leave are not sent again
 

@@ -47,4 +47,16 @@ def parse_address(text: str) -> Address:
 
 
 def parse_addresses(text: str) -> list[Address]:
+    """``HOST:PORT,HOST:PORT,...``, each member parsed on its own (a comma never ends up
+    inside one address, whose last colon is its port's)."""
     return [parse_address(part) for part in text.split(",") if part.strip()]
+
+
+def parse_seed_list(text: str) -> list[Address]:
+    """A client's seed list, ``HOST:PORT[,HOST:PORT...]``: the members it may use, in
+    order (the first that answers serves), each once.  The one parser of ``--node``,
+    ``$SKUEUE_NODE``, ``connect()`` and ``connect_blocking()``."""
+    seeds = list(dict.fromkeys(parse_addresses(text)))
+    if not seeds:
+        raise AddressError(f"no address in {text!r}: expected HOST:PORT[,HOST:PORT...]")
+    return seeds

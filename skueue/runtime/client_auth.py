@@ -6,7 +6,10 @@ the CLI).  The file has one ``ROLE TOKEN`` per line (blank lines and ``#`` comme
 skipped): ``client`` tokens may enqueue, dequeue, lease and ask for stats; ``admin``
 tokens may also make the daemon join or leave a cluster.  A client without a good token
 gets one error (``unauthorized``) and is disconnected; a client token that asks for
-join or leave gets ``unauthorized`` for that request and is served on.
+join or leave gets ``unauthorized`` for that request and is served on.  The error says
+what was wrong with what the client showed (:func:`refusal_message`): a token that is
+not one of the file's is "refused", not told to set ``$SKUEUE_TOKEN`` (it did), and a
+certificate shown to a daemon without ``--tls-client-ca`` is said not to count.
 
 Tokens are compared in constant time, and are at least ``TOKEN_CHARS_MIN`` characters
 (``skueue keygen`` makes good ones).  Without TLS they cross the network in the clear:
@@ -61,3 +64,54 @@ class ClientTokens:
             if hmac.compare_digest(given, known.encode()):
                 found = role
         return found
+
+
+# What a client that showed nothing (good) needs, by (tokens taken, certificates taken).
+NEEDS = {
+    (True, False): "a token: pass connect(token=...) or set $SKUEUE_TOKEN",
+    (False, True): (
+        "a TLS client certificate signed by its --tls-client-ca: pass "
+        "connect(tls=...) with one, or set $SKUEUE_TLS_CERT and $SKUEUE_TLS_KEY"
+    ),
+    (True, True): (
+        "a token or a TLS client certificate: pass connect(token=...) or set "
+        "$SKUEUE_TOKEN, or present a certificate signed by its --tls-client-ca"
+    ),
+}
+TOKEN_REFUSED = (
+    "the token sent was refused: it is not one of this daemon's --client-tokens (check "
+    "$SKUEUE_TOKEN or connect(token=...))"
+)
+TOKENS_NOT_TAKEN = "this daemon takes no tokens (it was started without --client-tokens)"
+CERTIFICATE_NOT_SIGNED = (
+    "the TLS client certificate presented is not signed by this daemon's --tls-client-ca"
+)
+CERTIFICATES_NOT_CHECKED = (
+    "this daemon does not check TLS client certificates (it was started without "
+    "--tls-client-ca), so the one presented does not count"
+)
+
+
+def refusal_message(
+    *, tokens: bool, certificates: bool, token_sent: bool, certificate_sent: bool, tls: bool
+) -> str:
+    """Why a client is refused, from what the daemon takes (``tokens``: it has
+    ``--client-tokens``; ``certificates``: ``--tls-client-ca``) and what the client
+    showed.  ``tls``: the connection is TLS (a certificate could have been shown; the
+    daemon asks for one only with ``--tls-ca`` or ``--tls-client-ca``)."""
+    assert tokens or certificates, "a daemon that takes neither serves everyone"
+    said = []
+    if token_sent:
+        said.append(TOKEN_REFUSED if tokens else TOKENS_NOT_TAKEN)
+    if certificate_sent:
+        said.append(CERTIFICATE_NOT_SIGNED if certificates else CERTIFICATES_NOT_CHECKED)
+    if token_sent and tokens:
+        # It knows how to send a token: not "set $SKUEUE_TOKEN" again, only what else would do.
+        if certificates and not certificate_sent:
+            said.append("or present a TLS client certificate signed by its --tls-client-ca")
+        return "; ".join(said)
+    needs = f"this daemon serves only clients with {NEEDS[(tokens, certificates)]}"
+    if not said and tls and not certificates:
+        # A client with a certificate that was not asked for cannot tell it was not looked at.
+        needs += " (it does not check TLS client certificates: it has no --tls-client-ca)"
+    return "; ".join([*said, needs])

@@ -65,10 +65,11 @@ class IncomingConnections(DaemonState):
                 await self._peer_session(stream, decoder, hello, rest)
             elif isinstance(hello, list) and hello[:1] == ["hello-client"]:
                 await self.ready.wait()
-                role = None
+                role, shown = None, False
                 if self.config.tls is not None and isinstance(stream, trio.SSLStream):
                     role = self.config.tls.client_role(stream)
-                await self.sessions.serve(stream, decoder, rest, hello, role)
+                    shown = bool(stream.getpeercert())  # {} when none was asked or shown
+                await self.sessions.serve(stream, decoder, rest, hello, role, shown)
             else:
                 raise RemoteProtocolError(f"expected a hello, got {hello!r:.60}")
         except RemoteProtocolError as e:

@@ -45,7 +45,7 @@ import attrs
 import structlog
 import trio
 
-from skueue.runtime.client_auth import ClientTokens
+from skueue.runtime.client_auth import ClientTokens, refusal_message
 from skueue.runtime.connections import (
     ConnectionTimeout,
     ReadDeadlines,
@@ -128,21 +128,6 @@ def _source(stream: trio.abc.Stream) -> str:
         return "?"
 
 
-def _refusal_message(tokens: bool, certs: bool) -> str:
-    needs = {
-        (True, False): "a token: pass connect(token=...) or set $SKUEUE_TOKEN",
-        (False, True): (
-            "a TLS client certificate signed by its --tls-client-ca: pass "
-            "connect(tls=...) with one, or set $SKUEUE_TLS_CERT and $SKUEUE_TLS_KEY"
-        ),
-        (True, True): (
-            "a token or a TLS client certificate: pass connect(token=...) or set "
-            "$SKUEUE_TOKEN, or present a certificate signed by its --tls-client-ca"
-        ),
-    }[(tokens, certs)]
-    return f"this daemon serves only clients with {needs}"
-
-
 class ClientSessions:
     """Every connected client; the owner task delivers replies through :meth:`deliver`."""
 
@@ -153,11 +138,13 @@ class ClientSessions:
         welcome: Callable[[], list[Any]],
         tokens: ClientTokens | None = None,
         client_certs: bool = False,
+        tls: bool = False,
     ) -> None:
         self.limits = limits
         self.tokens = tokens  # None: clients need no token (runtime/client_auth.py)
         # Clients may show a TLS certificate instead (--tls-client-ca, runtime/tls.py).
         self.client_certs = client_certs
+        self.tls = tls  # every connection is TLS (a client could have shown a certificate)
         self.inbox = inbox
         self.welcome = welcome
         self.clients: dict[int, ClientSession] = {}
@@ -246,10 +233,12 @@ class ClientSessions:
         rest: list[Any],
         hello: Any = None,
         cert_role: str | None = None,
+        cert_shown: bool = False,
     ) -> None:
         """Serve one client that said ``hello``, until it disconnects or misbehaves.
         (Without ``hello``: a version 1 client with no options.)  ``cert_role``: what
-        its TLS client certificate makes it (None: it showed none that counts)."""
+        its TLS client certificate makes it (None: it showed none that counts);
+        ``cert_shown``: it showed one (that counts or not), for the refusal's words."""
         greeting = ClientHello(1) if hello is None else parse_client_hello(hello)
         role = cert_role
         if role is None and self.tokens is not None:
@@ -257,8 +246,14 @@ class ClientSessions:
         elif role is None and not self.client_certs:
             role = "admin"  # neither tokens nor certificates: anyone reaching the port
         if role is None:
-            log.warning("refused a client without a good token or certificate")
-            message = _refusal_message(self.tokens is not None, self.client_certs)
+            message = refusal_message(
+                tokens=self.tokens is not None,
+                certificates=self.client_certs,
+                token_sent=greeting.token is not None,
+                certificate_sent=cert_shown,
+                tls=self.tls,
+            )
+            log.warning("refused a client without a good token or certificate", why=message)
             with trio.move_on_after(REFUSAL_SEND_S), contextlib.suppress(*DISCONNECTED):
                 await stream.send_all(pack(ErrorReply(None, message, UNAUTHORIZED).frame()))
             return

@@ -47,6 +47,7 @@ class DaemonState:
             self.welcome,
             config.client_tokens,
             client_certs=config.tls is not None and config.tls.client_issuers is not None,
+            tls=config.tls is not None,
         )
         self.ready = trio.Event()
         self.host: Host | None = None

@@ -114,7 +114,8 @@ class ClientHello:
     def frame(self) -> list[Any]:
         options: dict[str, Any] = {}
         if self.request_timeout_s is not None:
-            options["request_timeout_ms"] = round(self.request_timeout_s * 1000)
+            # At least 1: a timeout under half a millisecond is still a timeout.
+            options["request_timeout_ms"] = max(1, round(self.request_timeout_s * 1000))
         if self.admin:
             options["admin"] = True
         if self.session is not None:
