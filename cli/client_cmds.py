@@ -37,7 +37,7 @@ from typing import Any, TypeVar
 
 from skueue.cli.args import address, fail, integer_in, positive_int, seconds_up_to
 from skueue.cli.json_records import enqueue_record, json_element, queue_size
-from skueue.cli.nodes import default_node, seed_addresses
+from skueue.cli.nodes import default_node, one_node, seed_addresses
 from skueue.cli.running import run_async
 from skueue.cli.top_view import bytes_text
 from skueue.client.api import (
@@ -60,17 +60,28 @@ MEMBERSHIP_TIMEOUT_S = 60.0
 T = TypeVar("T")
 
 
-def add_node_option(p: argparse.ArgumentParser | Any, tls: bool = True) -> None:
+def add_node_option(
+    p: argparse.ArgumentParser | Any, tls: bool = True, one: bool = False
+) -> None:
     """``--node``, and the TLS options to reach it (``tls``: a caller that puts
-    ``--node`` in a group of alternatives adds those to the parser itself)."""
-    p.add_argument(
-        "--node",
-        type=seed_addresses,
-        default=None,
-        metavar="ADDR[,ADDR...]",
-        help="daemon to talk to; with several, the first that answers (default: "
-        f"$SKUEUE_NODE, else {DEFAULT_NODE})",
-    )
+    ``--node`` in a group of alternatives adds those to the parser itself).  ``one``: the
+    command acts on that very daemon (join, leave), so a seed list would pick whichever
+    member answers first: it takes one address."""
+    if one:
+        p.add_argument(
+            "--node", type=address, default=None, metavar="ADDR",
+            help="the daemon to act on (default: $SKUEUE_NODE when it names one daemon, "
+            f"else {DEFAULT_NODE})",
+        )  # fmt: skip
+    else:
+        p.add_argument(
+            "--node",
+            type=seed_addresses,
+            default=None,
+            metavar="ADDR[,ADDR...]",
+            help="daemon to talk to; with several, the first that answers (default: "
+            f"$SKUEUE_NODE, else {DEFAULT_NODE})",
+        )
     if tls:
         add_tls_options(p)
 
@@ -307,7 +318,7 @@ def add_parsers(sub: Any) -> None:
         description="Make the daemon at --node (alone and empty) join the cluster SEED is "
         "in; returns once it is in the ring.",
     )
-    add_node_option(p)
+    add_node_option(p, one=True)
     add_timeout_option(p, MEMBERSHIP_TIMEOUT_S)
     p.add_argument(
         "seed", type=address, metavar="SEED", help="address of any daemon of the cluster"
@@ -320,7 +331,7 @@ def add_parsers(sub: Any) -> None:
         description="Make the daemon at --node leave the cluster; returns 0 only once its "
         "data is held by the others.",
     )
-    add_node_option(p)
+    add_node_option(p, one=True)
     add_timeout_option(p, MEMBERSHIP_TIMEOUT_S)
     p.set_defaults(run=run_leave)
 
@@ -492,6 +503,7 @@ def run_join(args: argparse.Namespace) -> int:
         await q.join(args.seed)
         return q.address
 
+    args.node = one_node("skueue join", args.node)
     joined = with_client("skueue join", args, body, admin=True)
     print(f"{joined} joined the cluster of {args.seed}", file=sys.stderr)
     return 0
@@ -502,6 +514,7 @@ def run_leave(args: argparse.Namespace) -> int:
         await q.leave()
         return q.address
 
+    args.node = one_node("skueue leave", args.node)
     left = with_client("skueue leave", args, body, admin=True)
     print(f"{left} left: its data is held by the other daemons", file=sys.stderr)
     return 0

@@ -35,3 +35,14 @@ def default_node() -> str:
         return seed_addresses(node)
     except argparse.ArgumentTypeError as e:
         fail("skueue", f"{e} (from $SKUEUE_NODE)")
+
+
+def one_node(prog: str, given: str | None) -> str:
+    """The one daemon a command acts on (join, leave): ``--node``, else ``$SKUEUE_NODE``
+    when it names a single daemon.  A list there is refused: the first member to answer
+    would be the one to leave."""
+    node = given or default_node()
+    if "," in node:
+        fail(prog, f"$SKUEUE_NODE names several daemons ({node}); this command acts on "
+             "one: give it with --node ADDR")
+    return node

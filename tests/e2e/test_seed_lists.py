@@ -80,13 +80,25 @@ def test_a_bad_member_of_a_seed_list_is_a_usage_error_naming_it() -> None:
     assert "bad address 'nonsense'" in err, err
 
 
-def test_leave_through_a_seed_list_names_the_daemon_that_left(
+def test_leave_and_join_act_on_one_daemon_and_refuse_a_seed_list(
     skueued_cluster: StartCluster,
 ) -> None:
-    """Join and leave act on the first member that answers: the line says which one."""
+    """A seed list would make whichever member answers first leave: ``leave`` and ``join``
+    take one address, from ``--node`` or ``$SKUEUE_NODE``, and refuse a list with one
+    line (exit 2) before anything happens.  Given one, ``leave`` names the daemon."""
     cluster = skueued_cluster(2)
-    second = cluster.addresses[1]
-    out = skueue("leave", "--node", f"{dead_address()},{second}")
+    first, second = cluster.addresses
+    for command in (["leave"], ["join", first]):
+        out = skueue(*command, "--node", f"{first},{second}")
+        err = out.stderr.decode(errors="replace").strip()
+        assert out.returncode == 2 and len(err.splitlines()) == 1, err
+        env = {**environment(), "SKUEUE_NODE": f"{first},{second}"}
+        listed = subprocess.run([*skueue_command(), *command], env=env, capture_output=True,
+                                timeout=RUN_TIMEOUT_S, cwd=ROOT)
+        err = listed.stderr.decode(errors="replace").strip()
+        assert listed.returncode == 2 and "acts on one" in err, err
+    assert all(d.proc.poll() is None for d in cluster.daemons)  # nobody left
+    out = skueue("leave", "--node", second)
     err = out.stderr.decode(errors="replace")
     assert out.returncode == 0, err
     assert err.strip() == f"{second} left: its data is held by the other daemons", err

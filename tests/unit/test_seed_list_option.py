@@ -8,6 +8,7 @@ import argparse
 import pytest
 
 from skueue.cli import skueue as skueue_cli
+from skueue.cli.args import address
 from skueue.cli.nodes import seed_addresses
 from skueue.client.api import seed_list
 from skueue.client.errors import BadAddress
@@ -25,10 +26,18 @@ def node_options() -> dict[str, argparse.Action]:
     return found
 
 
-def test_every_node_option_is_a_seed_list() -> None:
+ONE_DAEMON = {"join", "leave"}
+"""Commands that act on the daemon named, not on whichever member answers."""
+
+
+def test_every_node_option_is_a_seed_list_but_where_one_daemon_acts() -> None:
     options = node_options()
     assert {"enqueue", "dequeue", "peek", "stats", "health", "top", "consume"} <= set(options)
+    assert set(options) >= ONE_DAEMON
     for name, action in options.items():
+        if name in ONE_DAEMON:
+            assert action.type is address and "," not in (action.metavar or ""), name
+            continue
         assert action.type is seed_addresses, name
         assert "," in (action.metavar or ""), name  # the help shows that a list is taken
 
