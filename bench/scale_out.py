@@ -489,6 +489,9 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     unknown = sorted(set(args.modes) - set(MODES))
     if unknown:
         p.error(f"--modes: unknown {','.join(unknown)}; choose from {','.join(MODES)}")
+    server = args.redis_server
+    if server is not None and not (os.path.isfile(server) and os.access(server, os.X_OK)):
+        p.error(f"--redis-server {server}: not an executable file")
     args.cores = cores
     return args
 
@@ -531,10 +534,11 @@ def print_report(report: dict[str, Any]) -> None:
     print(f"\n```sh\n{report['command']}\n```\n")
     print(scale_out_report.table(report["rows"]))
     o = report["options"]
+    procs = f"{o['load_procs']} load process{'es' if o['load_procs'] > 1 else ''}"
     print(
-        f"\n{o['load_procs']} load processes for every row, {o['seconds']:g} s per row; one at "
-        f"a time: {o['clients']} clients per process with {o['in_flight']} requests in flight "
-        f"each; batched: {o['batch_clients']} clients per process, {o['batch']} operations per "
+        f"\n{procs} for every row, {o['seconds']:g} s per row; one at a time: "
+        f"{o['clients']} clients per process with {o['in_flight']} requests in flight each; "
+        f"batched: {o['batch_clients']} clients per process, {o['batch']} operations per "
         "request.  ops/s counts operations; latency is per request; cluster CPU is the "
         "daemons' (or redis-server's) user + system time, client CPU the load processes', "
         "per operation; cores busy is the cluster's CPU over the row's time."

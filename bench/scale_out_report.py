@@ -202,6 +202,7 @@ def plot(report: dict[str, Any], path: Path) -> str:
     rows = [r for r in report["rows"] if not r.get("error")]
     fig, axes = plt.subplots(1, 2, figsize=(12, 5.2))
     colors = {"one": "tab:blue", "batch": "tab:orange"}
+    core = ", 1 core" if report["layout"]["pinned"] else ""
     panels = (
         ("ops_per_second", "operations per second"),
         ("cpu_us_per_op", "cluster CPU µs per operation"),
@@ -230,7 +231,7 @@ def plot(report: dict[str, Any], path: Path) -> str:
                     aof = ", AOF always" if durable else ""
                     ax.axhline(
                         redis[key], linestyle=style, color=color, alpha=0.8,
-                        label=f"Redis, 1 core, {MODE_NAMES[mode]}{aof}",
+                        label=f"Redis{core}, {MODE_NAMES[mode]}{aof}",
                     )  # fmt: skip
         ax.set_xscale("log", base=2)
         ax.set_xticks(nodes or [1], [str(n) for n in nodes or [1]])

@@ -74,3 +74,24 @@ def test_goals_read_their_figures_from_the_rows() -> None:
     assert goals["every history linearizable"]["met"] is True
     rows[2]["history"] = {"linearizable": False}
     assert report.goals(rows)[-1]["met"] is False
+
+
+def test_bad_options_exit_2_with_one_line_naming_the_option(capsys: Any) -> None:
+    for argv, says in (
+        (["--seconds", "0"], "--seconds: '0': must be above 0"),
+        (["--nodes", "1,0"], "--nodes: '1,0': every count must be at least 1"),
+        (["--load-procs", "x"], "--load-procs: 'x' is not a number"),
+        (["--modes", "one,many"], "--modes: unknown many"),
+        (["--redis-server", "/nonexistent/redis-server"], "not an executable file"),
+    ):
+        try:
+            scale_out.parse_args(argv)
+        except SystemExit as e:
+            assert e.code == 2, argv
+        else:
+            raise AssertionError(f"{argv} was accepted")
+        assert says in capsys.readouterr().err.strip().splitlines()[-1]
+
+
+def test_empty_durable_nodes_means_none() -> None:
+    assert scale_out.parse_args(["--durable-nodes", ""]).durable_nodes == []
