@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import anyio
-from bench_support import cpu_seconds
+from bench_support import cpu_seconds, pin
 from redis_compare import redis_request
 
 from skueue.check.history import Record
@@ -92,7 +92,9 @@ def init(to_parent: Any, from_parent: Any) -> None:
 def run(job: Job) -> LoadReport:
     """The process's whole part of a row; errors come back in the report, not raised."""
     if job.cores is not None:
-        os.sched_setaffinity(0, set(job.cores))
+        # The whole process: a pool process may have run another index's job before, and
+        # its queue's feeder thread was pinned with it.
+        pin(os.getpid(), job.cores)
     report = LoadReport(job.index)
     try:
         anyio.run(_run, job, report, backend="asyncio")

@@ -3,6 +3,10 @@ the default sizes, and how the goals of issue 30 are read from rows."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+from pathlib import Path
 from typing import Any
 
 from tests.unit.bench_scripts import load_bench
@@ -95,3 +99,32 @@ def test_bad_options_exit_2_with_one_line_naming_the_option(capsys: Any) -> None
 
 def test_empty_durable_nodes_means_none() -> None:
     assert scale_out.parse_args(["--durable-nodes", ""]).durable_nodes == []
+
+
+def test_pin_moves_every_thread_of_a_process_and_its_later_threads() -> None:
+    """What ``taskset -a -p -c`` does, which the daemons' and Redis' pinning relies on: a
+    thread that exists already is moved, and one started after inherits the core."""
+    support = load_bench("bench_support")
+    code = (
+        "import threading, time, sys\n"
+        "threading.Thread(target=time.sleep, args=(30,), daemon=True).start()\n"
+        "print('up', flush=True); sys.stdin.readline()\n"
+        "t = threading.Thread(target=time.sleep, args=(30,), daemon=True); t.start()\n"
+        "print(t.native_id, flush=True); sys.stdin.readline()\n"
+    )
+    proc = subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, text=True)  # fmt: skip
+    try:
+        assert proc.stdout is not None and proc.stdin is not None
+        assert proc.stdout.readline() == "up\n"
+        core = max(os.sched_getaffinity(0))
+        support.pin(proc.pid, {core})
+        tasks = [int(t.name) for t in Path(f"/proc/{proc.pid}/task").iterdir()]
+        assert len(tasks) >= 2 and all(os.sched_getaffinity(t) == {core} for t in tasks)
+        proc.stdin.write("\n")
+        proc.stdin.flush()
+        later = int(proc.stdout.readline())
+        assert os.sched_getaffinity(later) == {core}
+    finally:
+        proc.kill()
+        proc.wait()
