@@ -7,7 +7,7 @@
 - :func:`ensure_redis` and :func:`start_redis`: Debian's ``redis-server`` (installed
   through apt where missing), or a binary given by path with its libraries in a folder
   beside it, started on a free loopback port in a directory of the caller's;
-- :func:`command_line`: the command as it was typed, for the reports.
+- :func:`command_line`, :func:`describe_machine`, :func:`fs_type`: for the reports.
 
 bench/ is not a package: scripts put this folder on ``sys.path`` and import it by name.
 """
@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import platform
 import shlex
 import shutil
 import socket
@@ -145,6 +146,37 @@ def stop_redis(proc: subprocess.Popen[bytes]) -> None:
 
 
 # -- the report --------------------------------------------------------------------------
+
+
+def fs_type(path: Path) -> str:
+    """The file system ``path`` is on, from /proc/mounts (the longest mount prefix)."""
+    best, kind = "", "unknown"
+    with contextlib.suppress(OSError):
+        for line in Path("/proc/mounts").read_text().splitlines():
+            fields = line.split()
+            if len(fields) < 3 or len(fields[1]) <= len(best):
+                continue
+            mount = fields[1].rstrip("/") + "/"
+            if f"{path}/".startswith(mount):
+                best, kind = fields[1], fields[2]
+    return kind
+
+
+def describe_machine(cores: Sequence[int], redis: str | None) -> str:
+    model = "unknown CPU"
+    with contextlib.suppress(OSError):
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                model = line.split(":", 1)[1].strip()
+                break
+    text = f"{platform.machine()}, {len(cores)} cores ({model}), Python {platform.python_version()}"
+    if redis:
+        version = subprocess.run(
+            [redis, "--version"], capture_output=True, text=True, check=False,
+            env=redis_environment(redis),
+        ).stdout.split()  # fmt: skip
+        text += ", " + " ".join(version[:3]) if version else ""
+    return text
 
 
 def command_line() -> str:

@@ -45,10 +45,8 @@ import contextlib
 import json
 import multiprocessing
 import os
-import platform
 import queue
 import shutil
-import subprocess
 import sys
 import tempfile
 import time
@@ -69,9 +67,10 @@ import scale_out_report  # noqa: E402
 from bench_support import (  # noqa: E402
     command_line,
     cpu_seconds,
+    describe_machine,
     ensure_redis,
+    fs_type,
     pin,
-    redis_environment,
     start_redis,
     stop_redis,
 )
@@ -499,34 +498,6 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
 def default_nodes(layout: Layout) -> list[int]:
     room = max(4, len(layout.daemon_cores) if layout.pinned else 4)
     return [n for n in NODE_STEPS if n <= room]
-
-
-def fs_type(path: Path) -> str:
-    """The file system ``path`` is on, from /proc/mounts (the longest mount prefix)."""
-    best, kind = "", "unknown"
-    with contextlib.suppress(OSError):
-        for line in Path("/proc/mounts").read_text().splitlines():
-            fields = line.split()
-            if len(fields) > 2 and str(path).startswith(fields[1]) and len(fields[1]) > len(best):
-                best, kind = fields[1], fields[2]
-    return kind
-
-
-def describe_machine(cores: Sequence[int], redis: str | None) -> str:
-    model = "unknown CPU"
-    with contextlib.suppress(OSError):
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                model = line.split(":", 1)[1].strip()
-                break
-    text = f"{platform.machine()}, {len(cores)} cores ({model}), Python {platform.python_version()}"
-    if redis:
-        version = subprocess.run(
-            [redis, "--version"], capture_output=True, text=True, check=False,
-            env=redis_environment(redis),
-        ).stdout.split()  # fmt: skip
-        text += ", " + " ".join(version[:3]) if version else ""
-    return text
 
 
 def print_report(report: dict[str, Any]) -> None:
