@@ -40,22 +40,33 @@ import json
 import os
 import platform
 import random
-import shlex
 import shutil
-import socket
-import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
 import anyio
 
-ROOT = Path(__file__).resolve().parents[1]
+BENCH = Path(__file__).resolve().parent
+ROOT = BENCH.parent
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(BENCH))
+
+# Re-exported: durable_peers, consume_compare, priority_compare and blocking_dequeue
+# import these from here.
+from bench_support import (  # noqa: E402, F401
+    DURABILITY,
+    HOST,
+    command_line,
+    cpu_seconds,
+    ensure_redis,
+    free_port,
+    start_redis,
+    stop_redis,
+)
 
 from skueue.check.checker import check  # noqa: E402
 from skueue.cluster.launch import LaunchedCluster, launch, skueued_command  # noqa: E402
@@ -72,7 +83,6 @@ from skueue.cluster.loadgen import (  # noqa: E402
 )
 
 RESULTS = ROOT / "bench" / "results"
-HOST = "127.0.0.1"
 INSERT_RATIO = 0.5
 MODES = ("one", "batch", "inflight")
 COLUMNS = (
@@ -119,16 +129,6 @@ def loads_of(args: argparse.Namespace) -> list[Load]:
 # -- measuring ---------------------------------------------------------------------------
 
 
-def cpu_seconds(pids: Sequence[int]) -> float:
-    """User + system CPU the processes (all their threads) have used so far."""
-    total_ticks = 0
-    for pid in pids:
-        # The command name in parentheses may hold spaces: split after its ")".
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-        total_ticks += int(fields[11]) + int(fields[12])  # utime, stime
-    return total_ticks / os.sysconf("SC_CLK_TCK")
-
-
 def row_stats(
     load: Load, seconds: float, latency: dict[str, float], cpu: float, client_cpu: float
 ) -> dict[str, Any]:
@@ -149,63 +149,6 @@ def idle_cpu_percent(pid: int, seconds: float) -> float:
 
 
 # -- Redis -------------------------------------------------------------------------------
-
-
-def ensure_redis() -> str:
-    path = shutil.which("redis-server")
-    if path:
-        return path
-    print("redis-server not found; installing Debian's redis-server", file=sys.stderr)
-    sudo = [] if os.geteuid() == 0 else ["sudo"]
-    env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
-    subprocess.run([*sudo, "apt-get", "update", "-qq"], check=True, env=env)
-    subprocess.run([*sudo, "apt-get", "install", "-y", "-qq", "redis-server"], check=True, env=env)
-    found = shutil.which("redis-server")
-    if not found:
-        raise SystemExit("redis-server is still missing after apt-get install")
-    return found
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind((HOST, 0))
-        port: int = s.getsockname()[1]
-        return port
-
-
-# --durability: what each system is told, so that both keep the same promise.
-#   none      Redis without persistence; Skueue --in-memory
-#   always    Redis AOF, appendfsync always; Skueue --fsync batch (one fsync per step,
-#             before any reply of the step: an acknowledged operation survives power loss)
-#   everysec  Redis AOF, appendfsync everysec; Skueue --fsync interval=1000
-DURABILITY = {
-    "none": (["--appendonly", "no"], None),
-    "always": (["--appendonly", "yes", "--appendfsync", "always"], "batch"),
-    "everysec": (["--appendonly", "yes", "--appendfsync", "everysec"], "interval=1000"),
-}
-
-
-def start_redis(
-    binary: str, durability: str = "none", directory: str | None = None
-) -> tuple[subprocess.Popen[bytes], int]:
-    port = free_port()
-    persistence = DURABILITY[durability][0]
-    where = ["--dir", directory] if directory else []
-    proc = subprocess.Popen(
-        [binary, "--port", str(port), "--bind", HOST, "--save", "", *persistence, *where],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    deadline = time.monotonic() + 10
-    while time.monotonic() < deadline:
-        try:
-            socket.create_connection((HOST, port), timeout=0.2).close()
-            return proc, port
-        except OSError:
-            time.sleep(0.05)
-    proc.kill()
-    proc.wait()
-    raise SystemExit("redis-server did not start")
 
 
 async def redis_request(r: Any, key: str, values: list[bytes], size: int) -> None:
@@ -271,8 +214,7 @@ def measure_redis(
             rows.append({"system": "redis", "nodes": 1, **r, "history": None})
             progress(rows[-1])
     finally:
-        redis_proc.terminate()
-        redis_proc.wait(timeout=10)
+        stop_redis(redis_proc)
         shutil.rmtree(directory, ignore_errors=True)
     return rows
 
@@ -358,14 +300,6 @@ def history_cell(row: dict[str, Any]) -> str:
     if row["history"] is None:
         return "–"
     return f"{'ok' if row['linearizable'] else 'VIOLATION'} ({row['history_method']})"
-
-
-def command_line() -> str:
-    """The command as it was typed (the interpreter relative to here, if inside)."""
-    python = sys.executable
-    if python.startswith(os.getcwd() + os.sep):
-        python = os.path.relpath(python)
-    return shlex.join([python, *sys.argv])
 
 
 def print_report(
