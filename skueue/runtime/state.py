@@ -16,6 +16,7 @@ import trio
 from skueue.core.effects import Effect
 from skueue.runtime.address import Address
 from skueue.runtime.config import DaemonConfig
+from skueue.runtime.data_lock import DataDirLock
 from skueue.runtime.directory import Directory
 from skueue.runtime.disk_space import DiskSpace
 from skueue.runtime.entry_store import SnapshotEntryStore
@@ -68,6 +69,7 @@ class DaemonState:
         self.entry_store: SnapshotEntryStore | None = None
         # The data directory's free space against the reserve (None: in memory).
         self.disk: DiskSpace | None = None
+        self.data_lock: DataDirLock | None = None  # held while the daemon runs
         self.session_numbers = itertools.count(1)
         self.stats = StatsGathering(self.limits.stats_timeout_s)
         self.tallies = Tallies()  # what the metrics count (runtime/tallies.py)
