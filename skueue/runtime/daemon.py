@@ -106,6 +106,7 @@ class Daemon(Replay, IncomingConnections):
                 ids = await self._static_members(input_log)
                 self.host = Host(self._build_process(ids), self._retry_window())
                 members = len(ids)
+                self.joined.set()  # in the ring from the start: no join to wait for, or log
             if input_log is not None:
                 began, recovering = time.perf_counter(), not input_log.fresh()
                 if input_log.snapshot_file is not None:
