@@ -111,7 +111,8 @@ class OwnerLoop(MembershipWaiters):
                 if due is TickDue.IDLE:
                     idle_delay = min(limits.idle_tick_max_ms / 1000, idle_delay * 2)
             host.client_frames.extend(self.stats.expired(now))
-            host.expire(now, self._why_no_answer)
+            for session, rid in host.expire(now, self._why_no_answer):
+                self._log(["T", session, rid])
             for number in host.waits_ended(now):
                 self._log(["w", number])
                 host.end_wait(number)

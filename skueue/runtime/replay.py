@@ -110,6 +110,8 @@ class Replay(OwnerLoop):
                         host.end_leases(how, ids, lease_ms)
                     case ["w", number]:
                         host.end_wait(number)
+                    case ["T", session, rid]:  # its client was told it timed out
+                        host.timeout_told((session, rid))
                     case ["p", peer, number, kind, encoded]:
                         handled[peer] = number
                         # One refused the first time is refused again (its link was dropped).
