@@ -547,6 +547,7 @@ def format_queue(q: dict[str, Any]) -> str:
         f"{q.get('dead_lettered', 0)}",
         f"  inserts/s over 1, 5, 15 min: {_rates(q.get('insert_rate'))}",
         f"  removes/s over 1, 5, 15 min: {_rates(q.get('remove_rate'))}",
+        *_partial(q, "  partial: no counts from {} (no answer); the counts above lack theirs"),
     ])  # fmt: skip
 
 
@@ -582,11 +583,20 @@ def _named_queues(queues: Any) -> list[str]:
     return lines
 
 
+def _partial(figures: dict[str, Any], line: str) -> list[str]:
+    """The line that marks figures as partial (issue 28, item 7), naming the members
+    whose own are missing; none when every member answered."""
+    missing = figures.get("missing") or []
+    return [line.format(", ".join(map(str, missing)))] if missing else []
+
+
 def format_stats(stats: dict[str, Any]) -> str:
     t = stats.get("totals", {})
     size = stats.get("size")
     lines = [
         f"processes: {stats.get('processes')}",
+        *_partial(stats, "partial: no figures from {} (no answer); the totals and queue "
+                  "counts below lack theirs"),  # fmt: skip
         f"queue size: {'unknown (anchor unreachable)' if size is None else size}",
         *_named_queues(stats.get("queues")),
         f"totals: inserted {t.get('inserted', 0)}, removed {t.get('removed', 0)}, "

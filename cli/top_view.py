@@ -395,6 +395,11 @@ def render(
         return Group(*parts)
     if problem is not None:
         parts.append(Text("last answer below:", style="dim"))
+    silent = cur.stats.get("unreachable")
+    if isinstance(silent, list) and silent:
+        # Their counts are missing from the totals, the rates and the queue table.
+        parts.append(Text(f"partial: no answer from {', '.join(map(str, silent))}; the "
+                          "totals, rates and queue counts lack theirs", style="bold yellow"))  # fmt: skip
     parts.append(members_table(member_rows(prev, cur), width))
     rows = queue_rows(prev, cur)
     if rows:

@@ -15,6 +15,7 @@
 
 from __future__ import annotations
 
+import json
 import signal
 import subprocess
 import sys
@@ -37,6 +38,7 @@ from tests.e2e.daemons import (
     stop,
     wait_ready,
 )
+from tests.e2e.test_cli import skueue as run_skueue
 
 DEADLINE_S = 60.0
 
@@ -339,3 +341,35 @@ def test_a_fresh_daemon_at_the_address_of_one_that_left_is_told_to_take_another_
         q.enqueue(b"c")
     with skueue.connect_blocking(cluster.addresses[1]) as q:
         assert sorted(q.dequeue_many(10)) == [b"a", b"b", b"c"]
+
+
+def test_stats_say_they_are_partial_and_whose_figures_are_missing(
+    skueued_cluster: Callable[..., Cluster],
+) -> None:
+    """Issue 28, item 7: with a member down, its counts are missing from every total:
+    ``skueue stats`` (text and --json, whole and for one queue) says the figures are
+    partial and names the member, instead of showing lower numbers as if complete."""
+    cluster = skueued_cluster(3, extra_args=("--in-memory",))
+    victim = cluster.daemons[2]
+    for i, address in enumerate(cluster.addresses):
+        with skueue.connect_blocking(address) as q:
+            q.enqueue_many([b"%d" % i] * 3, queue="jobs")
+    complete = json.loads(run_skueue("stats", "--json", "--node", cluster.addresses[0]).stdout)
+    assert complete["partial"] is False and complete["missing"] == [], complete
+    assert complete["queues"]["jobs"]["partial"] is False
+    assert "partial" not in run_skueue("stats", "--node", cluster.addresses[0]).stdout.decode()
+
+    victim.proc.send_signal(signal.SIGTERM)
+    assert victim.proc.wait(timeout=10) == 0
+    node = ("--node", cluster.addresses[0])
+    whole = json.loads(run_skueue("stats", "--json", *node).stdout)
+    assert whole["partial"] is True and whole["missing"] == [victim.address], whole
+    jobs = json.loads(run_skueue("stats", "jobs", "--json", *node).stdout)
+    assert jobs["partial"] is True and jobs["missing"] == [victim.address], jobs
+    text = run_skueue("stats", *node).stdout.decode()
+    (line,) = [ln for ln in text.splitlines() if ln.startswith("partial:")]
+    assert victim.address in line and "totals" in line, text
+    one = run_skueue("stats", "jobs", *node).stdout.decode()
+    assert any(
+        ln.strip().startswith("partial:") and victim.address in ln for ln in one.splitlines()
+    ), one
