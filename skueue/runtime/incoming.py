@@ -23,9 +23,9 @@ from skueue.runtime.link_receiver import Inbound, Numbering, StreamAcks
 from skueue.runtime.peer_auth import AUTH_FRAME, mismatch, new_challenge
 from skueue.runtime.peers import parse_peer_frame
 from skueue.runtime.sessions import DISCONNECTED
-from skueue.runtime.state import DaemonState, log
+from skueue.runtime.state import DaemonState, log, not_a_member_message, removed_message
 from skueue.runtime.tls import DaemonTls, looks_like_tls, peek, tls_failure
-from skueue.wire.client_replies import ErrorReply
+from skueue.wire.client_replies import REFUSED, ErrorReply
 from skueue.wire.errors import RemoteProtocolError
 from skueue.wire.framing import FrameDecoder, pack
 
@@ -140,6 +140,9 @@ class IncomingConnections(DaemonState):
             refusal = tls.peer_refusal(stream)
             if refusal is not None:  # logged once, as bad input, by the caller
                 raise RemoteProtocolError(f"refused the TLS certificate of peer {peer}: {refusal}")
+        refusal = self._refusal(greeting)
+        if refusal is not None:
+            raise Refusal(refusal, REFUSED)
         keys = self.config.cluster_keys
         if keys is not None or greeting.auth is not None:
             # Before anything of ours changes (a peer's previous session is ended below
@@ -148,6 +151,8 @@ class IncomingConnections(DaemonState):
         if peer == self.process_id:
             await self._answer_own_hello(stream, greeting)
             return
+        if self.directory is not None:
+            self.directory.forget_refusal(peer, greeting.nonce)
         if not self.links.same_incarnation(peer, greeting.nonce):
             if self.directory is not None and peer in self.directory.departed:
                 raise RemoteProtocolError(
@@ -184,7 +189,8 @@ class IncomingConnections(DaemonState):
                     # A durable daemon takes frames only once its log is replayed; its
                     # hello said 0 before that, which makes the peer send all it has.
                     await self.links.ready.wait()
-                    await self.inbox_send.send(PeerHello(peer, address, session))
+                    hello = PeerHello(peer, address, session, greeting.static, greeting.nonce)
+                    await self.inbox_send.send(hello)
                     if acks is None:
                         await self._read_peer(peer, inbound, stream, decoder, rest)
                     else:
@@ -198,6 +204,34 @@ class IncomingConnections(DaemonState):
                     if raw is not None:
                         raw.detach()  # the descriptor is the stream's
                     self.inbox_send.send_nowait(PeerGone(peer, session))  # the inbox is large
+
+    def _refusal(self, greeting: PeerGreeting) -> str | None:
+        """Why a peer is refused for good before anything of ours changes (None: it is
+        not): it was removed (``skueue remove-member``), or it starts a static cluster
+        taking us for a member while this daemon knows its members and it is none of
+        them.  (A daemon still meeting its own peers cannot tell yet: the owner checks
+        once it can, see ``OwnerLoop``.)"""
+        directory, peer = self.directory, greeting.process
+        if directory is None or peer == self.process_id:
+            return None
+        if peer in directory.removed:
+            log.warning("refused a member that was removed from the cluster", peer=peer)
+            return removed_message(peer)
+        if peer in directory.departed:
+            return None  # refused below, as one that left
+        # Before the cluster-key check, so that the opener gets this line at its
+        # handshake; nothing is recorded for a peer not authenticated yet.
+        if directory.is_refused(peer, greeting.nonce) or (
+            greeting.static and self.host is not None and not directory.is_member(peer)
+        ):
+            log.warning(
+                "refused a daemon that is not a member of this cluster (started with "
+                "--peers; told to start with --join)",
+                peer=peer,
+                address=greeting.address,
+            )
+            return not_a_member_message(peer, self.address)
+        return None
 
     async def _answer_own_hello(self, stream: trio.abc.Stream, greeting: PeerGreeting) -> None:
         """A hello with our own id: this daemon's own address in its ``--peers``

@@ -40,6 +40,10 @@ class PeerHello:
     peer: str
     address: Address
     session: int
+    # It starts a static cluster and takes us for a member (runtime/handshake.py); its
+    # incarnation, to refuse it by if it is not one.
+    static: bool = False
+    nonce: str | None = None
 
 
 @attrs.frozen

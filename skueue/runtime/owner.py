@@ -25,6 +25,7 @@ import trio
 
 from skueue.core.errors import PeerError
 from skueue.core.process import TickDue
+from skueue.runtime.directory import vouches
 from skueue.runtime.inputs import (
     ClientError,
     Input,
@@ -177,14 +178,17 @@ class OwnerLoop(MembershipWaiters):
         host = self.host
         match item:
             case PeerInput(peer=peer, kind=kind, message=message, number=number, encoded=encoded):
+                if self._refused(peer):
+                    return
                 if encoded is None:
                     encoded = encode_message(message)
                 self._log(["p", peer, number, int(kind), encoded])
                 self._handled(peer, number)
                 try:
                     host.peer_message(kind, message)
-                    if self.directory is not None and not self.directory.is_member(peer):
-                        self._send_control(self.directory.confirm(peer))
+                    directory = self.directory
+                    if directory is not None and not directory.is_member(peer) and vouches(message):
+                        self._send_control(directory.confirm(peer))
                 except PeerError as e:
                     # The peer's fault: the core changed nothing; drop the link so that a
                     # peer that sends garbage is not served on.
@@ -195,8 +199,16 @@ class OwnerLoop(MembershipWaiters):
                         error=str(e),
                     )
                     self._drop_peer_session(peer)
-            case PeerHello(peer=peer, address=address, session=_):
+            case PeerHello(peer=peer, address=address, static=static, nonce=nonce):
                 assert self.directory is not None
+                directory = self.directory
+                if static and not directory.is_member(peer) and peer not in directory.departed:
+                    # It said hello while this daemon still met its own peers; now that
+                    # it knows them, it is none of them: refused, and it learns so at its
+                    # next hello (it is closed now), before it is added to anything.
+                    self._refuse_stranger(peer, nonce, address)
+                    self._drop_peer_session(peer)
+                    return
                 self._log(["h", peer, str(address)])
                 self.links.mark_up(peer)
                 self._send_control(self.directory.on_hello(peer, address))
@@ -226,9 +238,17 @@ class OwnerLoop(MembershipWaiters):
             case ClientError(client=client, rid=rid, message=message):
                 host.client_frames.append((client, ErrorReply(rid, message, UNAVAILABLE)))
             case PeerControl(peer=peer, frame=frame, number=number):
+                if self._refused(peer):
+                    return
                 self._log(["c", peer, number, frame])
                 self._handled(peer, number)
                 self._control(peer, frame)
+
+    def _refused(self, peer: str) -> bool:
+        """Frames of a peer refused as no member that were read before its session was
+        closed: dropped, neither handled nor logged."""
+        directory = self.directory
+        return directory is not None and peer in directory.refused
 
     def _snapshot_if_due(self) -> None:
         """Compact the input log into a snapshot once it has grown past its limit, or

@@ -12,7 +12,6 @@ the ones they already took.
 
 from __future__ import annotations
 
-import contextlib
 import math
 from collections.abc import Iterable
 from pathlib import Path
@@ -21,6 +20,7 @@ from typing import Any
 from skueue.core.errors import PeerError
 from skueue.overlay.labels import Kind
 from skueue.runtime.address import parse_address
+from skueue.runtime.directory import vouches
 from skueue.runtime.entry_store import named_records
 from skueue.runtime.errors import DaemonError
 from skueue.runtime.input_log import open_snapshot
@@ -114,11 +114,14 @@ class Replay(OwnerLoop):
                         host.timeout_told((session, rid))
                     case ["p", peer, number, kind, encoded]:
                         handled[peer] = number
-                        # One refused the first time is refused again (its link was dropped).
-                        with contextlib.suppress(PeerError):
-                            host.peer_message(Kind(kind), decode_message(encoded))
-                        if not directory.is_member(peer):
-                            directory.confirm(peer)
+                        message = decode_message(encoded)
+                        try:
+                            host.peer_message(Kind(kind), message)
+                        except PeerError:
+                            pass  # refused the first time too (its link was dropped)
+                        else:
+                            if not directory.is_member(peer) and vouches(message):
+                                directory.confirm(peer)
                     case ["c", peer, number, frame]:
                         handled[peer] = number
                         if frame[0] not in ("stats-query", "stats-answer"):

@@ -172,3 +172,35 @@ class DaemonState:
         if session is not None:
             session[1].cancel()
 
+    def _refuse_stranger(self, peer: str, nonce: str | None, address: object) -> None:
+        """A daemon started with ``--peers`` naming us, though it is no member of our
+        cluster: it is refused (told to use --join) and nothing of it is kept."""
+        assert self.directory is not None
+        if self.directory.is_refused(peer, nonce):
+            return  # said once already
+        self.directory.refuse(peer, nonce)
+        log.warning(
+            "refused a daemon that is not a member of this cluster (started with --peers; "
+            "told to start with --join)",
+            peer=peer,
+            address=str(address),
+        )
+
+
+def not_a_member_message(peer: str, seed: Address) -> str:
+    """What a daemon that took us for a member of its static cluster is told."""
+    return (
+        f"{peer} is not a member of this cluster (a static cluster's members are the "
+        f"daemons it first started with); to add a daemon to a running cluster, start it "
+        f"with --join {seed} instead of --peers"
+    )
+
+
+def removed_message(peer: str) -> str:
+    """What a member removed by ``skueue remove-member`` is told if it comes back."""
+    return (
+        f"{peer} was removed from this cluster (skueue remove-member) and cannot come "
+        "back under that id: start it with another --id, an empty data directory and "
+        "--join"
+    )
+

@@ -39,6 +39,7 @@ from tests.e2e.daemons import (
     wait_ready,
 )
 from tests.e2e.test_cli import skueue as run_skueue
+from tests.e2e.test_metrics import get, metrics_address
 
 DEADLINE_S = 60.0
 
@@ -373,3 +374,62 @@ def test_stats_say_they_are_partial_and_whose_figures_are_missing(
     assert any(
         ln.strip().startswith("partial:") and victim.address in ln for ln in one.splitlines()
     ), one
+
+
+def test_a_daemon_with_peers_of_a_cluster_it_is_not_in_is_refused_leaving_no_trace(
+    skueued_cluster: Callable[..., Cluster], tmp_path: Path
+) -> None:
+    """Issue 28, item 2: ``--peers`` naming a running cluster the daemon is not a member
+    of is refused at once, with one line that says to use ``--join``; the members add it
+    to nothing, so their stats, readiness and health stay as they were, and a second try
+    (another port) gets the same answer."""
+    cluster = skueued_cluster(2, extra_args=("--in-memory", "--metrics", f"{HOST}:0"))
+    seed = cluster.addresses[0]
+    for attempt, port in enumerate(free_ports(2)):
+        began = time.monotonic()
+        name = f"stranger{attempt}"
+        args = ["--listen", f"{HOST}:{port}", "--peers", seed, "--in-memory"]
+        code, err = refused(args, tmp_path, name)
+        assert time.monotonic() - began < 10, err
+        assert code == 1, err
+        last = err.strip().splitlines()[-1]
+        assert last.startswith("skueued: error: ") and "not a member" in last, err
+        assert f"--join {seed}" in last and "restarted without its state" not in err, err
+        assert "ready" not in (tmp_path / f"{name}.stdout").read_text()
+    for d in cluster.daemons:
+        with skueue.connect_blocking(d.address) as q:
+            stats = q.stats()
+        assert stats["processes"] == 2 and stats["unreachable"] == [], stats
+        assert run_skueue("health", "--node", d.address).returncode == 0
+        assert get(metrics_address(d), "/readyz")[0] == 200
+    assert "refused a daemon that is not a member" in cluster.daemons[0].stderr()
+    with skueue.connect_blocking(cluster.addresses[1]) as q:
+        q.enqueue(b"still one cluster")
+        assert q.dequeue() == b"still one cluster"
+
+
+def test_a_stranger_that_met_a_forming_cluster_is_refused_once_the_members_know(
+    tmp_path: Path, started: Callable[[], list[Daemon]]
+) -> None:
+    """A member still meeting its own peers cannot tell a stranger yet: it answers, and
+    refuses the stranger as soon as its member list is complete, before the stranger's
+    frames change anything; the stranger stops with the same line."""
+    first, second, stranger = (f"{HOST}:{p}" for p in free_ports(3))
+    a = spawn(["--listen", first, "--peers", second, "--in-memory"], tmp_path, "a")
+    started().append(a)
+    time.sleep(0.5)  # a waits for its peer
+    x = spawn(["--listen", stranger, "--peers", first, "--in-memory"], tmp_path, "x")
+    started().append(x)
+    time.sleep(1.0)  # x met a, which could not tell yet
+    b = spawn(["--listen", second, "--peers", first, "--in-memory"], tmp_path, "b")
+    started().append(b)
+    wait_ready([a, b])
+    assert x.proc.wait(timeout=20) == 1
+    last = x.stderr().strip().splitlines()[-1]
+    assert "not a member" in last and f"--join {first}" in last, x.stderr()
+    with skueue.connect_blocking(first) as q:
+        q.enqueue(b"two members")
+        stats = q.stats()
+    assert stats["processes"] == 2 and stats["unreachable"] == [], stats
+    with skueue.connect_blocking(second) as q:
+        assert q.dequeue() == b"two members"
