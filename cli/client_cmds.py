@@ -36,7 +36,7 @@ from typing import Any, TypeVar
 
 from skueue.cli.args import address, fail, positive_float, positive_int
 from skueue.cli.running import run_async
-from skueue.cli.top_view import bytes_text
+from skueue.cli.top_view import bytes_text, partial_note
 from skueue.client.api import DEFAULT_NODE, DEFAULT_REQUEST_TIMEOUT_S, Client, connect
 from skueue.client.errors import RequestRejected
 from skueue.client.tls import client_context
@@ -547,7 +547,7 @@ def format_queue(q: dict[str, Any]) -> str:
         f"{q.get('dead_lettered', 0)}",
         f"  inserts/s over 1, 5, 15 min: {_rates(q.get('insert_rate'))}",
         f"  removes/s over 1, 5, 15 min: {_rates(q.get('remove_rate'))}",
-        *_partial(q, "  partial: no counts from {} (no answer); the counts above lack theirs"),
+        *_partial(q, "the counts above", "  "),
     ])  # fmt: skip
 
 
@@ -583,11 +583,9 @@ def _named_queues(queues: Any) -> list[str]:
     return lines
 
 
-def _partial(figures: dict[str, Any], line: str) -> list[str]:
-    """The line that marks figures as partial (issue 28, item 7), naming the members
-    whose own are missing; none when every member answered."""
-    missing = figures.get("missing") or []
-    return [line.format(", ".join(map(str, missing)))] if missing else []
+def _partial(figures: dict[str, Any], lacking: str, indent: str = "") -> list[str]:
+    note = partial_note(figures.get("missing"), lacking)
+    return [] if note is None else [indent + note]
 
 
 def format_stats(stats: dict[str, Any]) -> str:
@@ -595,8 +593,7 @@ def format_stats(stats: dict[str, Any]) -> str:
     size = stats.get("size")
     lines = [
         f"processes: {stats.get('processes')}",
-        *_partial(stats, "partial: no figures from {} (no answer); the totals and queue "
-                  "counts below lack theirs"),  # fmt: skip
+        *_partial(stats, "the totals and queue counts below"),
         f"queue size: {'unknown (anchor unreachable)' if size is None else size}",
         *_named_queues(stats.get("queues")),
         f"totals: inserted {t.get('inserted', 0)}, removed {t.get('removed', 0)}, "

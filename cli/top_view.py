@@ -360,6 +360,15 @@ def queues_table(rows: list[QueueRow]) -> Table:
     return table
 
 
+def partial_note(missing: Any, lacking: str) -> str | None:
+    """The line that marks figures as partial (issue 28, item 7): the members that did
+    not answer, whose own figures ``lacking`` lack; None when every member answered.
+    (``skueue stats`` says it the same way.)"""
+    if not isinstance(missing, list) or not missing:
+        return None
+    return f"partial: no answer from {', '.join(map(str, missing))}; {lacking} lack theirs"
+
+
 def header(node: str, cur: Snapshot | None, interval_s: float) -> Text:
     text = Text("skueue top", style="bold")
     text.append(f"  via {node}")
@@ -395,11 +404,9 @@ def render(
         return Group(*parts)
     if problem is not None:
         parts.append(Text("last answer below:", style="dim"))
-    silent = cur.stats.get("unreachable")
-    if isinstance(silent, list) and silent:
-        # Their counts are missing from the totals, the rates and the queue table.
-        parts.append(Text(f"partial: no answer from {', '.join(map(str, silent))}; the "
-                          "totals, rates and queue counts lack theirs", style="bold yellow"))  # fmt: skip
+    partial = partial_note(cur.stats.get("unreachable"), "the totals, rates and queue counts")
+    if partial is not None:
+        parts.append(Text(partial, style="bold yellow"))
     parts.append(members_table(member_rows(prev, cur), width))
     rows = queue_rows(prev, cur)
     if rows:

@@ -62,6 +62,17 @@ class JoinStart:
 
 
 @attrs.frozen
+class RemovalProbed:
+    """``skueue remove-member``: the members' addresses were tried; those that answered
+    (runtime/member_removal.py)."""
+
+    client: int
+    rid: int
+    members: tuple[str, ...]
+    answering: tuple[str, ...]
+
+
+@attrs.frozen
 class ClientError:
     client: int
     rid: int
@@ -70,5 +81,5 @@ class ClientError:
 
 Input = (
     PeerInput | PeerControl | PeerHello | PeerGone | ClientInput | ClientGone | JoinStart
-    | ClientError
+    | ClientError | RemovalProbed
 )

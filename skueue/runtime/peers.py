@@ -46,6 +46,7 @@ from skueue.wire.peer import decode_message
 log = structlog.get_logger("skueued")
 
 RETRY_START_S = 0.05
+REMOVAL_QUESTIONS = ("remove-check", "remove-answer")  # runtime/member_removal.py
 RETRY_MAX_S = 1.0
 
 
@@ -63,6 +64,10 @@ def parse_peer_frame(frame: Any) -> tuple[Kind, Message | MembershipMessage] | l
     if isinstance(frame, list) and len(frame) == 3 and frame[0] in ("member", "members"):
         return frame
     if isinstance(frame, list) and len(frame) == 4 and frame[0] == "departed":
+        return frame
+    if isinstance(frame, list) and len(frame) == 3 and frame[0] in REMOVAL_QUESTIONS:
+        return frame
+    if isinstance(frame, list) and len(frame) == 2 and frame[0] == "removed":
         return frame
     raise RemoteProtocolError(f"unknown peer frame {frame!r:.60}")
 
@@ -91,6 +96,8 @@ class PeerLinks:
         # Links given up because their outbox outgrew outbox_bytes_max.
         self.failed: set[str] = set()
         self.down_since: dict[str, float] = {}
+        # Peers our link is connected to right now (a writer is serving it).
+        self.connected: set[str] = set()
         # Sent in every hello: a hello that comes back with it was our own (an address of
         # this daemon in its own --peers), one with our id but another nonce is a clash.
         self.nonce = os.urandom(8).hex()
@@ -354,6 +361,7 @@ class PeerLinks:
                     "take it back; start it with its data directory"
                 )
             self.mark_up(peer)
+            self.connected.add(peer)
             try:
                 async with stream:
                     await _serve_connection(stream, link, handled, self.limits)
@@ -365,6 +373,8 @@ class PeerLinks:
                     error = tls_failure(e) if self.tls is not None else str(e)
                     log.warning("lost the link to a peer; reconnecting", peer=peer, error=error)
                     self.mark_down(peer)
+            finally:
+                self.connected.discard(peer)
 
     async def _reconnect(self, peer: str, address: Address) -> tuple[trio.abc.Stream, int] | None:
         """A new connection to ``peer`` and how much of our frames it handled (None: it is
@@ -374,6 +384,19 @@ class PeerLinks:
             await trio.aclose_forcefully(stream)
             return None
         return stream, greeting.handled
+
+    @staticmethod
+    async def answers(address: Address, timeout_s: float) -> bool:
+        """Whether anything accepts a connection at ``address`` within ``timeout_s`` (a
+        bare TCP connection, closed at once: no hello, so the peer's state is untouched)."""
+        with trio.move_on_after(timeout_s):
+            try:
+                stream = await trio.open_tcp_stream(address.host, address.port)
+            except OSError:
+                return False
+            await trio.aclose_forcefully(stream)
+            return True
+        return False
 
     def forget(self, peer: str) -> None:
         """A member left: close its link, dropping its outbox, and forget that it was down."""

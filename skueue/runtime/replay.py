@@ -31,6 +31,9 @@ from skueue.runtime.snapshots import RESTORED, install_outbox, restore
 from skueue.runtime.state import log
 from skueue.wire.peer import decode_message
 
+# Control frames that ask or answer and change nothing: not replayed.
+QUESTIONS = ("stats-query", "stats-answer", "remove-check", "remove-answer")
+
 
 class Replay(OwnerLoop):
     def _restore(self, path: Path) -> None:
@@ -112,9 +115,13 @@ class Replay(OwnerLoop):
                         host.end_wait(number)
                     case ["T", session, rid]:  # its client was told it timed out
                         host.timeout_told((session, rid))
+                    case ["R", member]:  # skueue remove-member, asked of this daemon
+                        self._forget_member(member)
                     case ["p", peer, number, kind, encoded]:
                         handled[peer] = number
                         message = decode_message(encoded)
+                        if self._removed_join(message):
+                            continue
                         try:
                             host.peer_message(Kind(kind), message)
                         except PeerError:
@@ -124,7 +131,7 @@ class Replay(OwnerLoop):
                                 directory.confirm(peer)
                     case ["c", peer, number, frame]:
                         handled[peer] = number
-                        if frame[0] not in ("stats-query", "stats-answer"):
+                        if frame[0] not in QUESTIONS:
                             self._control(peer, frame)
                     case ["h", peer, address]:
                         directory.on_hello(peer, parse_address(address))

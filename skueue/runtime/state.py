@@ -26,6 +26,7 @@ from skueue.runtime.input_log import InputLog
 from skueue.runtime.inputs import Input
 from skueue.runtime.link_receiver import Inbound
 from skueue.runtime.peers import PeerLinks
+from skueue.runtime.removal_check import RemovalCheck
 from skueue.runtime.sessions import ClientSessions
 from skueue.runtime.stats import StatsGathering, local_stats
 from skueue.runtime.tallies import Tallies
@@ -72,6 +73,9 @@ class DaemonState:
         self.data_lock: DataDirLock | None = None  # held while the daemon runs
         self.session_numbers = itertools.count(1)
         self.stats = StatsGathering(self.limits.stats_timeout_s)
+        # skueue remove-member: the checks waiting for the members' answers.
+        self.removal_checks: dict[int, RemovalCheck] = {}
+        self.removal_numbers = itertools.count(1)
         self.tallies = Tallies()  # what the metrics count (runtime/tallies.py)
         self.phase_watch = PhaseWatch()  # how long an update phase lasts (runtime/health.py)
         self.nursery: trio.Nursery | None = None
