@@ -153,6 +153,9 @@ class MemberRemoval(DaemonState):
             member = frame[1]
             if type(member) is not str or not 0 < len(member) <= 256:
                 raise RemoteProtocolError("removed: expected a process id")
+            if member == self.process_id:
+                # Never sent by a correct member: this daemon answers, so it is not gone.
+                raise RemoteProtocolError("removed: names the daemon it is sent to")
             if member not in self.directory.removed:
                 self._forget_member(member)
                 self._send_control([(p, frame) for p in self.directory.others() if p != peer])

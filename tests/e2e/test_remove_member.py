@@ -15,6 +15,7 @@ import json
 import os
 import signal
 import socket
+import subprocess
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -23,11 +24,12 @@ from typing import Any
 import pytest
 
 import skueue.client.blocking
-from skueue.client.errors import RequestTimeout
+from skueue.client.errors import RequestRejected, RequestTimeout
 from skueue.core.effects import Send
 from skueue.core.ops import Structure
 from skueue.core.process import Process
 from skueue.overlay.labels import Kind, node_ref
+from skueue.runtime.peer_auth import generate_key
 from skueue.wire.framing import FrameDecoder, pack, pack_many
 from skueue.wire.peer import encode_message
 from tests.e2e.daemons import (
@@ -40,6 +42,7 @@ from tests.e2e.daemons import (
     stop,
     wait_ready,
 )
+from tests.e2e.test_cli import environment, skueue_command
 from tests.e2e.test_cli import skueue as run_skueue
 from tests.e2e.test_metrics import get, metrics_address
 
@@ -190,3 +193,23 @@ def test_a_removal_survives_restarts_of_durable_members(
             assert q.dequeue() == b"after the restarts"
     finally:
         assert not stop(restarted), [d.stderr() for d in restarted]
+
+
+def test_only_an_admin_token_may_remove_members(
+    skueued_cluster: StartCluster, tmp_path: Path
+) -> None:
+    tokens = tmp_path / "tokens"
+    user, admin = generate_key(), generate_key()
+    tokens.write_text(f"client {user}\nadmin {admin}\n")
+    cluster = skueued_cluster(2, "queue", ("--client-tokens", str(tokens), "--in-memory"))
+    node = cluster.addresses[0]
+    with (
+        skueue.client.blocking.connect_blocking(node, token=user) as q,
+        pytest.raises(RequestRejected, match="remove-member and deleting a queue need an admin"),
+    ):
+        q.remove_member("nosuch")
+    cli = [*skueue_command(), "remove-member", "nosuch", "--node", node]
+    for token, needle in ((user, "need an admin token"), (admin, "no member nosuch")):
+        env = {**environment(), "SKUEUE_TOKEN": token}
+        out = subprocess.run(cli, capture_output=True, text=True, timeout=30, env=env, check=False)
+        assert out.returncode == 1 and needle in out.stderr, out.stderr
