@@ -39,7 +39,7 @@ from skueue.cli.args import address, fail, integer_in, positive_int, seconds_up_
 from skueue.cli.json_records import enqueue_record, json_element, queue_size
 from skueue.cli.nodes import default_node, one_node, seed_addresses
 from skueue.cli.running import run_async
-from skueue.cli.top_view import bytes_text
+from skueue.cli.top_view import bytes_text, partial_note
 from skueue.client.api import (
     DEFAULT_NODE,
     DEFAULT_REQUEST_TIMEOUT_S,
@@ -561,6 +561,7 @@ def format_queue(q: dict[str, Any]) -> str:
         f"{q.get('dead_lettered', 0)}",
         f"  inserts/s over 1, 5, 15 min: {_rates(q.get('insert_rate'))}",
         f"  removes/s over 1, 5, 15 min: {_rates(q.get('remove_rate'))}",
+        *_partial(q, "the counts above", "  "),
     ])  # fmt: skip
 
 
@@ -596,11 +597,17 @@ def _named_queues(queues: Any) -> list[str]:
     return lines
 
 
+def _partial(figures: dict[str, Any], lacking: str, indent: str = "") -> list[str]:
+    note = partial_note(figures.get("missing"), lacking)
+    return [] if note is None else [indent + note]
+
+
 def format_stats(stats: dict[str, Any]) -> str:
     t = stats.get("totals", {})
     size = stats.get("size")
     lines = [
         f"processes: {stats.get('processes')}",
+        *_partial(stats, "the totals and queue counts below"),
         f"queue size: {'unknown (anchor unreachable)' if size is None else size}",
         *_named_queues(stats.get("queues")),
         f"totals: inserted {t.get('inserted', 0)}, removed {t.get('removed', 0)}, "

@@ -23,12 +23,21 @@ import argparse
 import signal
 import sys
 from pathlib import Path
+from typing import NoReturn
 
 import attrs
 import trio
 
 from skueue.cli import config_file
-from skueue.cli.args import Parser, add_version, address, fail, non_negative_int
+from skueue.cli.args import (
+    EXIT_FAILED,
+    EXIT_USAGE,
+    Parser,
+    add_version,
+    address,
+    fail,
+    non_negative_int,
+)
 from skueue.cli.running import leaves
 from skueue.core.ops import Structure
 from skueue.runtime.address import AddressError, parse_address, parse_addresses
@@ -38,7 +47,7 @@ from skueue.runtime.disk_space import disk_failure
 from skueue.runtime.errors import DaemonError
 from skueue.runtime.input_log import SyncPolicy
 from skueue.runtime.limits import Limits
-from skueue.runtime.logging import configure
+from skueue.runtime.logging import LOG_FORMAT, configure
 from skueue.runtime.peer_auth import ClusterKeys
 from skueue.runtime.state import log
 from skueue.runtime.tls import DaemonTls, TlsFiles
@@ -207,25 +216,41 @@ async def serve(config: DaemonConfig) -> None:
         print(f"skueued ready: {daemon.process_id} listening on {address}", flush=True)
         await daemon.left.wait()
         await daemon.drain_links()
-        print("skueued: left the cluster, exiting", file=sys.stderr, flush=True)
+        say("exiting: left the cluster", "skueued: left the cluster, exiting")
         nursery.cancel_scope.cancel()
 
 
 async def stop_on_signal(scope: trio.CancelScope) -> None:
     with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
         async for signum in signals:
-            print(
-                f"skueued: {signal.Signals(signum).name}, shutting down",
-                file=sys.stderr,
-                flush=True,
-            )
+            name = signal.Signals(signum).name
+            say("shutting down", f"skueued: {name}, shutting down", signal=name)
             scope.cancel()
             return
+
+
+def say(event: str, plain: str, **fields: str) -> None:
+    """A line for the operator on stderr: in JSON mode a JSON event like every other
+    line of the log (issue 28, item 14), else ``plain``."""
+    if LOG_FORMAT.json:
+        log.info(event, **fields)
+    else:
+        print(plain, file=sys.stderr, flush=True)
+
+
+def die(message: str, code: int = EXIT_USAGE) -> NoReturn:
+    """Stop with one line: a JSON event in JSON mode, else ``skueued: error: ...``."""
+    if LOG_FORMAT.json:
+        log.error(message)
+        raise SystemExit(code)
+    fail("skueued", message, code)
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = config_file.parse_args(parser, argv, "skueued")
+    # First: every line from here on, errors included, is in the format asked for.
+    configure(args.log_format, args.log_level)
     try:
         listen = parse_address(args.listen)
         peers = tuple(parse_addresses(args.peers))
@@ -233,16 +258,14 @@ def main(argv: list[str] | None = None) -> int:
         advertise = parse_address(args.advertise) if args.advertise else None
         fsync = SyncPolicy.parse(args.fsync)
     except (AddressError, ValueError) as e:
-        fail("skueued", str(e))
+        die(str(e))
     if join is not None and peers:
-        fail("skueued", "--join and --peers exclude each other")
+        die("--join and --peers exclude each other")
     if args.in_memory and args.data_dir:
-        fail("skueued", "--in-memory and --data-dir exclude each other")
-    configure(args.log_format, args.log_level)
+        die("--in-memory and --data-dir exclude each other")
     tls_files = tls_options(args)
     if tls_files is None and not listen.is_loopback() and not args.plaintext:
-        fail(
-            "skueued",
+        die(
             f"listening on {listen} (beyond loopback) without TLS: give --tls-cert and "
             "--tls-key (skueue certs makes them), or --plaintext to accept plaintext links",
         )
@@ -251,7 +274,7 @@ def main(argv: list[str] | None = None) -> int:
         tokens = ClientTokens.load(Path(args.client_tokens)) if args.client_tokens else None
         tls = DaemonTls.load(tls_files) if tls_files is not None else None
     except DaemonError as e:
-        fail("skueued", str(e))
+        die(str(e))
     if tls is not None and tls.peer_issuers is None:
         log.warning(
             "TLS without --tls-ca: peers' certificates are not checked, so an attacker on "
@@ -277,7 +300,7 @@ def main(argv: list[str] | None = None) -> int:
             disk_free_min_bytes=args.disk_free_min,
         )
     except ValueError as e:
-        fail("skueued", str(e))
+        die(str(e))
     config = DaemonConfig(
         listen,
         peers,
@@ -303,7 +326,7 @@ def main(argv: list[str] | None = None) -> int:
         error = startup_error(e)
         if error is None:
             raise
-        fail("skueued", str(error), code=1)
+        die(str(error), EXIT_FAILED)
     return 0
 
 
@@ -312,12 +335,12 @@ def tls_options(args: argparse.Namespace) -> TlsFiles | None:
     if args.tls_cert is None and args.tls_key is None:
         for option in ("tls_ca", "tls_client_ca"):
             if getattr(args, option) is not None:
-                fail("skueued", f"--{option.replace('_', '-')} needs --tls-cert and --tls-key")
+                die(f"--{option.replace('_', '-')} needs --tls-cert and --tls-key")
         return None
     if args.tls_cert is None or args.tls_key is None:
-        fail("skueued", "--tls-cert and --tls-key go together")
+        die("--tls-cert and --tls-key go together")
     if args.plaintext:
-        fail("skueued", "--plaintext and --tls-cert exclude each other")
+        die("--plaintext and --tls-cert exclude each other")
     return TlsFiles(
         Path(args.tls_cert),
         Path(args.tls_key),

@@ -386,6 +386,15 @@ def queues_that_fit(
     return [*([queues_table(shown)] if shown else []), line]
 
 
+def partial_note(missing: Any, lacking: str) -> str | None:
+    """The line that marks figures as partial (issue 28, item 7): the members that did
+    not answer, whose own figures ``lacking`` lack; None when every member answered.
+    (``skueue stats`` says it the same way.)"""
+    if not isinstance(missing, list) or not missing:
+        return None
+    return f"partial: no answer from {', '.join(map(str, missing))}; {lacking} lack theirs"
+
+
 def header(node: str, cur: Snapshot | None, interval_s: float) -> Text:
     text = Text("skueue top", style="bold")
     text.append(f"  via {node}")
@@ -424,6 +433,9 @@ def render(
         return Group(*parts)
     if problem is not None:
         parts.append(Text("last answer below:", style="dim"))
+    partial = partial_note(cur.stats.get("unreachable"), "the totals, rates and queue counts")
+    if partial is not None:
+        parts.append(Text(partial, style="bold yellow"))
     parts.append(members_table(member_rows(prev, cur), width))
     footer = Text("* holds the anchor; rates are over the last interval; Ctrl-C quits",
                   style="dim")  # fmt: skip

@@ -65,6 +65,7 @@ from skueue.wire.client_protocol import (
     LeaseRequest,
     LeaveRequest,
     PeekRequest,
+    RemoveMemberRequest,
     RemoveRequest,
     StatsRequest,
 )
@@ -494,6 +495,13 @@ class Client:
         """Make a daemon that is alone (and empty) join the cluster ``seed`` is in;
         returns once it is in the ring."""
         await self._request(JoinClusterRequest(0, seed))
+
+    async def remove_member(self, *members: str) -> dict[str, Any]:
+        """Make the cluster forget members that will never come back (process ids or
+        addresses; an admin connection).  Refused, with the reason, for a member that
+        answers or that holds part of the ring; returns what was removed."""
+        (result,) = await self._request(RemoveMemberRequest(0, tuple(members)))
+        return dict(result)
 
     # -- leases -------------------------------------------------------------------------
 

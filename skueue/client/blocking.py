@@ -183,6 +183,10 @@ class BlockingClient:
     def join(self, seed: str) -> None:
         self._portal.call(self._client.join, seed)
 
+    def remove_member(self, *members: str) -> dict[str, Any]:
+        """See :meth:`Client.remove_member`."""
+        return self._portal.call(lambda: self._client.remove_member(*members))
+
     push = enqueue
     pop = dequeue
 

@@ -32,6 +32,7 @@ from skueue.core.effects import Effect, Send
 from skueue.core.errors import PeerError, ProtocolError
 from skueue.core.leases import Lease, Leases
 from skueue.core.membership import update_phase as membership
+from skueue.core.membership.removal import Hold, forget_joiner, hold_on
 from skueue.core.membership.state import HANDOVER_OVERHEAD_BYTES, LOSSY_WHEN_DEPARTED
 from skueue.core.messages.membership import MembershipMessage
 from skueue.core.messages.stages import Grants, Hurry, Message
@@ -140,6 +141,18 @@ class Process:
         for node in self.nodes.values():
             node.member.leave = ticket
         return effects
+
+    def hold_on(self, process: str) -> tuple[Hold, str]:
+        """What this process's nodes hold of ``process``, the worst of the three, and why
+        (membership/removal.py: a driver asks every member before it forgets one)."""
+        holds = [hold_on(node, process) for node in self.nodes.values()]
+        return max(holds, key=lambda h: h[0])
+
+    def forget_joiner(self, process: str) -> bool:
+        """Forget ``process``, a joiner that will never come back and holds nothing (no
+        node holds it as RING); True if a node placed it.  The nodes it held up batch
+        again at the next tick."""
+        return any([forget_joiner(node, process) for node in self.nodes.values()])
 
     @property
     def joined(self) -> bool:

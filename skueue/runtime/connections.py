@@ -33,6 +33,10 @@ class ConnectionTimeout(RemoteProtocolError):
     """A client sent nothing for too long, or stopped inside a frame."""
 
 
+class ConnectionClosed(RemoteProtocolError):
+    """The other end closed the connection in the middle of a handshake."""
+
+
 @attrs.define
 class ReadDeadlines:
     """Deadlines of a client connection's reader (peer links have none).
@@ -131,7 +135,7 @@ async def next_frame(
                 )
             data = await stream.receive_some(HELLO_BYTES_MAX)
             if not data:
-                raise RemoteProtocolError("connection closed in the handshake")
+                raise ConnectionClosed("connection closed in the handshake")
             received += len(data)
             rest.extend(decoder.feed(data))
         return rest[0], rest[1:]

@@ -32,6 +32,7 @@ from skueue.core.process import Process
 from skueue.overlay.ring import build_views
 from skueue.runtime.address import Address, parse_address
 from skueue.runtime.config import DaemonConfig
+from skueue.runtime.data_lock import DataDirLock
 from skueue.runtime.directory import Directory
 from skueue.runtime.disk_space import DiskSpace
 from skueue.runtime.entry_store import ENTRIES_DIRECTORY, SnapshotEntryStore, attach
@@ -69,6 +70,15 @@ class Daemon(Replay, IncomingConnections):
         self.address = self.config.advertise or listening
         self.process_id = self.config.process_id or str(self.address)
         log.info("starting", process=self.process_id, listen=str(listening))
+        try:
+            await self._serve(listeners, listening, task_status)
+        finally:
+            if self.data_lock is not None:
+                self.data_lock.release()
+
+    async def _serve(
+        self, listeners: list[trio.SocketListener], listening: Address, task_status: Any
+    ) -> None:
         async with trio.open_nursery() as nursery:
             self.nursery = nursery
             nursery.start_soon(trio.serve_listeners, self._on_connection, listeners)
@@ -96,6 +106,7 @@ class Daemon(Replay, IncomingConnections):
                 ids = await self._static_members(input_log)
                 self.host = Host(self._build_process(ids), self._retry_window())
                 members = len(ids)
+                self.joined.set()  # in the ring from the start: no join to wait for, or log
             if input_log is not None:
                 began, recovering = time.perf_counter(), not input_log.fresh()
                 if input_log.snapshot_file is not None:
@@ -144,6 +155,8 @@ class Daemon(Replay, IncomingConnections):
             directory = config.data_root / _directory_name(self.process_id)
         if directory is None:
             return None
+        # First, before anything in the directory is read or written (runtime/data_lock.py).
+        self.data_lock = DataDirLock(directory)
         assert self.links is not None
         meta = Meta(self.process_id, self.links.nonce, config.structure.value, ())
         input_log = InputLog.open(directory, meta, config.fsync)

@@ -29,6 +29,7 @@ from typing import Any
 
 import attrs
 
+from skueue.core.messages.membership import JoinRequest
 from skueue.core.ops import QUEUES_MAX, queue_name_ok
 from skueue.runtime.address import Address, AddressError, parse_address
 from skueue.runtime.host import COUNTER_NAMES
@@ -58,6 +59,12 @@ class Directory:
         self.departed: set[str] = set()
         # Said hello, not confirmed yet: reachable, but neither spread nor counted.
         self.contacts: dict[str, Address] = {}
+        # Started a static cluster taking us for a member, which it is not: told to use
+        # --join, and refused on every later hello of that incarnation (its nonce; a
+        # new start of it, with --join say, is judged afresh) (issue 28, item 2).
+        self.refused: dict[str, str | None] = {}
+        # Removed by ``skueue remove-member`` (also departed): refused for good.
+        self.removed: set[str] = set()
 
     def others(self) -> list[str]:
         return sorted(p for p in self.addresses if p != self.own_id)
@@ -88,6 +95,7 @@ class Directory:
             raise RemoteProtocolError(f"more than {MEMBERS_MAX} members in the directory")
         self.addresses[process] = address
         self.contacts.pop(process, None)
+        self.refused.pop(process, None)  # a member now: nothing of it is refused
         return True
 
     def depart(self, process: str) -> bool:
@@ -98,6 +106,36 @@ class Directory:
             self.departed.pop()  # a bound, not an exact memory: old departures are long done
         self.departed.add(process)
         self.addresses.pop(process, None)
+        return True
+
+    def refuse(self, process: str, nonce: str | None) -> None:
+        """A daemon that is not a member took us for one: refuse that incarnation."""
+        if process not in self.refused and len(self.refused) >= MEMBERS_MAX:
+            self.refused.pop(next(iter(self.refused)))  # it was told already
+        self.refused[process] = nonce
+        self.contacts.pop(process, None)
+
+    def is_refused(self, process: str, nonce: str | None) -> bool:
+        """Whether this hello comes from an incarnation refused before (another one, the
+        daemon started again, is judged afresh: see :meth:`forget_refusal`)."""
+        return process in self.refused and self.refused[process] == nonce
+
+    def forget_refusal(self, process: str, nonce: str | None) -> None:
+        """A new incarnation of a refused daemon proved it holds the cluster key (or
+        none is needed): what the old one was told does not hold it."""
+        if process in self.refused and self.refused[process] != nonce:
+            del self.refused[process]
+
+    def remove(self, process: str) -> bool:
+        """Forget a member for good (``skueue remove-member``): departed, and refused if
+        it ever comes back.  True if that is news worth passing on."""
+        if process == self.own_id or process in self.removed:
+            return False
+        if len(self.removed) >= MEMBERS_MAX:
+            self.removed.pop()
+        self.removed.add(process)
+        self.depart(process)
+        self.contacts.pop(process, None)
         return True
 
     def heir(self) -> str | None:
@@ -162,6 +200,14 @@ class Directory:
     def _tell_others(self, process: str, source: str) -> list[Out]:
         frame = self.member_frame(process)
         return [(p, frame) for p in self.others() if p not in (process, source)]
+
+
+def vouches(message: object) -> bool:
+    """Whether a protocol message from a process that only said hello (a contact) makes
+    it a member: only a join request does, which is a joiner's first message, to its
+    seed.  Anything else proves nothing: a daemon started with ``--peers`` naming a
+    cluster it is not in sends batches as if it were in the ring (issue 28, item 2)."""
+    return isinstance(message, JoinRequest)
 
 
 def parse_member(process: Any, address: Any) -> tuple[str, Address]:

@@ -3,6 +3,12 @@ link, answered with ``["hello-peer", id, address, nonce, handled]``, checked.  W
 cluster key, each hello ends with ``{"challenge": ..., "proof": ...}`` and the opener's
 first frame proves it knows the key too (:mod:`skueue.runtime.peer_auth`).
 
+A daemon starting a static cluster (``--peers``, its first start) says so in its hellos
+(``{"static": true}`` in the same map): it takes the daemon it greets for a member of
+the cluster it starts.  A daemon that knows its members already and has no such member
+refuses it for good, with one line saying to use ``--join`` (issue 28, item 2), before
+anything of the cluster changes.
+
 ``handled`` is how many of the opener's frames the answering daemon has handled: the
 opener sends again everything after it (:mod:`skueue.runtime.link_sender`).
 
@@ -34,13 +40,18 @@ class PeerGreeting:
     nonce: str | None
     handled: int  # of our frames (0 in an opener's hello, which does not say)
     auth: dict[str, Any] | None = None  # challenge (and proof) with a cluster key
+    static: bool = False  # the opener starts a static cluster it takes us for a member of
 
 
 def parse_peer_hello(hello: Any) -> PeerGreeting:
-    """Check ``["hello-peer", id, address, nonce?, handled?, {auth}?]``."""
-    auth = None
+    """Check ``["hello-peer", id, address, nonce?, handled?, {auth, static}?]``."""
+    auth, static = None, False
     if isinstance(hello, list) and len(hello) > 3 and isinstance(hello[-1], dict):
-        auth, hello = auth_map(hello[-1]), hello[:-1]
+        options = dict(hello[-1])
+        static = options.pop("static", False)
+        if type(static) is not bool:
+            raise RemoteProtocolError("hello-peer: static must be true or false")
+        auth, hello = (auth_map(options) if options else None), hello[:-1]
     if (
         not isinstance(hello, list)
         or len(hello) not in (3, 4, 5)
@@ -55,7 +66,8 @@ def parse_peer_hello(hello: Any) -> PeerGreeting:
             'hello-peer: expected ["hello-peer", id, address, nonce, handled?]'
         )
     nonce = hello[3] if len(hello) >= 4 else None
-    return PeerGreeting(hello[1], hello[2], nonce, hello[4] if len(hello) == 5 else 0, auth)
+    handled = hello[4] if len(hello) == 5 else 0
+    return PeerGreeting(hello[1], hello[2], nonce, handled, auth, static)
 
 
 def reachable(advertised: str, stream: trio.abc.Stream) -> Address:

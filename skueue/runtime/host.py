@@ -54,6 +54,10 @@ class Request:
     # Answered with a timeout error already: its operations may still complete, but the
     # client was told the outcome is unknown, and nothing more is sent (unless it retries).
     timed_out: bool = False
+    # ... and that error went to its client's connection: a client that has its answer
+    # never sends the request again, so what it still removes is lost (and counted) when
+    # it completes, not when the retry window forgets it.
+    timeout_told: bool = False
     key: RetryKey | None = None  # a request its client may send again (runtime/retries.py)
     refused: str | None = None  # why the anchor refused its queue (then nothing was done)
     queue: str = DEFAULT_QUEUE
@@ -258,6 +262,7 @@ class Host:
         if running is not None:
             self._settle_client(running.client)
             running.client, running.rid, running.timed_out = client, rid, False
+            running.timeout_told = False
             self.pending_requests[client] += 1
             self._expires(running, deadline)
             self.counters.retried += 1
@@ -286,10 +291,13 @@ class Host:
         if self.pending_requests[client]:  # else nothing of it is left to drop
             self.gone_clients.add(client)
 
-    def expire(self, now: float, why: Callable[[], str]) -> None:
+    def expire(self, now: float, why: Callable[[], str]) -> list[RetryKey]:
         """Answer every request past its deadline with a timeout error (``why()`` says
         what the daemon knows of the cause; asked only when one expires); its
-        operations stay in the protocol."""
+        operations stay in the protocol.  Returns the keys of those whose client was
+        told (an input: the owner logs them, the replay marks them with
+        :meth:`timeout_told`)."""
+        told = []
         while self.deadlines and self.deadlines[0][0] <= now:
             _, _, request = heapq.heappop(self.deadlines)
             if _answered(request):
@@ -299,6 +307,16 @@ class Host:
                 message = f"no answer from the cluster in time; {why()}"
                 reply = ErrorReply(request.rid, message, TIMEOUT)
                 self.client_frames.append((request.client, reply))
+                request.timeout_told = True
+                if request.key is not None:
+                    told.append(request.key)
+        return told
+
+    def timeout_told(self, key: RetryKey) -> None:
+        """The replay of a timeout told to the client of running request ``key``."""
+        request = self.retry_running.get(key)
+        if request is not None:
+            request.timed_out = request.timeout_told = True
 
     def seconds_to_deadline(self, now: float) -> float:
         while self.deadlines and _answered(self.deadlines[0][2]):
@@ -391,8 +409,14 @@ class Host:
         )
         if request.key is not None:
             del self.retry_running[request.key]
-            lost = self.retry_window.finish(request.key, request.results, delivered, removed)
-            self.counters.dropped_results += lost
+            # Told it timed out, its client has its answer and will not ask again: what
+            # it removed is lost now.  (Kept in the window all the same, as delivered so
+            # as not to count it twice, for a client that never read that answer.)
+            given_up = request.timeout_told and not delivered
+            lost = self.retry_window.finish(
+                request.key, request.results, delivered or given_up, removed
+            )
+            self.counters.dropped_results += lost + (removed if given_up else 0)
         elif not delivered:
             self.counters.dropped_results += removed
         if delivered:

@@ -16,16 +16,16 @@ from typing import Any
 
 import trio
 
-from skueue.runtime.connections import frames, next_frame, put
-from skueue.runtime.handshake import parse_peer_hello, reachable
+from skueue.runtime.connections import ConnectionClosed, frames, next_frame, put
+from skueue.runtime.handshake import PeerGreeting, parse_peer_hello, reachable
 from skueue.runtime.inputs import PeerControl, PeerGone, PeerHello, PeerInput
 from skueue.runtime.link_receiver import Inbound, Numbering, StreamAcks
 from skueue.runtime.peer_auth import AUTH_FRAME, mismatch, new_challenge
 from skueue.runtime.peers import parse_peer_frame
 from skueue.runtime.sessions import DISCONNECTED
-from skueue.runtime.state import DaemonState, log
+from skueue.runtime.state import DaemonState, log, not_a_member_message, removed_message
 from skueue.runtime.tls import DaemonTls, looks_like_tls, peek, tls_failure
-from skueue.wire.client_replies import ErrorReply
+from skueue.wire.client_replies import REFUSED, ErrorReply
 from skueue.wire.errors import RemoteProtocolError
 from skueue.wire.framing import FrameDecoder, pack
 
@@ -37,6 +37,15 @@ PLAINTEXT_REFUSAL = (
     "with the same --tls-* options; clients: skueue --tls-ca, $SKUEUE_TLS_CA or "
     "connect(tls=...))"
 )
+
+
+class Refusal(RemoteProtocolError):
+    """A connection refused for a reason the log has said already: it gets the reason
+    (with ``code``, where the opener must not try again) and is closed."""
+
+    def __init__(self, message: str, code: str | None = None) -> None:
+        super().__init__(message)
+        self.code = code
 
 
 class IncomingConnections(DaemonState):
@@ -72,6 +81,8 @@ class IncomingConnections(DaemonState):
                 await self.sessions.serve(stream, decoder, rest, hello, role, shown)
             else:
                 raise RemoteProtocolError(f"expected a hello, got {hello!r:.60}")
+        except Refusal as e:  # said in the log already, in its own words
+            await _try_send(stream, pack(ErrorReply(None, str(e), e.code).frame()))
         except RemoteProtocolError as e:
             log.warning("bad input, closing connection", error=str(e))
             await _try_send(stream, pack(ErrorReply(None, str(e)).frame()))
@@ -130,11 +141,19 @@ class IncomingConnections(DaemonState):
             refusal = tls.peer_refusal(stream)
             if refusal is not None:  # logged once, as bad input, by the caller
                 raise RemoteProtocolError(f"refused the TLS certificate of peer {peer}: {refusal}")
+        refusal = self._refusal(greeting)
+        if refusal is not None:
+            raise Refusal(refusal, REFUSED)
         keys = self.config.cluster_keys
         if keys is not None or greeting.auth is not None:
             # Before anything of ours changes (a peer's previous session is ended below
             # only for a peer that proved it holds the key).
             rest = await self._authenticate(stream, decoder, greeting, rest)
+        if peer == self.process_id:
+            await self._answer_own_hello(stream, greeting)
+            return
+        if self.directory is not None:
+            self.directory.forget_refusal(peer, greeting.nonce)
         if not self.links.same_incarnation(peer, greeting.nonce):
             if self.directory is not None and peer in self.directory.departed:
                 raise RemoteProtocolError(
@@ -171,7 +190,8 @@ class IncomingConnections(DaemonState):
                     # A durable daemon takes frames only once its log is replayed; its
                     # hello said 0 before that, which makes the peer send all it has.
                     await self.links.ready.wait()
-                    await self.inbox_send.send(PeerHello(peer, address, session))
+                    hello = PeerHello(peer, address, session, greeting.static, greeting.nonce)
+                    await self.inbox_send.send(hello)
                     if acks is None:
                         await self._read_peer(peer, inbound, stream, decoder, rest)
                     else:
@@ -185,6 +205,47 @@ class IncomingConnections(DaemonState):
                     if raw is not None:
                         raw.detach()  # the descriptor is the stream's
                     self.inbox_send.send_nowait(PeerGone(peer, session))  # the inbox is large
+
+    def _refusal(self, greeting: PeerGreeting) -> str | None:
+        """Why a peer is refused for good before anything of ours changes (None: it is
+        not): it was removed (``skueue remove-member``), or it starts a static cluster
+        taking us for a member while this daemon knows its members and it is none of
+        them.  (A daemon still meeting its own peers cannot tell yet: the owner checks
+        once it can, see ``OwnerLoop``.)"""
+        directory, peer = self.directory, greeting.process
+        if directory is None or peer == self.process_id:
+            return None
+        if peer in directory.removed:
+            log.warning("refused a member that was removed from the cluster", peer=peer)
+            return removed_message(peer)
+        if peer in directory.departed:
+            return None  # refused below, as one that left
+        # Before the cluster-key check, so that the opener gets this line at its
+        # handshake; nothing is recorded for a peer not authenticated yet.
+        if directory.is_refused(peer, greeting.nonce) or (
+            greeting.static and self.host is not None and not directory.is_member(peer)
+        ):
+            log.warning(
+                "refused a daemon that is not a member of this cluster (started with "
+                "--peers; told to start with --join)",
+                peer=peer,
+                address=greeting.address,
+            )
+            return not_a_member_message(peer, self.address)
+        return None
+
+    async def _answer_own_hello(self, stream: trio.abc.Stream, greeting: PeerGreeting) -> None:
+        """A hello with our own id: this daemon's own address in its ``--peers``
+        (``PeerLinks.connect_all`` tells it by our nonce), or another daemon given our id,
+        which learns so from our hello and stops.  Either way no peer came or goes: the
+        owner is not told (it would report this daemon down, and count it as a peer),
+        and nothing more is read, so the opener's close is no failure of ours."""
+        assert self.links is not None
+        if greeting.nonce != self.links.nonce:
+            log.warning("a daemon with this daemon's process id said hello; refusing it",
+                        process=self.process_id, address=greeting.address)  # fmt: skip
+        if self.config.cluster_keys is None:  # with a key, our hello went with the handshake
+            await stream.send_all(pack(self.links.hello(0)))
 
     async def _authenticate(
         self, stream: trio.abc.Stream, decoder: FrameDecoder, greeting: Any, rest: list[Any]
@@ -205,7 +266,19 @@ class IncomingConnections(DaemonState):
         auth = {"challenge": challenge, "proof": proof}
         with self.sessions.unknown(stream):  # still a stranger: it counts as one
             await stream.send_all(pack(self.links.hello(handled, auth)))
-            frame, rest = await next_frame(stream, decoder, rest, self.limits.handshake_timeout_s)
+            try:
+                frame, rest = await next_frame(
+                    stream, decoder, rest, self.limits.handshake_timeout_s
+                )
+            except (ConnectionClosed, *DISCONNECTED):
+                # The opener checks our proof first, and hangs up when it fails: it
+                # holds another key.  (Under TLS its hang-up reads as a TLS failure.)
+                log.warning(
+                    "a peer failed the cluster-key check: it closed the link on this "
+                    "daemon's proof (it holds another key)",
+                    claimed=peer,
+                )
+                raise Refusal("peer authentication failed") from None
         if not (
             isinstance(frame, list)
             and len(frame) == 2
@@ -213,7 +286,7 @@ class IncomingConnections(DaemonState):
             and keys.verify(frame[1], "open", challenge, theirs, peer, self.process_id)
         ):
             log.warning("a peer failed the cluster-key check; closing", claimed=peer)
-            raise RemoteProtocolError("peer authentication failed")
+            raise Refusal("peer authentication failed")
         return rest
 
     async def _read_peer(

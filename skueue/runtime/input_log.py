@@ -51,8 +51,9 @@ log = structlog.get_logger("skueued")
 FORMAT = "skueue-input-log"
 # 2: the core gained Hurry; 3: batches, grants and anchors per named queue; 4: leases;
 # 5: deleting queues (batches, grants and anchors changed; the "d" record);
-# 6: peeks (batches and grants changed; the "v" record)
-VERSION = 6
+# 6: peeks (batches and grants changed; the "v" record); 7: a timeout told to a client
+# (the "T" record; requests in the snapshot remember it)
+VERSION = 7
 _HEADER = struct.Struct(">II")
 # The largest record read back (a record holds one client request or one peer frame).
 RECORD_BYTES_MAX = 64 * 1024 * 1024

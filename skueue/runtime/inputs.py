@@ -40,6 +40,10 @@ class PeerHello:
     peer: str
     address: Address
     session: int
+    # It starts a static cluster and takes us for a member (runtime/handshake.py); its
+    # incarnation, to refuse it by if it is not one.
+    static: bool = False
+    nonce: str | None = None
 
 
 @attrs.frozen
@@ -58,6 +62,17 @@ class JoinStart:
 
 
 @attrs.frozen
+class RemovalProbed:
+    """``skueue remove-member``: the members' addresses were tried; those that answered
+    (runtime/member_removal.py)."""
+
+    client: int
+    rid: int
+    members: tuple[str, ...]
+    answering: tuple[str, ...]
+
+
+@attrs.frozen
 class ClientError:
     client: int
     rid: int
@@ -66,5 +81,5 @@ class ClientError:
 
 Input = (
     PeerInput | PeerControl | PeerHello | PeerGone | ClientInput | ClientGone | JoinStart
-    | ClientError
+    | ClientError | RemovalProbed
 )

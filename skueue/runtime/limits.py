@@ -57,6 +57,9 @@ class Limits:
     admin_clients_max: int = 8
     # Membership and failures (the lead's block; other blocks above).
     peers_wait_report_s: float = 5.0  # how often start-up says which peers it still awaits
+    # skueue remove-member: a member whose address accepts a connection within this long
+    # is not gone, and is not removed (runtime/member_removal.py).
+    member_probe_timeout_s: float = 3.0
     # Frames for one peer not acknowledged yet (runtime/link_sender.py): they wait while
     # it is down or its address has not arrived.  The protocol itself bounds them (a
     # stalled tree sends no new batches), so reaching this means something else is

@@ -21,8 +21,21 @@ class DebugLogs:
 DEBUG_LOGS = DebugLogs()
 
 
+@attrs.define
+class LogFormat:
+    """The format the daemon logs in, for the few lines it writes outside structlog's
+    loggers (a signal, an exit): in JSON mode they must be JSON events too, or a reader
+    of the log (``skueue analyze``) finds lines it cannot parse."""
+
+    json: bool = False
+
+
+LOG_FORMAT = LogFormat()
+
+
 def configure(log_format: str = "console", level: str = "info") -> None:
     DEBUG_LOGS.enabled = level.lower() == "debug"
+    LOG_FORMAT.json = log_format == "json"
     renderer: structlog.typing.Processor = (
         structlog.processors.JSONRenderer()
         if log_format == "json"

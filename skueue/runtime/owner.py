@@ -25,6 +25,7 @@ import trio
 
 from skueue.core.errors import PeerError
 from skueue.core.process import TickDue
+from skueue.runtime.directory import vouches
 from skueue.runtime.inputs import (
     ClientError,
     Input,
@@ -33,8 +34,10 @@ from skueue.runtime.inputs import (
     PeerGone,
     PeerHello,
     PeerInput,
+    RemovalProbed,
 )
 from skueue.runtime.logging import DEBUG_LOGS
+from skueue.runtime.member_removal import MemberRemoval
 from skueue.runtime.membership_waiters import MembershipWaiters
 from skueue.runtime.retries import RetryKey
 from skueue.runtime.sessions import ClientGone, ClientInput
@@ -49,6 +52,7 @@ from skueue.wire.client_protocol import (
     LeaseRequest,
     LeaveRequest,
     PeekRequest,
+    RemoveMemberRequest,
     RemoveRequest,
     StatsRequest,
 )
@@ -67,7 +71,7 @@ def lease_clock_ms() -> int:
     return int(time.monotonic() * 1000)
 
 
-class OwnerLoop(MembershipWaiters):
+class OwnerLoop(MembershipWaiters, MemberRemoval):
     async def owner(self) -> None:
         assert self.host is not None and self.links is not None
         host, limits = self.host, self.limits
@@ -84,7 +88,8 @@ class OwnerLoop(MembershipWaiters):
                 wait = max(0.0, last_tick + idle_delay - now)
             else:
                 wait = limits.wait_tick_ms / 1000
-            wait = min(wait, self.stats.seconds_to_deadline(now), host.seconds_to_deadline(now))
+            wait = min(wait, self.stats.seconds_to_deadline(now), host.seconds_to_deadline(now),
+                       self.removal_seconds_to_deadline(now))  # fmt: skip
             lease_deadline = host.process.leases.table.next_deadline()
             if lease_deadline is not None:
                 wait = min(wait, max(0.0, (lease_deadline - lease_clock_ms()) / 1000))
@@ -111,7 +116,10 @@ class OwnerLoop(MembershipWaiters):
                 if due is TickDue.IDLE:
                     idle_delay = min(limits.idle_tick_max_ms / 1000, idle_delay * 2)
             host.client_frames.extend(self.stats.expired(now))
-            host.expire(now, self._why_no_answer)
+            if self.removal_checks:
+                self._removal_ready(now)
+            for session, rid in host.expire(now, self._why_no_answer):
+                self._log(["T", session, rid])
             for number in host.waits_ended(now):
                 self._log(["w", number])
                 host.end_wait(number)
@@ -176,14 +184,19 @@ class OwnerLoop(MembershipWaiters):
         host = self.host
         match item:
             case PeerInput(peer=peer, kind=kind, message=message, number=number, encoded=encoded):
+                if self._refused(peer):
+                    return
                 if encoded is None:
                     encoded = encode_message(message)
                 self._log(["p", peer, number, int(kind), encoded])
                 self._handled(peer, number)
+                if self._removed_join(message):
+                    return  # of a member removed since (runtime/member_removal.py)
                 try:
                     host.peer_message(kind, message)
-                    if self.directory is not None and not self.directory.is_member(peer):
-                        self._send_control(self.directory.confirm(peer))
+                    directory = self.directory
+                    if directory is not None and not directory.is_member(peer) and vouches(message):
+                        self._send_control(directory.confirm(peer))
                 except PeerError as e:
                     # The peer's fault: the core changed nothing; drop the link so that a
                     # peer that sends garbage is not served on.
@@ -194,8 +207,16 @@ class OwnerLoop(MembershipWaiters):
                         error=str(e),
                     )
                     self._drop_peer_session(peer)
-            case PeerHello(peer=peer, address=address, session=_):
+            case PeerHello(peer=peer, address=address, static=static, nonce=nonce):
                 assert self.directory is not None
+                directory = self.directory
+                if static and not directory.is_member(peer) and peer not in directory.departed:
+                    # It said hello while this daemon still met its own peers; now that
+                    # it knows them, it is none of them: refused, and it learns so at its
+                    # next hello (it is closed now), before it is added to anything.
+                    self._refuse_stranger(peer, nonce, address)
+                    self._drop_peer_session(peer)
+                    return
                 self._log(["h", peer, str(address)])
                 self.links.mark_up(peer)
                 self._send_control(self.directory.on_hello(peer, address))
@@ -222,12 +243,22 @@ class OwnerLoop(MembershipWaiters):
                 self.pending_join_effects = []
                 self.joined = trio.Event()
                 self.join_waiters.append((client, rid))
+            case RemovalProbed():
+                self._probed(item)
             case ClientError(client=client, rid=rid, message=message):
                 host.client_frames.append((client, ErrorReply(rid, message, UNAVAILABLE)))
             case PeerControl(peer=peer, frame=frame, number=number):
+                if self._refused(peer):
+                    return
                 self._log(["c", peer, number, frame])
                 self._handled(peer, number)
                 self._control(peer, frame)
+
+    def _refused(self, peer: str) -> bool:
+        """Frames of a peer refused as no member that were read before its session was
+        closed: dropped, neither handled nor logged."""
+        directory = self.directory
+        return directory is not None and peer in directory.refused
 
     def _snapshot_if_due(self) -> None:
         """Compact the input log into a snapshot once it has grown past its limit, or
@@ -324,6 +355,8 @@ class OwnerLoop(MembershipWaiters):
                 self._leave(client, rid)
             case JoinClusterRequest(rid=rid, seed=seed):
                 self._join(client, rid, seed)
+            case RemoveMemberRequest(rid=rid, members=members):
+                self._remove_members(client, rid, members)
             case StatsRequest(rid=rid):
                 assert self.directory is not None and self.links is not None
                 peers = self.directory.others()
@@ -393,6 +426,13 @@ class OwnerLoop(MembershipWaiters):
             case "stats-answer":
                 self.stats.answer(peer, frame[1], frame[2])
                 self._stats_ready()
+            case "remove-check" | "remove-answer" | "removed":
+                try:
+                    self._removal_control(peer, frame)
+                except RemoteProtocolError as e:
+                    log.warning("bad removal frame; dropping the peer's link", peer=peer,
+                                error=str(e))  # fmt: skip
+                    self._drop_peer_session(peer)
             case _:
                 try:
                     out, departure = self.directory.on_gossip(peer, frame)
@@ -447,6 +487,8 @@ def request_kind(request: ClientRequest) -> str:
             return "peek"
         case JoinClusterRequest():
             return "join"
+        case RemoveMemberRequest():
+            return "remove_member"
         case LeaveRequest():
             return "leave"
     return "other"

@@ -32,12 +32,13 @@ from skueue.overlay.labels import Kind
 from skueue.runtime.address import Address
 from skueue.runtime.connections import first_frame
 from skueue.runtime.directory import Directory
-from skueue.runtime.errors import DaemonError
+from skueue.runtime.errors import DaemonError, RefusedForGood
 from skueue.runtime.handshake import PeerGreeting, parse_peer_hello
 from skueue.runtime.limits import Limits
 from skueue.runtime.link_sender import LinkSender, read_acks, watch_acks
 from skueue.runtime.peer_auth import AUTH_FRAME, ClusterKeys, mismatch, new_challenge
 from skueue.runtime.tls import DaemonTls, refused_for_good, tls_failure
+from skueue.wire.client_replies import REFUSED
 from skueue.wire.errors import RemoteProtocolError
 from skueue.wire.framing import FrameDecoder, pack
 from skueue.wire.peer import decode_message
@@ -45,6 +46,7 @@ from skueue.wire.peer import decode_message
 log = structlog.get_logger("skueued")
 
 RETRY_START_S = 0.05
+REMOVAL_QUESTIONS = ("remove-check", "remove-answer")  # runtime/member_removal.py
 RETRY_MAX_S = 1.0
 
 
@@ -62,6 +64,10 @@ def parse_peer_frame(frame: Any) -> tuple[Kind, Message | MembershipMessage] | l
     if isinstance(frame, list) and len(frame) == 3 and frame[0] in ("member", "members"):
         return frame
     if isinstance(frame, list) and len(frame) == 4 and frame[0] == "departed":
+        return frame
+    if isinstance(frame, list) and len(frame) == 3 and frame[0] in REMOVAL_QUESTIONS:
+        return frame
+    if isinstance(frame, list) and len(frame) == 2 and frame[0] == "removed":
         return frame
     raise RemoteProtocolError(f"unknown peer frame {frame!r:.60}")
 
@@ -90,6 +96,8 @@ class PeerLinks:
         # Links given up because their outbox outgrew outbox_bytes_max.
         self.failed: set[str] = set()
         self.down_since: dict[str, float] = {}
+        # Peers our link is connected to right now (a writer is serving it).
+        self.connected: set[str] = set()
         # Sent in every hello: a hello that comes back with it was our own (an address of
         # this daemon in its own --peers), one with our id but another nonce is a clash.
         self.nonce = os.urandom(8).hex()
@@ -141,7 +149,10 @@ class PeerLinks:
         done: set[Address] = set()
 
         async def one(address: Address) -> None:
-            stream, greeting = await self._open(address, self.limits.connect_timeout_s)
+            # Static: a member that knows its cluster and not us refuses us for good.
+            stream, greeting = await self._open(
+                address, self.limits.connect_timeout_s, static=True
+            )
             done.add(address)
             if await self._adopt(address, stream, greeting):
                 ids[address] = greeting.process
@@ -204,18 +215,23 @@ class PeerLinks:
         self.mark_down(peer)
         return False
 
-    def hello(self, handled: int | None = None, auth: dict[str, str] | None = None) -> list[Any]:
+    def hello(
+        self, handled: int | None = None, auth: dict[str, str] | None = None, static: bool = False
+    ) -> list[Any]:
         """Our hello; in answer to a peer's, with how many of its frames we handled; with a
-        cluster key, our challenge (and, answering, our proof)."""
+        cluster key, our challenge (and, answering, our proof); ``static``: we start a
+        static cluster and take the peer for a member of it (runtime/handshake.py)."""
         hello: list[Any] = ["hello-peer", self.process_id, str(self.address), self.nonce]
         if handled is not None:
             hello.append(handled)
-        return hello if auth is None else [*hello, auth]
+        options: dict[str, Any] = {**(auth or {}), **({"static": True} if static else {})}
+        return [*hello, options] if options else hello
 
     async def _open(
-        self, address: Address, timeout_s: float
+        self, address: Address, timeout_s: float, static: bool = False
     ) -> tuple[trio.abc.Stream, PeerGreeting]:
-        """Connect and shake hands: the stream and what the peer's hello said."""
+        """Connect and shake hands: the stream and what the peer's hello said.  A peer
+        that refuses us for good (:class:`RefusedForGood`) is not asked again."""
         delay = RETRY_START_S
         last_error = "no attempt"
         with trio.move_on_after(timeout_s):
@@ -224,14 +240,17 @@ class PeerLinks:
                     stream = await self._connect(address)
                     challenge = new_challenge() if self.keys is not None else None
                     auth = None if challenge is None else {"challenge": challenge}
-                    await stream.send_all(pack(self.hello(auth=auth)))
+                    await stream.send_all(pack(self.hello(auth=auth, static=static)))
                     decoder = FrameDecoder(self.limits.frame_bytes_max)
                     hello, _ = await first_frame(stream, decoder, self.limits.handshake_timeout_s)
                     if isinstance(hello, list) and len(hello) >= 3 and hello[0] == "error":
                         # Refused on purpose (e.g. we restarted without our state):
                         # trying again cannot help.
                         await trio.aclose_forcefully(stream)
-                        raise DaemonError(f"{address} refused this daemon: {hello[2]!s:.300}")
+                        why = f"{address} refused this daemon: {hello[2]!s:.400}"
+                        if hello[3:4] == [REFUSED]:
+                            raise RefusedForGood(why)
+                        raise DaemonError(why)
                     try:
                         greeting = parse_peer_hello(hello)
                     except RemoteProtocolError:
@@ -318,6 +337,8 @@ class PeerLinks:
             if connected is None:
                 try:
                     connected = await self._reconnect(peer, address)
+                except RefusedForGood:
+                    raise  # not a member (any more): the daemon stops with the reason
                 except DaemonError as e:
                     log.warning("peer unreachable; its frames wait", peer=peer, error=str(e))
                     self.mark_down(peer)
@@ -340,6 +361,7 @@ class PeerLinks:
                     "take it back; start it with its data directory"
                 )
             self.mark_up(peer)
+            self.connected.add(peer)
             try:
                 async with stream:
                     await _serve_connection(stream, link, handled, self.limits)
@@ -351,6 +373,8 @@ class PeerLinks:
                     error = tls_failure(e) if self.tls is not None else str(e)
                     log.warning("lost the link to a peer; reconnecting", peer=peer, error=error)
                     self.mark_down(peer)
+            finally:
+                self.connected.discard(peer)
 
     async def _reconnect(self, peer: str, address: Address) -> tuple[trio.abc.Stream, int] | None:
         """A new connection to ``peer`` and how much of our frames it handled (None: it is
@@ -360,6 +384,19 @@ class PeerLinks:
             await trio.aclose_forcefully(stream)
             return None
         return stream, greeting.handled
+
+    @staticmethod
+    async def answers(address: Address, timeout_s: float) -> bool:
+        """Whether anything accepts a connection at ``address`` within ``timeout_s`` (a
+        bare TCP connection, closed at once: no hello, so the peer's state is untouched)."""
+        with trio.move_on_after(timeout_s):
+            try:
+                stream = await trio.open_tcp_stream(address.host, address.port)
+            except OSError:
+                return False
+            await trio.aclose_forcefully(stream)
+            return True
+        return False
 
     def forget(self, peer: str) -> None:
         """A member left: close its link, dropping its outbox, and forget that it was down."""

@@ -12,7 +12,6 @@ the ones they already took.
 
 from __future__ import annotations
 
-import contextlib
 import math
 from collections.abc import Iterable
 from pathlib import Path
@@ -21,6 +20,7 @@ from typing import Any
 from skueue.core.errors import PeerError
 from skueue.overlay.labels import Kind
 from skueue.runtime.address import parse_address
+from skueue.runtime.directory import vouches
 from skueue.runtime.entry_store import named_records
 from skueue.runtime.errors import DaemonError
 from skueue.runtime.input_log import open_snapshot
@@ -30,6 +30,9 @@ from skueue.runtime.owner import OwnerLoop
 from skueue.runtime.snapshots import RESTORED, install_outbox, restore
 from skueue.runtime.state import log
 from skueue.wire.peer import decode_message
+
+# Control frames that ask or answer and change nothing: not replayed.
+QUESTIONS = ("stats-query", "stats-answer", "remove-check", "remove-answer")
 
 
 class Replay(OwnerLoop):
@@ -110,16 +113,25 @@ class Replay(OwnerLoop):
                         host.end_leases(how, ids, lease_ms)
                     case ["w", number]:
                         host.end_wait(number)
+                    case ["T", session, rid]:  # its client was told it timed out
+                        host.timeout_told((session, rid))
+                    case ["R", member]:  # skueue remove-member, asked of this daemon
+                        self._forget_member(member)
                     case ["p", peer, number, kind, encoded]:
                         handled[peer] = number
-                        # One refused the first time is refused again (its link was dropped).
-                        with contextlib.suppress(PeerError):
-                            host.peer_message(Kind(kind), decode_message(encoded))
-                        if not directory.is_member(peer):
-                            directory.confirm(peer)
+                        message = decode_message(encoded)
+                        if self._removed_join(message):
+                            continue
+                        try:
+                            host.peer_message(Kind(kind), message)
+                        except PeerError:
+                            pass  # refused the first time too (its link was dropped)
+                        else:
+                            if not directory.is_member(peer) and vouches(message):
+                                directory.confirm(peer)
                     case ["c", peer, number, frame]:
                         handled[peer] = number
-                        if frame[0] not in ("stats-query", "stats-answer"):
+                        if frame[0] not in QUESTIONS:
                             self._control(peer, frame)
                     case ["h", peer, address]:
                         directory.on_hello(peer, parse_address(address))

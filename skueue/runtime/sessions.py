@@ -16,7 +16,8 @@ Resources (issue 8, item 10), each with a limit in :class:`~skueue.runtime.limit
   at most ``hello_bytes_max`` and says hello within ``handshake_timeout_s``
   (:meth:`ClientSessions.greet`);
 - ``clients_max`` clients, and ``admin_clients_max`` more that said ``admin`` in their
-  hello and may only ask for stats, join and leave: an operator can always get in;
+  hello and may only ask for stats, join, leave and remove-member: an operator can always
+  get in;
 - a client with nothing outstanding that sends nothing for ``idle_connection_timeout_s``
   is closed, and so is one that starts a frame and does not finish it within
   ``frame_read_timeout_s``, or does not take a reply within ``reply_write_timeout_s``;
@@ -364,11 +365,13 @@ class ClientSessions:
                 self._answer(session, request)
                 continue
             if isinstance(request, ADMIN_ROLE_REQUESTS) and session.role != "admin":
-                message = "join, leave and deleting a queue need an admin token"
+                message = "join, leave, remove-member and deleting a queue need an admin token"
                 self._answer(session, ErrorReply(request.rid, message, UNAUTHORIZED))
                 continue
             if session.admin and not isinstance(request, ADMIN_REQUESTS):
-                message = "an admin connection may only ask for stats, join and leave"
+                message = (
+                    "an admin connection may only ask for stats, join, leave and remove-member"
+                )
                 self._answer(session, ErrorReply(request.rid, message, INVALID))
                 continue
             try:

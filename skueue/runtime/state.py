@@ -16,6 +16,7 @@ import trio
 from skueue.core.effects import Effect
 from skueue.runtime.address import Address
 from skueue.runtime.config import DaemonConfig
+from skueue.runtime.data_lock import DataDirLock
 from skueue.runtime.directory import Directory
 from skueue.runtime.disk_space import DiskSpace
 from skueue.runtime.entry_store import SnapshotEntryStore
@@ -25,6 +26,7 @@ from skueue.runtime.input_log import InputLog
 from skueue.runtime.inputs import Input
 from skueue.runtime.link_receiver import Inbound
 from skueue.runtime.peers import PeerLinks
+from skueue.runtime.removal_check import RemovalCheck
 from skueue.runtime.sessions import ClientSessions
 from skueue.runtime.stats import StatsGathering, local_stats
 from skueue.runtime.tallies import Tallies
@@ -69,8 +71,12 @@ class DaemonState:
         self.entry_store: SnapshotEntryStore | None = None
         # The data directory's free space against the reserve (None: in memory).
         self.disk: DiskSpace | None = None
+        self.data_lock: DataDirLock | None = None  # held while the daemon runs
         self.session_numbers = itertools.count(1)
         self.stats = StatsGathering(self.limits.stats_timeout_s)
+        # skueue remove-member: the checks waiting for the members' answers.
+        self.removal_checks: dict[int, RemovalCheck] = {}
+        self.removal_numbers = itertools.count(1)
         self.tallies = Tallies()  # what the metrics count (runtime/tallies.py)
         self.phase_watch = PhaseWatch()  # how long an update phase lasts (runtime/health.py)
         self.nursery: trio.Nursery | None = None
@@ -170,4 +176,36 @@ class DaemonState:
         session = self.peer_sessions.get(peer)
         if session is not None:
             session[1].cancel()
+
+    def _refuse_stranger(self, peer: str, nonce: str | None, address: object) -> None:
+        """A daemon started with ``--peers`` naming us, though it is no member of our
+        cluster: it is refused (told to use --join) and nothing of it is kept."""
+        assert self.directory is not None
+        if self.directory.is_refused(peer, nonce):
+            return  # said once already
+        self.directory.refuse(peer, nonce)
+        log.warning(
+            "refused a daemon that is not a member of this cluster (started with --peers; "
+            "told to start with --join)",
+            peer=peer,
+            address=str(address),
+        )
+
+
+def not_a_member_message(peer: str, seed: Address) -> str:
+    """What a daemon that took us for a member of its static cluster is told."""
+    return (
+        f"{peer} is not a member of this cluster (a static cluster's members are the "
+        f"daemons it first started with); to add a daemon to a running cluster, start it "
+        f"with --join {seed} instead of --peers"
+    )
+
+
+def removed_message(peer: str) -> str:
+    """What a member removed by ``skueue remove-member`` is told if it comes back."""
+    return (
+        f"{peer} was removed from this cluster (skueue remove-member) and cannot come "
+        "back under that id: start it with another --id, an empty data directory and "
+        "--join"
+    )
 

@@ -105,25 +105,33 @@ class StatsGathering:
             key: sum(m.get(key, 0) for m in members if isinstance(m.get(key, 0), int))
             for key in ("inserted", "removed", "empty", "entries", "pending_ops")
         }
+        # Members that did not answer in time: their counts are missing from every total
+        # and queue figure, which says so rather than look complete (issue 28, item 7).
+        missing = sorted(g.waiting)
         summary = {
             "processes": len(members) + len(g.waiting),
             "size": anchor.get("size") if anchor else None,
-            "queues": _queues(anchor, members),
+            "partial": bool(missing),
+            "missing": missing,
+            "queues": _queues(anchor, members, missing),
             # Why the size may be unknown: no answer came from the anchor's process, or
             # every member answered and the anchor is being handed over (update phase).
             "anchor": anchor.get("process") if anchor else None,
             "totals": totals,
             "members": members,
-            "unreachable": sorted(g.waiting),
+            "unreachable": missing,
             "down": {p: round(s, 1) for p, s in sorted(g.down.items()) if p in g.waiting},
         }
         return g.client, StatsReply(g.rid, summary)
 
 
-def _queues(anchor: dict[str, Any] | None, members: list[dict[str, Any]]) -> dict[str, Any]:
+def _queues(
+    anchor: dict[str, Any] | None, members: list[dict[str, Any]], missing: list[str]
+) -> dict[str, Any]:
     """Every queue: its structure and depth from the anchor (None while it is not heard
-    from), and its counts and rates added up over the members.  A name the members
-    counted that the anchor does not hold was deleted: "deleted", and nothing waits."""
+    from), and its counts and rates added up over the members (partial: without those
+    of the ``missing`` members).  A name the members counted that the anchor does not
+    hold was deleted: "deleted", and nothing waits."""
     counted = merge(m.get("queue_stats") or {} for m in members)
     known = (anchor or {}).get("queues") or {}
     out: dict[str, Any] = {}
@@ -136,5 +144,7 @@ def _queues(anchor: dict[str, Any] | None, members: list[dict[str, Any]]) -> dic
             "max_deliveries": at_anchor.get("max_deliveries", 0),
             "priorities": at_anchor.get("priorities", 1),
             **(counted.get(name) or nothing()),
+            "partial": bool(missing),
+            "missing": missing,
         }
     return out

@@ -20,6 +20,7 @@ Frames are msgpack arrays:
                        ["stats", rid]
                        ["leave", rid]                          hand off and exit
                        ["join", rid, "HOST:PORT"]              join that cluster (alone, empty)
+                       ["remove-member", rid, [ID or ADDR, ...]]   forget dead members
     daemon -> client   ["welcome", process_id, structure, version, {limits}]
                        ["more", rid, results]                  part of a large reply, then:
                        ["done", rid, results]                  one result per operation
@@ -367,6 +368,19 @@ class JoinClusterRequest:
         return ["join", self.rid, self.seed]
 
 
+@attrs.frozen
+class RemoveMemberRequest:
+    """Make the cluster forget members that will never come back (``skueue
+    remove-member``): each a process id or the address it listens at.  The result is one
+    map: the ids removed and what they held (runtime/member_removal.py)."""
+
+    rid: int
+    members: tuple[str, ...]
+
+    def frame(self) -> list[Any]:
+        return ["remove-member", self.rid, list(self.members)]
+
+
 ClientRequest = (
     InsertRequest
     | RemoveRequest
@@ -377,10 +391,15 @@ ClientRequest = (
     | StatsRequest
     | LeaveRequest
     | JoinClusterRequest
+    | RemoveMemberRequest
 )
 # With client tokens, only an admin token's connections may send these.
-ADMIN_ROLE_REQUESTS = (DeleteRequest, LeaveRequest, JoinClusterRequest)
-ADMIN_REQUESTS = (StatsRequest, LeaveRequest, JoinClusterRequest)
+ADMIN_ROLE_REQUESTS = (DeleteRequest, LeaveRequest, JoinClusterRequest, RemoveMemberRequest)
+ADMIN_REQUESTS = (StatsRequest, LeaveRequest, JoinClusterRequest, RemoveMemberRequest)
+# Members one remove-member request may name (a few dead ones that would each stop the
+# check of the others: they go together).
+REMOVE_MEMBERS_MAX = 16
+MEMBER_NAME_CHARS_MAX = 256  # a process id or an address
 
 
 def request_id(frame: Any) -> int | None:
@@ -438,7 +457,23 @@ def parse_request(frame: Any, limits: RequestLimits) -> ClientRequest | ErrorRep
         if type(frame[2]) is not str or not 0 < len(frame[2]) <= 256:
             raise RemoteProtocolError("join: expected the seed's address as a string")
         return JoinClusterRequest(rid, frame[2])
+    if kind == "remove-member" and len(frame) == 3:
+        return _parse_remove_member(rid, frame[2])
     raise RemoteProtocolError(f"unknown request {kind!r:.30} with {len(frame)} fields")
+
+
+def _parse_remove_member(rid: int, members: Any) -> RemoveMemberRequest | ErrorReply:
+    if not isinstance(members, list) or not all(
+        type(m) is str and 0 < len(m) <= MEMBER_NAME_CHARS_MAX for m in members
+    ):
+        raise RemoteProtocolError(
+            f"remove-member: expected a list of ids or addresses (1 to "
+            f"{MEMBER_NAME_CHARS_MAX} characters each)"
+        )
+    if not 0 < len(members) <= REMOVE_MEMBERS_MAX:
+        why = f"remove-member: name 1 to {REMOVE_MEMBERS_MAX} members (REMOVE_MEMBERS_MAX)"
+        return ErrorReply(rid, why, INVALID)
+    return RemoveMemberRequest(rid, tuple(dict.fromkeys(members)))
 
 
 def _parse_create(rid: int, frame: list[Any]) -> CreateRequest | ErrorReply:

@@ -4,6 +4,7 @@ at info, its lifecycle and nothing per operation (issue 15, item 4)."""
 from __future__ import annotations
 
 import json
+import socket
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -12,7 +13,17 @@ from typing import Any
 import trio
 
 import skueue
-from tests.e2e.daemons import Cluster, Daemon, skueued_command, spawn, stop, wait_ready
+from tests.e2e.daemons import (
+    HOST,
+    Cluster,
+    Daemon,
+    free_ports,
+    refused,
+    skueued_command,
+    spawn,
+    stop,
+    wait_ready,
+)
 
 LOAD_CLIENTS = 8
 LOAD_REQUESTS = 400  # enqueues, and as many dequeues
@@ -89,3 +100,37 @@ def test_info_stays_small_under_load_and_names_each_step_of_the_lifecycle(
         assert "ready" in {e["event"] for e in info_events(again)}
     finally:
         assert not stop([again]), again.stderr()
+
+
+def test_in_json_mode_every_line_is_json_down_to_the_shutdown(tmp_path: Path) -> None:
+    """Issue 28, item 14: with ``--log-format json`` the SIGTERM line is a JSON event
+    too, so that ``skueue analyze`` of the log finds no malformed line."""
+    (port,) = free_ports(1)
+    daemon = spawn(
+        ["--listen", f"{HOST}:{port}", "--in-memory", "--log-format", "json"], tmp_path, "json"
+    )
+    try:
+        wait_ready([daemon])
+    finally:
+        assert not stop([daemon]), daemon.stderr()
+    assert daemon.proc.returncode == 0, daemon.stderr()
+    lines = daemon.stderr().splitlines()
+    assert lines, "nothing logged"
+    for line in lines:
+        json.loads(line)  # each line on its own is one JSON object
+    events = [json.loads(line) for line in lines]
+    assert events[-1]["event"] == "shutting down" and events[-1]["signal"] == "SIGTERM", events
+
+
+def test_a_start_up_error_in_json_mode_is_one_json_line(tmp_path: Path) -> None:
+    """A daemon that cannot start says why in the format it was asked for."""
+    with socket.socket() as taken:
+        taken.bind((HOST, 0))
+        taken.listen()
+        address = f"{HOST}:{taken.getsockname()[1]}"
+        code, err = refused(["--listen", address, "--in-memory", "--log-format", "json"],
+                            tmp_path, "taken")  # fmt: skip
+    assert code == 1, err
+    (line,) = err.splitlines()
+    event = json.loads(line)
+    assert event["level"] == "error" and "cannot listen" in event["event"], event

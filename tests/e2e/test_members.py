@@ -15,6 +15,7 @@
 
 from __future__ import annotations
 
+import json
 import signal
 import subprocess
 import sys
@@ -37,6 +38,8 @@ from tests.e2e.daemons import (
     stop,
     wait_ready,
 )
+from tests.e2e.test_cli import skueue as run_skueue
+from tests.e2e.test_metrics import get, metrics_address
 
 DEADLINE_S = 60.0
 
@@ -339,3 +342,94 @@ def test_a_fresh_daemon_at_the_address_of_one_that_left_is_told_to_take_another_
         q.enqueue(b"c")
     with skueue.connect_blocking(cluster.addresses[1]) as q:
         assert sorted(q.dequeue_many(10)) == [b"a", b"b", b"c"]
+
+
+def test_stats_say_they_are_partial_and_whose_figures_are_missing(
+    skueued_cluster: Callable[..., Cluster],
+) -> None:
+    """Issue 28, item 7: with a member down, its counts are missing from every total:
+    ``skueue stats`` (text and --json, whole and for one queue) says the figures are
+    partial and names the member, instead of showing lower numbers as if complete."""
+    cluster = skueued_cluster(3, extra_args=("--in-memory",))
+    victim = cluster.daemons[2]
+    for i, address in enumerate(cluster.addresses):
+        with skueue.connect_blocking(address) as q:
+            q.enqueue_many([b"%d" % i] * 3, queue="jobs")
+    complete = json.loads(run_skueue("stats", "--json", "--node", cluster.addresses[0]).stdout)
+    assert complete["partial"] is False and complete["missing"] == [], complete
+    assert complete["queues"]["jobs"]["partial"] is False
+    assert "partial" not in run_skueue("stats", "--node", cluster.addresses[0]).stdout.decode()
+
+    victim.proc.send_signal(signal.SIGTERM)
+    assert victim.proc.wait(timeout=10) == 0
+    node = ("--node", cluster.addresses[0])
+    whole = json.loads(run_skueue("stats", "--json", *node).stdout)
+    assert whole["partial"] is True and whole["missing"] == [victim.address], whole
+    jobs = json.loads(run_skueue("stats", "jobs", "--json", *node).stdout)
+    assert jobs["partial"] is True and jobs["missing"] == [victim.address], jobs
+    text = run_skueue("stats", *node).stdout.decode()
+    (line,) = [ln for ln in text.splitlines() if ln.startswith("partial:")]
+    assert victim.address in line and "totals" in line, text
+    one = run_skueue("stats", "jobs", *node).stdout.decode()
+    assert any(
+        ln.strip().startswith("partial:") and victim.address in ln for ln in one.splitlines()
+    ), one
+
+
+def test_a_daemon_with_peers_of_a_cluster_it_is_not_in_is_refused_leaving_no_trace(
+    skueued_cluster: Callable[..., Cluster], tmp_path: Path
+) -> None:
+    """Issue 28, item 2: ``--peers`` naming a running cluster the daemon is not a member
+    of is refused at once, with one line that says to use ``--join``; the members add it
+    to nothing, so their stats, readiness and health stay as they were, and a second try
+    (another port) gets the same answer."""
+    cluster = skueued_cluster(2, extra_args=("--in-memory", "--metrics", f"{HOST}:0"))
+    seed = cluster.addresses[0]
+    for attempt, port in enumerate(free_ports(2)):
+        began = time.monotonic()
+        name = f"stranger{attempt}"
+        args = ["--listen", f"{HOST}:{port}", "--peers", seed, "--in-memory"]
+        code, err = refused(args, tmp_path, name)
+        assert time.monotonic() - began < 10, err
+        assert code == 1, err
+        last = err.strip().splitlines()[-1]
+        assert last.startswith("skueued: error: ") and "not a member" in last, err
+        assert f"--join {seed}" in last and "restarted without its state" not in err, err
+        assert "ready" not in (tmp_path / f"{name}.stdout").read_text()
+    for d in cluster.daemons:
+        with skueue.connect_blocking(d.address) as q:
+            stats = q.stats()
+        assert stats["processes"] == 2 and stats["unreachable"] == [], stats
+        assert run_skueue("health", "--node", d.address).returncode == 0
+        assert get(metrics_address(d), "/readyz")[0] == 200
+    assert "refused a daemon that is not a member" in cluster.daemons[0].stderr()
+    with skueue.connect_blocking(cluster.addresses[1]) as q:
+        q.enqueue(b"still one cluster")
+        assert q.dequeue() == b"still one cluster"
+
+
+def test_a_stranger_that_met_a_forming_cluster_is_refused_once_the_members_know(
+    tmp_path: Path, started: Callable[[], list[Daemon]]
+) -> None:
+    """A member still meeting its own peers cannot tell a stranger yet: it answers, and
+    refuses the stranger as soon as its member list is complete, before the stranger's
+    frames change anything; the stranger stops with the same line."""
+    first, second, stranger = (f"{HOST}:{p}" for p in free_ports(3))
+    a = spawn(["--listen", first, "--peers", second, "--in-memory"], tmp_path, "a")
+    started().append(a)
+    time.sleep(0.5)  # a waits for its peer
+    x = spawn(["--listen", stranger, "--peers", first, "--in-memory"], tmp_path, "x")
+    started().append(x)
+    time.sleep(1.0)  # x met a, which could not tell yet
+    b = spawn(["--listen", second, "--peers", first, "--in-memory"], tmp_path, "b")
+    started().append(b)
+    wait_ready([a, b])
+    assert x.proc.wait(timeout=20) == 1
+    last = x.stderr().strip().splitlines()[-1]
+    assert "not a member" in last and f"--join {first}" in last, x.stderr()
+    with skueue.connect_blocking(first) as q:
+        q.enqueue(b"two members")
+        stats = q.stats()
+    assert stats["processes"] == 2 and stats["unreachable"] == [], stats
+    with skueue.connect_blocking(second) as q:
+        assert q.dequeue() == b"two members"

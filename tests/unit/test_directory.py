@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import pytest
 
+from skueue.core.messages.membership import JoinRequest
+from skueue.core.messages.stages import Hurry
+from skueue.overlay.labels import Kind, node_ref
 from skueue.runtime.address import Address
-from skueue.runtime.directory import MEMBERS_MAX, Directory
+from skueue.runtime.directory import MEMBERS_MAX, Directory, vouches
 from skueue.wire.errors import RemoteProtocolError
 
 A, B, C = Address("10.0.0.1", 1), Address("10.0.0.2", 2), Address("10.0.0.3", 3)
@@ -92,3 +95,31 @@ def test_the_directory_is_bounded() -> None:
         d.learn(f"p{i}", Address("10.1.0.1", i + 1))
     with pytest.raises(RemoteProtocolError, match="more than"):
         d.learn("one-too-many", B)
+
+
+def test_only_a_join_request_vouches_for_a_contact() -> None:
+    """Issue 28, item 2: a daemon started with --peers of a cluster it is not in sends
+    batches as if it were in the ring; they must not make it a member."""
+    assert vouches(JoinRequest(None, node_ref("x", Kind.LEFT)))
+    assert not vouches(Hurry(node_ref("x", Kind.LEFT)))
+
+
+def test_a_refused_incarnation_stays_refused_until_another_or_membership() -> None:
+    d = Directory("a", A)
+    d.refuse("x", "n1")
+    assert d.is_refused("x", "n1") and not d.is_refused("x", "n2")
+    d.forget_refusal("x", "n1")  # the same incarnation: still refused
+    assert d.is_refused("x", "n1")
+    d.forget_refusal("x", "n2")  # started again: judged afresh
+    assert "x" not in d.refused
+    d.refuse("y", "n1")
+    d.learn("y", B)  # it became a member (joined): nothing of it is refused
+    assert "y" not in d.refused
+
+
+def test_a_removed_member_is_departed_for_good() -> None:
+    d = Directory("a", A)
+    d.learn("b", B)
+    assert d.remove("b") and not d.remove("b") and not d.remove("a")
+    assert d.others() == [] and "b" in d.departed and "b" in d.removed
+    assert not d.learn("b", B)  # gossip cannot bring it back

@@ -183,3 +183,31 @@ def test_a_request_past_its_deadline_gets_one_timeout_error_and_its_late_result_
     assert host.seconds_to_deadline(now=9.0) == float("inf")
     assert settle(host) == []  # the late result is not sent ...
     assert host.counters.dropped_results == 1  # ... and the element is counted as lost
+
+
+@pytest.mark.parametrize("replayed", [False, True], ids=["live", "replayed"])
+def test_a_sessions_remove_that_timed_out_counts_its_element_when_it_completes(
+    replayed: bool,
+) -> None:
+    """Issue 28, item 4: a client with a session (a retry key) that was told its remove
+    timed out has its answer and never sends it again: the element the remove takes
+    later is lost then, not when the retry window forgets it.  The replay of the input
+    log (the "T" record: Host.timeout_told) counts it the same."""
+    host = one_process_host()
+    host.insert(client=1, rid=1, values=[b"x"])
+    settle(host)
+    host.remove(client=1, rid=2, count=1, deadline=5.0, key=("session", 2))
+    if replayed:
+        host.timeout_told(("session", 2))
+    else:
+        assert host.expire(now=5.0, why=lambda: "members unreachable: p9") == [("session", 2)]
+        host.take_frames()
+    host.client_gone(1)
+    assert settle(host) == []
+    assert host.counters.dropped_results == 1
+    # Remembered for a client that never read the timeout: a retry still gets it.
+    finished = host.retry_window.get(("session", 2))
+    assert finished is not None and finished.results()[0][0] == b"x"
+    # ... and it is not counted a second time when the window forgets it.
+    host.retry_window.requests_max = 0
+    assert host.retry_window.finish(("other", 1), [], True, 0) == 0

@@ -208,6 +208,18 @@ def test_a_frame_shows_every_member_and_queue_with_totals() -> None:
     assert any(ln.split()[:3] == ["jobs", "queue", "35"] for ln in lines)
 
 
+def test_figures_without_a_members_are_marked_partial_naming_it() -> None:
+    """Issue 28, item 7: a member that did not answer takes its counts out of every total
+    and rate; the frame says so, above the tables (which a small terminal may cut)."""
+    whole = answer(member("m1", anchor=True), member("m2"))
+    assert "partial" not in text(render("m1", None, Snapshot(1.0, 1.0, whole)))
+    cur = Snapshot(1.0, 1.0, answer(member("m1", anchor=True), unreachable=["m2"]))
+    lines = text(render("m1", None, cur)).splitlines()
+    (line,) = [ln for ln in lines if ln.startswith("partial:")]
+    assert "m2" in line and "queue" in line, lines
+    assert lines.index(line) < next(i for i, ln in enumerate(lines) if "m1 *" in ln)
+
+
 def test_a_problem_is_shown_above_the_last_answer() -> None:
     cur = Snapshot(1.0, 1.0, answer(member("a", entries=9)))
     frame = text(render("a", None, cur, problem="cannot reach skueued at a"))

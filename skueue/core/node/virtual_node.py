@@ -48,6 +48,7 @@ from skueue.core.effects import Complete, Effect, Send
 from skueue.core.errors import PeerError, ProtocolError
 from skueue.core.intake import Assignment
 from skueue.core.membership import update_phase as membership
+from skueue.core.membership.removal import note_relayed
 from skueue.core.messages.field_types import KeyOwner
 from skueue.core.messages.membership import MembershipMessage
 from skueue.core.messages.stages import (
@@ -128,6 +129,7 @@ class VirtualNode(NodeState):
         combined = self.batching.fire(
             self.ring.kids, own_batch, reports_join=reports_join, parent=parent
         )
+        note_relayed(self)
         if anchor is not None:
             assert self.seat.trigger is not None
             update = self.seat.trigger.observe(combined)

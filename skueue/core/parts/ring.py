@@ -33,6 +33,9 @@ class Ring:
     # Joining: the node that placed this one (a left node's batches go up through it,
     # as if it were the parent).  None: in the ring, or not placed yet.
     responsible: NodeRef | None = None
+    # Relayed joiners whose operations went up through this node: positions were given
+    # to them, so such a joiner can never be forgotten (membership/removal.py).
+    relayed_ops: set[NodeRef] = field(default_factory=set)
     kids: tuple[NodeRef, ...] = field(init=False)
     up: NodeRef | None = field(init=False)
 
