@@ -1,9 +1,10 @@
 """``skueue enqueue``, ``dequeue``, ``peek``, ``create``, ``delete``, ``stats``, ``join`` and
 ``leave``: requests to a daemon.
 
-``enqueue`` and ``dequeue`` take ``-q``/``--queue NAME`` (default: the default queue) and
-``--structure queue|stack`` (default: the daemon's); a name is made by its first
-operation, with that structure.
+``enqueue`` and ``dequeue`` (and ``push`` and ``pop``, the same) take ``-q``/``--queue
+NAME`` (default: the default queue) and ``--structure queue|stack`` (default: NAME's
+own, so a stack's name is enough); a name is made by its first operation, a stack by a
+push, else of the daemon's structure.
 
 ``--node`` defaults to ``$SKUEUE_NODE``, else 127.0.0.1:7400; ``--timeout`` bounds every
 request.  Errors (unreachable node, bad address, bad value, no reply in time) are one
@@ -125,8 +126,8 @@ def add_queue_options(p: argparse.ArgumentParser) -> None:
         "--structure",
         choices=["queue", "stack"],
         default=None,
-        help="what a new NAME is, and what is asked of an existing one (default: the "
-        "daemon's --structure)",
+        help="insist that NAME is this (default: what NAME is; a new NAME is a stack "
+        "for push, else of the daemon's --structure)",
     )
 
 
@@ -167,7 +168,8 @@ def queue_name(text: str) -> str:
 def add_parsers(sub: Any) -> None:
     p = sub.add_parser(
         "enqueue",
-        help="add elements (push on a stack daemon)",
+        aliases=["push"],
+        help="add elements (push: the same; a new NAME becomes a stack)",
         description="Add elements, in this order: the VALUE arguments ('-' reads stdin "
         "in line mode: one element per line, split at \\n only, nothing stripped, empty "
         "lines kept), then each --file, then all of stdin with -x. Bytes go in exactly.",
@@ -206,7 +208,8 @@ def add_parsers(sub: Any) -> None:
 
     p = sub.add_parser(
         "dequeue",
-        help="remove elements (pop on a stack daemon)",
+        aliases=["pop"],
+        help="remove elements: a queue's oldest, a stack's newest (pop: the same)",
         description="Remove up to N elements and print them. Exits 3 when the queue was "
         "empty for any requested element.",
     )
@@ -281,7 +284,8 @@ def add_parsers(sub: Any) -> None:
         "delete",
         help="delete a named queue and what it holds",
         description="Delete the queue (or stack) NAME: the elements it holds are removed "
-        "for good, and the name is free for a new queue of either kind.  Elements leased "
+        "for good, and the name is free for a new queue of either kind (a NAME that holds "
+        "no queue is an error, exit 1).  Elements leased "
         "out are not in it: a lease that is returned puts its element in a new queue of "
         "that name.  NAME.dlq is a queue of its own.  With client tokens, it needs an "
         "admin token.",
@@ -388,9 +392,8 @@ def run_enqueue(args: argparse.Namespace) -> int:
     async def body(q: Client) -> None:
         # The client checks every value against the daemon's limit before sending any,
         # and splits the call into requests that fit; they go in order.
-        await q.enqueue_many(
-            values, queue=args.queue, structure=args.structure, priority=args.priority
-        )
+        insert = q.push_many if args.command == "push" else q.enqueue_many
+        await insert(values, queue=args.queue, structure=args.structure, priority=args.priority)
 
     with_client("skueue enqueue", args, body)
     return 0
@@ -398,11 +401,13 @@ def run_enqueue(args: argparse.Namespace) -> int:
 
 def run_dequeue(args: argparse.Namespace) -> int:
     async def body(q: Client) -> list[bytes]:
-        return await q.dequeue_many(
+        remove = q.pop_many if args.command == "pop" else q.dequeue_many
+        got: list[bytes] = await remove(
             args.count, queue=args.queue, structure=args.structure, wait=args.wait
         )
+        return got
 
-    got = with_client("skueue dequeue", args, body)
+    got = with_client(f"skueue {args.command}", args, body)
     print_elements(got, args)
     empty = args.count - len(got)
     if empty:

@@ -13,6 +13,7 @@ from skueue.cli import (
     health_cmd,
     keygen_cmd,
     lease_cmds,
+    queue_cmds,
     sim_cmd,
     top_cmd,
 )
@@ -26,6 +27,7 @@ def build_parser() -> Parser:
         dest="command", required=True, metavar="COMMAND", parser_class=Parser
     )
     client_cmds.add_parsers(sub)
+    queue_cmds.add_parsers(sub)
     health_cmd.add_parser(sub)
     top_cmd.add_parser(sub)
     lease_cmds.add_parsers(sub)

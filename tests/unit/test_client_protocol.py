@@ -36,6 +36,7 @@ from skueue.wire.errors import RemoteProtocolError
 
 LIMITS = Limits(ops_per_request_max=3, value_bytes_max=4)
 INSERT_MAP = 'the 4th field is a map of "prefer_stack", "priority", "queue", "stack"'
+REMOVE_MAP = '"lease_ms", "look", "max_deliveries", "prefer_stack", "queue", "stack"'
 
 
 @pytest.mark.parametrize(
@@ -87,7 +88,7 @@ def test_valid_requests_parse(frame: list[Any], expected: Any) -> None:
         (["insert", 1, [b"a"], 0], INSERT_MAP),
         (["insert", 1, [b"a"], {"name": "q"}], INSERT_MAP),
         (["insert", 1, [b"a"], {"wait_ms": 5}], INSERT_MAP),
-        (["remove", 1, 1, {"name": "q"}], '"lease_ms", "look", "max_deliveries", "prefer_stack", "queue", "stack"'),
+        (["remove", 1, 1, {"name": "q"}], REMOVE_MAP),
         (["ack", 1, []], "non-empty list of lease ids"),
         (["ack", 1, 5], "non-empty list of lease ids"),
         (["nack", 1, [-1]], "non-empty list of lease ids"),
