@@ -534,6 +534,8 @@ def _remove_numbers(request: RemoveRequest, options: dict[str, Any]) -> RemoveRe
             numbers[name] = value
     if "max_deliveries" in numbers and "lease_ms" not in numbers:
         return ErrorReply(request.rid, "remove: max_deliveries needs lease_ms", INVALID)
+    if request.look and "lease_ms" not in numbers:  # a look gives its elements back
+        return ErrorReply(request.rid, "remove: look needs lease_ms", INVALID)
     problem = dead_letter_problem(request.queue or DEFAULT_QUEUE)
     if "max_deliveries" in numbers and problem:
         return ErrorReply(request.rid, f"remove: {problem}", INVALID)
