@@ -19,6 +19,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -26,7 +27,8 @@ import pytest
 
 import skueue.client.api
 import skueue.client.blocking
-from tests.e2e.daemons import Cluster
+from tests.e2e.daemons import Cluster, stop
+from tests.faults.test_crash_restart import Cluster as DurableCluster
 
 StartCluster = Callable[..., Cluster]
 CLI_TIMEOUT_S = 60.0
@@ -210,3 +212,25 @@ async def test_a_waiting_consumer_gets_an_element_enqueued_meanwhile_at_once(
     assert got[0][0] == b"job" and got[0][1] - sent < PROMPT_S
     async with skueue.client.api.connect(cluster.addresses[0], admin=True) as q:
         assert (await q.stats())["queues"]["later"]["empty"] == 0
+
+
+def test_a_configure_and_a_guessed_structure_replay_after_kill_9(tmp_path: Path) -> None:
+    """Durable members log a configure, and the flags and guesses of the operations
+    (the input log's records), so a member killed with SIGKILL comes back with the same
+    queues: each member is killed and restarted in turn, the anchor's among them."""
+    cluster = DurableCluster(tmp_path)
+    cluster.start()
+    try:
+        a = cluster.addresses[0]
+        ok("enqueue", "-q", "jobs", "--node", a, "build-42")
+        ok("configure", "jobs", "--max-deliveries", "2", "--node", a)
+        ok("push", "-q", "undo", "--node", a, "edit-1", "edit-2")
+        for member in range(len(cluster.addresses)):
+            cluster.kill(member)
+            cluster.restart(member)
+        listed = {q["name"]: q for q in json.loads(ok("ls", "--json", "--node", a))}
+        assert (listed["jobs"]["max_deliveries"], listed["undo"]["structure"]) == (2, "stack")
+        assert ok("dequeue", "-q", "undo", "--node", a) == "edit-2\n"
+    finally:
+        problems = stop([d for d in cluster.daemons if d.alive()])
+        assert not problems, problems
