@@ -1,9 +1,10 @@
 """``skueue enqueue``, ``dequeue``, ``peek``, ``create``, ``delete``, ``stats``, ``join`` and
 ``leave``: requests to a daemon.
 
-``enqueue`` and ``dequeue`` take ``-q``/``--queue NAME`` (default: the default queue) and
-``--structure queue|stack`` (default: the daemon's); a name is made by its first
-operation, with that structure.
+``enqueue`` and ``dequeue`` (and ``push`` and ``pop``, the same) take ``-q``/``--queue
+NAME`` (default: the default queue) and ``--structure queue|stack`` (default: NAME's
+own, so a stack's name is enough); a name is made by its first operation, a stack by a
+push, else of the daemon's structure.
 
 ``--node`` (a seed list: ``HOST:PORT[,HOST:PORT...]``, the first that answers serves)
 defaults to ``$SKUEUE_NODE``, else 127.0.0.1:7400; ``--timeout`` bounds every
@@ -138,8 +139,8 @@ def add_queue_options(p: argparse.ArgumentParser) -> None:
         "--structure",
         choices=["queue", "stack"],
         default=None,
-        help="what a new NAME is, and what is asked of an existing one (default: the "
-        "daemon's --structure)",
+        help="insist that NAME is this (default: what NAME is; a new NAME is a stack "
+        "for push, else of the daemon's --structure)",
     )
 
 
@@ -179,9 +180,23 @@ def queue_name(text: str) -> str:
 
 
 def add_parsers(sub: Any) -> None:
+    # push and pop are enqueue and dequeue under their own names (so that errors name
+    # what was typed), but a new NAME becomes a stack.
+    for name, help in (("enqueue", "add elements"),
+                       ("push", "add elements; a new NAME becomes a stack")):  # fmt: skip
+        add_insert_parser(sub, name, help)
+    for name, help in (
+        ("dequeue", "remove elements: a queue's oldest, a stack's newest"),
+        ("pop", "remove elements: a stack's newest, a queue's oldest"),
+    ):
+        add_remove_parser(sub, name, help)
+    add_other_parsers(sub)
+
+
+def add_insert_parser(sub: Any, name: str, help: str) -> None:
     p = sub.add_parser(
-        "enqueue",
-        help="add elements (push on a stack daemon)",
+        name,
+        help=help,
         description="Add elements, in this order: the VALUE arguments ('-' reads stdin "
         "in line mode: one element per line, split at \\n only, nothing stripped, empty "
         "lines kept), then each --file, then all of stdin with -x. Bytes go in exactly.",
@@ -224,9 +239,11 @@ def add_parsers(sub: Any) -> None:
     )
     p.set_defaults(run=run_enqueue)
 
+
+def add_remove_parser(sub: Any, name: str, help: str) -> None:
     p = sub.add_parser(
-        "dequeue",
-        help="remove elements (pop on a stack daemon)",
+        name,
+        help=help,
         description="Remove up to N elements and print them. Exits 3 when the queue was "
         "empty for any requested element.",
     )
@@ -247,6 +264,9 @@ def add_parsers(sub: Any) -> None:
     add_element_format_options(p)
     p.set_defaults(run=run_dequeue)
 
+
+
+def add_other_parsers(sub: Any) -> None:
     p = sub.add_parser(
         "peek",
         help="print the element a dequeue would return now, leaving it in the queue",
@@ -301,7 +321,8 @@ def add_parsers(sub: Any) -> None:
         "delete",
         help="delete a named queue and what it holds",
         description="Delete the queue (or stack) NAME: the elements it holds are removed "
-        "for good, and the name is free for a new queue of either kind.  Elements leased "
+        "for good, and the name is free for a new queue of either kind (a NAME that holds "
+        "no queue is an error, exit 1).  Elements leased "
         "out are not in it: a lease that is returned puts its element in a new queue of "
         "that name.  NAME.dlq is a queue of its own.  With client tokens, it needs an "
         "admin token.",
@@ -408,7 +429,8 @@ def run_enqueue(args: argparse.Namespace) -> int:
     async def body(q: Client) -> dict[str, Any]:
         # The client checks every value against the daemon's limit before sending any,
         # and splits the call into requests that fit; they go in order.
-        inserted = await q.enqueue_many(
+        insert = q.push_many if args.command == "push" else q.enqueue_many
+        inserted = await insert(
             values, queue=args.queue, structure=args.structure, priority=args.priority
         )
         size = await queue_size(q, args.queue) if args.json else None
@@ -424,11 +446,11 @@ def run_dequeue(args: argparse.Namespace) -> int:
     async def body(q: Client) -> list[Removed]:
         removed = await q.remove(
             args.count, queue=args.queue, structure=args.structure, wait=args.wait,
-            until_empty=True,
+            until_empty=True, stack_if_new=args.command == "pop",
         )  # fmt: skip
         return [r for r in removed if r.value is not None]
 
-    got = with_client("skueue dequeue", args, body)
+    got = with_client(f"skueue {args.command}", args, body)
     print_elements([r.value for r in got if r.value is not None], args, [r.position for r in got])
     empty = args.count - len(got)
     if empty:

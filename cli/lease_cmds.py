@@ -11,9 +11,10 @@ back), ``--count N`` messages, or ``--idle S`` seconds without one; a summary li
 to stderr at the end.
 
 ``dlq NAME`` lists the dead letters of NAME (``NAME.dlq``): each with how often it was
-delivered and why it last came back; looking is no delivery, they stay as they were.
-``--move`` puts them back into NAME as new elements (their counts start again) and
-removes them from the dead letters.
+delivered and why it last came back; looking is no delivery, they stay as they were, and
+the dead letters' stats count nothing for it.  ``--move`` puts them back into NAME as new
+elements (their counts start again) and removes them from the dead letters.  Neither
+makes ``NAME.dlq`` where there is none.
 """
 
 from __future__ import annotations
@@ -153,7 +154,13 @@ def run_dlq(args: argparse.Namespace) -> int:
     dead = dead_letter_queue(args.queue)
 
     async def body(q: Client) -> list[Leased]:
-        got = await q.dequeue_many(args.count, queue=dead, lease=LIST_LEASE_S)
+        # A remove would make NAME.dlq where there is none (counted against QUEUES_MAX):
+        # a peek makes nothing, and an empty or missing one has nothing to list.
+        if await q.peek(queue=dead) is None:
+            return []
+        got = await q.lease_many(
+            args.count, dead, None, None, LIST_LEASE_S, None, fetch=True, look=not args.move
+        )
         if not args.move:
             await q.release(got, keep=True)  # a look: they stay as they were
             return got

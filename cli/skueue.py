@@ -14,6 +14,7 @@ from skueue.cli import (
     keygen_cmd,
     lease_cmds,
     member_cmds,
+    queue_cmds,
     sim_cmd,
     top_cmd,
 )
@@ -28,6 +29,7 @@ def build_parser() -> Parser:
     )
     client_cmds.add_parsers(sub)
     member_cmds.add_parser(sub)
+    queue_cmds.add_parsers(sub)
     health_cmd.add_parser(sub)
     top_cmd.add_parser(sub)
     lease_cmds.add_parsers(sub)

@@ -58,6 +58,7 @@ from skueue.wire.client_protocol import (
     WAIT_MS_MAX,
     ClientHello,
     ClientRequest,
+    ConfigureRequest,
     CreateRequest,
     DeleteRequest,
     InsertRequest,
@@ -314,7 +315,18 @@ class Client:
         structure ran empty.  With ``wait``, an empty queue is waited on up to that long
         for at least one element.  :meth:`remove` keeps the empty results and positions.
         ``lease`` and ``max_deliveries`` as in :meth:`dequeue`."""
-        target = _target(queue, structure)
+        return await self._dequeue_many(
+            count, _target(queue, structure), wait, lease, max_deliveries
+        )
+
+    async def _dequeue_many(
+        self,
+        count: int,
+        target: Target,
+        wait: float | None,
+        lease: float | None,
+        max_deliveries: int | None,
+    ) -> list[bytes] | list[Leased]:
         if lease is not None:
             return await self._lease(count, target, lease, wait, max_deliveries)
         if max_deliveries is not None:
@@ -333,9 +345,16 @@ class Client:
         wait: float | None,
         lease: float,
         max_deliveries: int | None,
+        *,
+        fetch: bool = False,
+        look: bool = False,
     ) -> list[Leased]:
-        """``dequeue_many(..., lease=lease)`` with every argument given (the consumer's)."""
-        return await self._lease(count, _target(queue, structure), lease, wait, max_deliveries)
+        """``dequeue_many(..., lease=lease)`` with every argument given (the consumer's).
+        ``fetch``: a consumer's fetch, up to ``count`` (what the queue lacks is no empty
+        result in its stats; waiting, one remove tries each cycle, not ``count``).
+        ``look``: to show them and :meth:`release` them with ``keep``, uncounted."""
+        target = _target(queue, structure)
+        return await self._lease(count, target, lease, wait, max_deliveries, fetch, look)
 
     async def ack(self, leased: Leased) -> bool:
         """Done with a leased element: it is gone for good.  False: its lease had ended
@@ -389,9 +408,62 @@ class Client:
             max_deliveries=max_deliveries, idle=idle,
         )  # fmt: skip
 
-    # The stack speaks of push and pop (the structure is the daemon's unless named).
-    push = enqueue
-    pop = dequeue
+    # The stack speaks of push and pop.  Without ``structure`` every operation takes the
+    # structure its queue has; push and pop differ only on a name that holds no queue
+    # yet: a push makes it a stack (an enqueue, a queue of the daemon's --structure).
+
+    async def push(
+        self,
+        value: bytes,
+        *,
+        queue: str | None = None,
+        structure: str | None = None,
+        priority: int | None = None,
+    ) -> Inserted:
+        """:meth:`enqueue`, but a new name becomes a stack (see above)."""
+        pushed = await self.push_many([value], queue=queue, structure=structure, priority=priority)
+        return pushed[0]
+
+    async def push_many(
+        self,
+        values: Sequence[bytes],
+        *,
+        queue: str | None = None,
+        structure: str | None = None,
+        priority: int | None = None,
+    ) -> list[Inserted]:
+        return await self._insert(values, _target(queue, structure, True), priority)
+
+    async def pop(
+        self,
+        *,
+        queue: str | None = None,
+        structure: str | None = None,
+        wait: float | None = None,
+        lease: float | None = None,
+        max_deliveries: int | None = None,
+    ) -> Any:
+        """:meth:`dequeue` (a stack's top; on a queue, its head); bytes, None when
+        empty, or with ``lease`` a Leased."""
+        got = await self.pop_many(
+            1, queue=queue, structure=structure, wait=wait, lease=lease,
+            max_deliveries=max_deliveries,
+        )  # fmt: skip
+        return got[0] if got else None
+
+    async def pop_many(
+        self,
+        count: int,
+        *,
+        queue: str | None = None,
+        structure: str | None = None,
+        wait: float | None = None,
+        lease: float | None = None,
+        max_deliveries: int | None = None,
+    ) -> Any:
+        """:meth:`dequeue_many`, newest first on a stack."""
+        target = _target(queue, structure, True)
+        return await self._dequeue_many(count, target, wait, lease, max_deliveries)
 
     async def insert(
         self,
@@ -403,13 +475,19 @@ class Client:
     ) -> list[Inserted]:
         """Insert ``values`` in order; one :class:`Inserted` per value.  Every value is
         checked against the daemon's limit before any is sent."""
-        name, stack = _target(queue, structure)
+        return await self._insert(values, _target(queue, structure), priority)
+
+    async def _insert(
+        self, values: Sequence[bytes], target: Target, priority: int | None
+    ) -> list[Inserted]:
+        name, stack, prefer = target
         if priority is not None:
             _checked_int("priority", priority, 0, PRIORITIES_MAX - 1)
         checked = [self._checked_value(v) for v in values]
         out: list[Inserted] = []
         for chunk in self._insert_chunks(checked):
-            results = await self._request(InsertRequest(0, chunk, name, stack, priority))
+            request = InsertRequest(0, chunk, name, stack, priority, prefer)
+            results = await self._request(request)
             out.extend(Inserted(r[0], r[1]) for r in results)
         return out
 
@@ -421,14 +499,16 @@ class Client:
         structure: str | None = None,
         wait: float | None = None,
         until_empty: bool = False,
+        stack_if_new: bool = False,
     ) -> list[Removed]:
         """Perform ``count`` removals; one :class:`Removed` per removal, in order, its
         ``value`` None where the structure was empty.  With ``wait`` (seconds), a
         request that finds the queue empty waits up to that long until it gets at least
         one element: the daemon tries again in its own cycles, and the result is one
         operation per removal, as if it had come at the end.  ``until_empty``: send no
-        more requests once one found the structure empty (as :meth:`dequeue_many`)."""
-        target = _target(queue, structure)
+        more requests once one found the structure empty (as :meth:`dequeue_many`).
+        ``stack_if_new``: as :meth:`pop`, a name that holds nothing yet is a stack."""
+        target = _target(queue, structure, stack_if_new)
         return await self._remove(count, target, stop_when_empty=until_empty, wait=wait)
 
     async def create_queue(
@@ -448,7 +528,7 @@ class Client:
         16; ``enqueue(priority=)`` picks one, and every dequeue takes the most urgent
         element, FIFO within a level).  A name used without a create is made by its
         first operation, with its structure, no limit and no levels."""
-        name, stack = _target(queue, structure)
+        name, stack, _ = _target(queue, structure)
         assert name is not None
         limit = None
         if max_deliveries is not None:
@@ -459,6 +539,20 @@ class Client:
         ((created,),) = await self._request(request)
         return bool(created)
 
+    async def configure_queue(self, queue: str, *, max_deliveries: int) -> dict[str, Any]:
+        """Change the delivery limit of the queue or stack ``queue`` (0: none; at most
+        ``MAX_DELIVERIES_MAX``), whatever it was made with: from the leased removes
+        ordered after it on, a returned element goes to ``NAME.dlq`` past it (leases
+        already granted keep the limit they had).  It is ordered like a create, so the
+        change is the same for every member.  Returns the settings now: ``{"structure":
+        "queue" | "stack", "max_deliveries": N, "priorities": P}``; a name that holds no
+        queue raises ``RequestRejected`` (it makes none)."""
+        name, _, _ = _target(queue, None)
+        assert name is not None
+        limit = _checked_int("max_deliveries", max_deliveries, 0, MAX_DELIVERIES_MAX)
+        ((structure, limit, levels),) = await self._request(ConfigureRequest(0, name, limit))
+        return {"structure": structure, "max_deliveries": limit, "priorities": levels}
+
     async def peek(self, *, queue: str | None = None) -> bytes | None:
         """The element a dequeue would return now (the oldest of the most urgent level),
         left in the queue; None if it is empty or no queue has the name.  It is
@@ -468,17 +562,17 @@ class Client:
 
     async def peek_element(self, *, queue: str | None = None) -> Removed:
         """:meth:`peek` with the element's rank and position (value None: empty)."""
-        name, _ = _target(queue, None)
+        name, _, _ = _target(queue, None)
         ((value, rank, position),) = await self._request(PeekRequest(0, name))
         return Removed(value, rank, position)
 
     async def delete_queue(self, queue: str) -> int:
         """Delete the named queue (or stack): the elements it holds are removed, and the
-        name is free for a new queue of either kind.  Returns how many it removed (0 for
-        a name that held nothing).  Leased elements are not in the queue: a lease that
-        ends by a return puts its element in the queue of that name again.  With client
-        tokens, it needs an admin token."""
-        name, _ = _target(queue, None)
+        name is free for a new queue of either kind.  Returns how many it removed; a name
+        that holds no queue raises ``RequestRejected``.  Leased elements are not in the
+        queue: a lease that ends by a return puts its element in the queue of that name
+        again.  With client tokens, it needs an admin token."""
+        name, _, _ = _target(queue, None)
         assert name is not None
         ((removed, _rank),) = await self._request(DeleteRequest(0, name))
         return int(removed)
@@ -508,10 +602,12 @@ class Client:
     async def _lease(
         self,
         count: int,
-        target: tuple[str | None, bool | None],
+        target: Target,
         seconds: float,
         wait: float | None,
         max_deliveries: int | None,
+        fetch: bool = False,
+        look: bool = False,
     ) -> list[Leased]:
         if not isinstance(count, int) or isinstance(count, bool) or count < 0:
             raise ValueError(f"count must be a non-negative integer, not {count!r}")
@@ -523,7 +619,10 @@ class Client:
         out: list[Leased] = []
         while len(out) < count:
             n = min(self.remove_count_max, count - len(out))
-            request = RemoveRequest(0, n, *target, wait_ms, lease_ms, limit)
+            name, stack, prefer = target
+            request = RemoveRequest(
+                0, n, name, stack, wait_ms, lease_ms, limit, prefer, fetch=fetch, look=look
+            )
             deadline = anyio.current_time() + lease_ms / 1000  # the daemon's is later
             results, connection = await self._request_on(request, (wait_ms or 0) / 1000)
             wait_ms = None
@@ -596,7 +695,7 @@ class Client:
     async def _remove(
         self,
         count: int,
-        target: tuple[str | None, bool | None],
+        target: Target,
         *,
         stop_when_empty: bool,
         wait: float | None = None,
@@ -607,7 +706,8 @@ class Client:
         out: list[Removed] = []
         while len(out) < count:
             n = min(self.remove_count_max, count - len(out))
-            request = RemoveRequest(0, n, *target, wait_ms=wait_ms)
+            name, stack, prefer = target
+            request = RemoveRequest(0, n, name, stack, wait_ms=wait_ms, prefer_stack=prefer)
             results = await self._request(request, (wait_ms or 0) / 1000)
             wait_ms = None  # only the first request waits: then the call has its element
             batch = [Removed(r[0], r[1], r[2]) for r in results]
@@ -629,7 +729,10 @@ class Client:
             raise self._broken
         rid = next(self._rids)
         self._last_rid = rid
-        retryable = InsertRequest | RemoveRequest | DeleteRequest | CreateRequest | PeekRequest
+        retryable = (
+            InsertRequest | RemoveRequest | DeleteRequest | CreateRequest | ConfigureRequest
+            | PeekRequest
+        )  # fmt: skip
         retry = self._reopen is not None and isinstance(request, retryable)
         waiter = _Waiter(pack(attrs.evolve(request, rid=rid).frame()), retry)
         self._waiting[rid] = waiter
@@ -969,12 +1072,19 @@ def _checked_int(name: str, value: object, low: int, high: int) -> int:
     return value
 
 
-def _target(queue: str | None, structure: str | None) -> tuple[str | None, bool | None]:
-    """The wire's (queue, stack) for the API's arguments; a bad one raises at once."""
+Target = tuple[str | None, bool | None, bool | None]
+"""The wire's queue, stack and prefer_stack (client_protocol.py)."""
+
+
+def _target(queue: str | None, structure: str | None, stack_if_new: bool = False) -> Target:
+    """The wire's (queue, stack, prefer_stack) for the API's arguments; a bad one raises
+    at once.  Without ``structure`` the daemon takes the queue's own, and a new name is a
+    stack if ``stack_if_new`` (push and pop), else of the daemon's structure."""
     if queue is not None:
         problem = queue_name_problem(queue)
         if problem is not None:
             raise RequestRejected(problem)
     if structure not in (None, "queue", "stack"):
         raise ValueError(f'structure must be "queue", "stack" or None, not {structure!r}')
-    return queue, None if structure is None else structure == "stack"
+    stack = None if structure is None else structure == "stack"
+    return queue, stack, True if stack_if_new and stack is None else None

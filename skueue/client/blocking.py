@@ -167,6 +167,10 @@ class BlockingClient:
     def create_queue(self, queue: str, **settings: Any) -> bool:
         return self._portal.call(partial(self._client.create_queue, queue, **settings))
 
+    def configure_queue(self, queue: str, *, max_deliveries: int) -> dict[str, Any]:
+        """See :meth:`Client.configure_queue`."""
+        return self._run(self._client.configure_queue, queue, max_deliveries=max_deliveries)
+
     def peek(self, *, queue: str | None = None) -> bytes | None:
         """See :meth:`Client.peek`."""
         return self._run(self._client.peek, queue=queue)
@@ -187,8 +191,19 @@ class BlockingClient:
         """See :meth:`Client.remove_member`."""
         return self._portal.call(lambda: self._client.remove_member(*members))
 
-    push = enqueue
-    pop = dequeue
+    def push(self, value: bytes, **options: Any) -> Inserted:
+        """See :meth:`Client.push`: a new name becomes a stack."""
+        return self._run(self._client.push, value, **options)
+
+    def push_many(self, values: Sequence[bytes], **options: Any) -> list[Inserted]:
+        return self._run(self._client.push_many, values, **options)
+
+    def pop(self, **options: Any) -> Any:
+        """See :meth:`Client.pop`."""
+        return self._run(self._client.pop, **options)
+
+    def pop_many(self, count: int, **options: Any) -> Any:
+        return self._run(self._client.pop_many, count, **options)
 
 
 def connect_blocking(

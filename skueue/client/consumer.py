@@ -11,8 +11,12 @@ and is delivered again, with its delivery count one higher.  So nothing is lost 
 consumer dies: at-least-once.
 
 The :class:`Consumer` keeps a local buffer of up to ``prefetch`` leased elements and refills
-it in the background with one leased ``dequeue_many`` whenever it falls below
-``replenish`` (half of ``prefetch`` by default), so a worker rarely waits on the network.
+it in the background with one leased fetch whenever it falls below ``replenish`` (half of
+``prefetch`` by default), so a worker rarely waits on the network.  A fetch is a pull, as
+NATS's is: it asks for up to what the buffer lacks and gets what the queue has; on an
+empty queue it waits in the daemon (``POLL_WAIT_S`` at a time) with one remove that rides
+the tree's cycles, and what it did not get is no "empty result" in the queue's stats
+(issue 28 item 8: a fetch of 100 on an idle queue used to count 100 of them, each 5 s).
 Its messages are leased, so a consumer that dies loses nothing.  The buffer never holds
 the same element twice: an element comes again only after its lease ended, and a
 message whose lease ran out (by the client's clock, which ends it no later than the
@@ -85,6 +89,9 @@ class LeaseClient(Protocol):
         wait: float | None,
         lease: float,
         max_deliveries: int | None,
+        *,
+        fetch: bool = False,
+        look: bool = False,
     ) -> list[Leased]: ...
 
     def _spawn(self, task: Callable[[], Coroutine[Any, Any, None]]) -> None: ...
@@ -227,8 +234,9 @@ class Consumer:
             if want > 0:
                 wait = POLL_WAIT_S if self.idle is None else min(POLL_WAIT_S, self.idle)
                 got = await self.client.lease_many(
-                    want, self.queue, self.structure, wait, self.lease, self.max_deliveries
-                )
+                    want, self.queue, self.structure, wait, self.lease, self.max_deliveries,
+                    fetch=True,
+                )  # fmt: skip
                 self._drop_expired()  # before the new ones: never the same element twice
                 if self.closed:
                     await self._give_back(got)

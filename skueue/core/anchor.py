@@ -17,8 +17,9 @@ above every position and rank any deleted queue used.  A queue made afterwards s
 above it (a stack's positions are offset by its ``base``), so the anchor remembers
 nothing per deleted name.
 
-A queue's settings (its structure, and its delivery limit: ``limits``) are fixed when it
-is made, explicitly by a create or by its first operation.  Creates go before the cycle's
+A queue's settings (its structure, and its delivery limit: ``limits``) are set when it
+is made, explicitly by a create or by its first operation; a configure changes the
+limit of a queue that exists (issue 28).  Creates and configures go before the cycle's
 runs; the limits of the queues a batch holds operations of go down with its grants, so
 that a leased remove's process knows where a return past the limit goes.
 """
@@ -31,6 +32,7 @@ from typing import Protocol
 from skueue.core.batch import (
     Batch,
     Batches,
+    CreateKey,
     Creates,
     Deletes,
     Limit,
@@ -41,10 +43,12 @@ from skueue.core.batch import (
 )
 from skueue.core.creates_deletes import Creation, Deletion
 from skueue.core.ops import (
+    CONFIGURE_LEVELS,
     CREATE_FOUND,
     CREATE_FOUND_OTHER,
     CREATE_FULL,
     CREATE_MADE,
+    CREATE_NO_QUEUE,
     DEFAULT_QUEUE,
     QUEUES_MAX,
     REFUSED_OTHER_STRUCTURE,
@@ -240,6 +244,9 @@ class QueueAnchors:
         for key, _ in creates:
             name, stack, limit, levels = key
             policy = self.queues.get(name)
+            if levels == CONFIGURE_LEVELS:
+                out.append(self._configure(key, policy, limit))
+                continue
             if policy is None:
                 if len(self.queues) >= QUEUES_MAX:
                     out.append((key, CREATE_FULL, stack, limit, levels))
@@ -254,6 +261,18 @@ class QueueAnchors:
             out.append((key, outcome, *now))
         return tuple(out)
 
+    def _configure(self, key: CreateKey, policy: AnchorPolicy | None, limit: int) -> Creation:
+        """A configure: the queue the name holds takes the new delivery limit (from the
+        leased removes of this cycle on, whose grants carry it), or there is no queue."""
+        name = key[0]
+        if policy is None:
+            return (key, CREATE_NO_QUEUE, False, 0, 1)
+        if limit:
+            self.limits[name] = limit
+        else:
+            self.limits.pop(name, None)
+        return (key, CREATE_FOUND, isinstance(policy, StackAnchor), limit, levels_of(policy))
+
     def limits_of(self, batches: Batches) -> tuple[Limit, ...]:
         """The delivery limits of the queues ``batches`` holds operations of."""
         if not self.limits:
@@ -265,17 +284,18 @@ class QueueAnchors:
     def delete(self, deletes: Deletes) -> tuple[Deletion, ...]:
         """Retire every queue named in ``deletes`` (after the cycle's runs): what each
         held is removed, its name is free, and the floor rises above it.  Deleting a
-        name that holds no queue removes nothing."""
+        name that holds no queue removes nothing and says so: it makes nothing either
+        (issue 28), but takes its ranks like a delete, from the floor."""
         out: list[Deletion] = []
         for name, count in deletes:
             policy = self.queues.pop(name, None)
             if policy is None:
-                out.append(((name, False), RunGrant(self.floor + 1, 0, self.floor)))
+                out.append(((name, False), RunGrant(self.floor + 1, 0, self.floor), False))
                 self.floor += count  # the deletes' ranks
                 continue
             self.limits.pop(name, None)
             removed, floor = policy.retire(count)
-            out.append(((name, isinstance(policy, StackAnchor)), removed))
+            out.append(((name, isinstance(policy, StackAnchor)), removed, True))
             self.floor = max(self.floor, floor)
         return tuple(out)
 

@@ -151,7 +151,8 @@ Deletes = tuple[tuple[str, int], ...]
 """Per queue name, in name order, how many delete operations a batch carries."""
 CreateKey = tuple[str, bool, int, int]
 """A create's queue and settings: name, stack, delivery limit, priority levels
-(QueueSettings)."""
+(QueueSettings).  A configure's is ``(name, False, limit, ops.CONFIGURE_LEVELS)``: it
+sets the limit of the queue the name holds, whatever its structure and levels."""
 Creates = tuple[tuple[CreateKey, int], ...]
 """Per create key, in order, how many create operations a batch carries."""
 Peeks = tuple[tuple[str, int], ...]

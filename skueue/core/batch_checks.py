@@ -17,7 +17,7 @@ from skueue.core.batch import (
     is_insert_run,
 )
 from skueue.core.levels import LEVEL_POSITION_MAX, LevelCounts, fold, level_of
-from skueue.core.ops import PRIORITIES_MAX, QueueSettings, settings_problem
+from skueue.core.ops import CONFIGURE_LEVELS, PRIORITIES_MAX, QueueSettings, settings_problem
 from skueue.dht.keys import POSITION_MAX
 
 
@@ -74,7 +74,11 @@ def batches_problem(b: Batches) -> str | None:
     if not all(1 <= n <= RUN_OPS_MAX for _, n in b.creates):
         return "a queue's create count is out of range"
     for (name, stack, limit, levels), _ in b.creates:
-        problem = settings_problem(name, QueueSettings(stack, limit, levels))
+        if levels == CONFIGURE_LEVELS:  # a configure: a limit, for whatever the name holds
+            problem = "a configure names no structure" if stack else None
+            problem = problem or settings_problem(name, QueueSettings(max_deliveries=limit))
+        else:
+            problem = settings_problem(name, QueueSettings(stack, limit, levels))
         if problem:
             return f"creating {name!r}: {problem}"
     peeked = [name for name, _ in b.peeks]

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from skueue.core.ops import Item
+from skueue.core.ops import Item, QueueSettings
 from skueue.overlay.labels import NodeRef
 
 
@@ -38,6 +38,8 @@ class Complete:
     position: int | None = None
     # The anchor refused the operation (its queue is of the other structure, or a new
     # queue found the cluster full): nothing was done, ``ord`` is -1, this says why.
+    # Also a delete's or a configure's of a name that holds no queue (a delete keeps
+    # its rank then: it is ordered among the name's operations like any delete).
     error: str | None = None
     # A delete's: how many elements it removed (``value`` and ``position`` are None).
     removed: int | None = None
@@ -47,6 +49,12 @@ class Complete:
     # A remove's: its queue's delivery limit (0: none), which its lease, if it has one,
     # keeps (skueue/core/leases.py).
     max_deliveries: int = 0
+    # Why the anchor refused it (``ops.REFUSALS``; 0: it did not), with ``error``: a
+    # driver that chose the structure for its client tries the other one on
+    # ``REFUSED_OTHER_STRUCTURE``.
+    refused: int = 0
+    # A create's or a configure's: the queue's settings as they are now.
+    settings: QueueSettings | None = None
 
     def describe(self) -> str:
         if self.error is not None:

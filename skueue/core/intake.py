@@ -9,11 +9,12 @@ rank (``ord``) and ticket.
 
 Queue: the buffer is the Definition-5 batch, one operation after another.
 
-Delete and create (issue 12), peek (issue 14): the anchor applies a cycle's deletes of a
-queue after the cycle's runs of it, its peeks after those, and its creates before them.
-So that program order holds, operations on a queue issued after its delete or after a
-peek at it (but further peeks) wait for the next batch (``deferred``), and so does a
-create issued after other operations on its queue (or another create of it).  Once one
+Delete and create (issue 12), peek (issue 14), configure (issue 28): the anchor applies
+a cycle's deletes of a queue after the cycle's runs of it, its peeks after those, and its
+creates and configures before them.  So that program order holds, operations on a queue
+issued after its delete or after a peek at it (but further peeks) wait for the next batch
+(``deferred``), and so does a create or configure issued after other operations on its
+queue (or another create or configure of it).  Once one
 operation on a queue waits, every later one on it waits too.
 
 Stack (SPEC §7, paper §VI): a Pop that arrives while the buffer holds an unmatched Push
@@ -43,7 +44,7 @@ from skueue.core.batch import (
 )
 from skueue.core.creates_deletes import Creation, Deletion
 from skueue.core.levels import clamp
-from skueue.core.ops import Item, Op, OpKind, Structure
+from skueue.core.ops import CONFIGURE_LEVELS, Item, Op, OpKind, Structure
 from skueue.core.peeks import Peeked
 
 
@@ -155,11 +156,16 @@ class OwnBuffer:
         return out
 
 
+CREATE_KINDS = (OpKind.CREATE, OpKind.CONFIGURE)
+
 
 def create_key(op: Op) -> tuple[str, bool, int, int]:
-    """A create's queue and settings, as batches carry them."""
+    """A create's queue and settings, or a configure's queue and limit, as batches carry
+    them (``batch.CreateKey``)."""
     s = op.settings
     assert s is not None
+    if op.kind is OpKind.CONFIGURE:
+        return (op.queue, False, s.max_deliveries, CONFIGURE_LEVELS)
     return (op.queue, s.stack, s.max_deliveries, s.priorities)
 
 
@@ -172,7 +178,8 @@ class OwnBuffers:
     ops: list[Op] = field(default_factory=list)  # all of them, in issue order
     patient: int = 0  # how many of them are blocking dequeues' attempts
     deletes: dict[str, Op] = field(default_factory=dict)  # by queue name (one each)
-    creates: dict[str, Op] = field(default_factory=dict)  # by queue name (one each)
+    # Creates and configures, by queue name (one each).
+    creates: dict[str, Op] = field(default_factory=dict)
     peeks: dict[str, list[Op]] = field(default_factory=dict)  # by queue name, in order
     # Operations that go in the next batch (see the module doc).
     deferred: list[Op] = field(default_factory=list)
@@ -185,7 +192,7 @@ class OwnBuffers:
         if (
             name in self.deletes
             or (name in self.peeks and kind is not OpKind.PEEK)
-            or (kind is OpKind.CREATE and self._uses(name))
+            or (kind in CREATE_KINDS and self._uses(name))
             or any(waiting.queue == name for waiting in self.deferred)
         ):
             self.deferred.append(op)
@@ -194,7 +201,7 @@ class OwnBuffers:
         if kind is OpKind.DELETE:
             self.deletes[name] = op
             return
-        if kind is OpKind.CREATE:
+        if kind in CREATE_KINDS:
             self.creates[name] = op
             return
         if kind is OpKind.PEEK:
@@ -263,8 +270,8 @@ class OwnBuffers:
         for key, why in refused:
             out.extend(Assignment(op, -1, None, refused=why) for op in self.queues[key].ops)
         out.extend(
-            Assignment(self.deletes[key[0]], g.ord_first, None, deleted=(key, g))
-            for key, g in deleted
+            Assignment(self.deletes[key[0]], g.ord_first, None, deleted=(key, g, found))
+            for key, g, found in deleted
         )
         for (name, _), g, why in peeked:
             head = g.first if g.available else None

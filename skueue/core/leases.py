@@ -153,6 +153,11 @@ class Leases:
     leasing: dict[int, Op] = field(default_factory=dict)
     returning: dict[int, tuple[Lease, str]] = field(default_factory=dict)
     expired: list[Lease] = field(default_factory=list)  # by the last clock input
+    # Of the returning inserts, those that go to a dead-letter queue (by op id), and the
+    # dead-letter queues they reached since the driver last took them (an insert into
+    # NAME.dlq that the driver counts like a client's: issue 28 item 11).
+    to_dead_letters: set[int] = field(default_factory=set)
+    landed: list[str] = field(default_factory=list)
 
     def needs_clock(self) -> bool:
         """Leases are held, or leased removes wait for their element."""
@@ -195,14 +200,23 @@ class Leases:
             dead = False
             before = lease.deliveries - 1
             item = Redelivered(lease.value, before, lease.reason) if before else lease.value
-        if lease.dead_letter if dead is None else dead:
+        letter = lease.dead_letter if dead is None else dead
+        if letter:
             queue, kind = dead_letter_queue(lease.queue), OpKind.ENQUEUE
         else:
             structure = Structure.STACK if lease.stack else Structure.QUEUE
             queue, kind = lease.queue, insert_kind(structure)
         op: Op = new_op(kind, item, queue, priority=lease.priority)
         self.returning[op.op_id] = (lease, reason)
+        if letter:
+            self.to_dead_letters.add(op.op_id)
         return op
+
+    def take_landed(self) -> list[str]:
+        """The dead-letter queues that took an element since the last call, one entry
+        per element."""
+        landed, self.landed = self.landed, []
+        return landed
 
     def step(self, effects: list[Effect]) -> tuple[list[Effect], list[tuple[Lease, str]]]:
         """Grant the leases of the leased removes that got their element, and keep the
@@ -218,6 +232,10 @@ class Leases:
                     self._grant(op, effect.value, effect.max_deliveries, effect.position)
                 returned = self.returning.pop(effect.op_id, None)
                 if returned is not None:
+                    if effect.op_id in self.to_dead_letters:
+                        self.to_dead_letters.discard(effect.op_id)
+                        if effect.error is None:
+                            self.landed.append(dead_letter_queue(returned[0].queue))
                     if effect.error is not None:
                         if not returned[0].dead_letter:  # its own queue exists, as it is
                             raise ProtocolError(f"a lease's return was refused: {effect.error}")

@@ -70,6 +70,10 @@ class OpKind(enum.Enum):
     # Makes a queue with its settings (``Op.settings``), or finds it made already:
     # :meth:`skueue.core.anchor.QueueAnchors.create`.
     CREATE = "create"
+    # Changes the settings of a queue that exists which can change while it holds
+    # elements (the delivery limit, ``Op.settings.max_deliveries``); it travels and is
+    # ordered like a create (:meth:`skueue.core.anchor.QueueAnchors.create`).
+    CONFIGURE = "configure"
     # The element a dequeue would return now, left in the queue (issue 14): see
     # :mod:`skueue.core.peeks`.  Queues only.
     PEEK = "peek"
@@ -112,8 +116,9 @@ PRIORITIES_MAX = 16
 @dataclass(frozen=True, slots=True)
 class QueueSettings:
     """What a queue is made with, explicitly (``OpKind.CREATE``) or by its first
-    operation (then a queue or stack of its kind, without a delivery limit).  Fixed
-    while the queue lives."""
+    operation (then a queue or stack of its kind, without a delivery limit).  The
+    structure and the levels are fixed while the queue lives; the delivery limit may
+    change (``OpKind.CONFIGURE``)."""
 
     stack: bool = False
     # A leased element returned more often than this goes to the queue's dead letters
@@ -193,11 +198,22 @@ REFUSED_TOO_MANY_QUEUES = 2
 REFUSALS = (REFUSED_OTHER_STRUCTURE, REFUSED_TOO_MANY_QUEUES)
 
 # What a create found (Grants.created): it made the queue, found it made with the same
-# settings, found it made with others, or found the cluster full of queues.
+# settings, found it made with others, or found the cluster full of queues.  A configure
+# finds its queue (CREATE_FOUND, the settings as it left them) or no queue.
 CREATE_MADE = 0
 CREATE_FOUND = 1
 CREATE_FOUND_OTHER = 2
 CREATE_FULL = 3
+CREATE_NO_QUEUE = 4
+CREATE_OUTCOMES = 5  # how many there are (the wire's range)
+CONFIGURE_LEVELS = 0
+"""The priority levels in a configure's key (``batch.CreateKey``): no queue has 0 levels,
+so a batch tells a configure from a create by it, and the queue keeps the levels it has."""
+
+
+def no_queue_text(queue: str, kind: OpKind) -> str:
+    """What a client is told about a delete or a configure of a name that holds no queue."""
+    return f"no queue {queue!r} to {kind.value}: no queue or stack has that name"
 
 
 def refusal_text(code: int, queue: str, kind: OpKind) -> str:

@@ -15,14 +15,13 @@ from collections import Counter, defaultdict
 from collections.abc import Callable
 from typing import Any
 
-import attrs
-
 from skueue.core.effects import Complete, Effect, Send
 from skueue.core.leases import KEEP, Lease
 from skueue.core.messages.membership import MembershipMessage
 from skueue.core.messages.stages import Message
 from skueue.core.ops import (
     DEFAULT_QUEUE,
+    REFUSED_OTHER_STRUCTURE,
     Element,
     OpKind,
     QueueSettings,
@@ -34,56 +33,17 @@ from skueue.core.ops import (
 )
 from skueue.core.process import Process
 from skueue.overlay.labels import Kind
+from skueue.runtime.host_requests import COUNTER_NAMES, Counters, Request
 from skueue.runtime.queue_stats import QueueStats
 from skueue.runtime.retries import RetryKey, RetryWindow
+from skueue.runtime.structure_hints import StructureHints, other_kind
 from skueue.wire.client_replies import REFUSED, TIMEOUT, Done, ErrorReply, Reply
 from skueue.wire.peer import encode_message
 
 Frame = list[Any]
+__all__ = ["COUNTER_NAMES", "Counters", "Host", "Request"]
 
 
-@attrs.define
-class Request:
-    """One client request: its operations complete one by one, the reply goes when all have."""
-
-    client: int
-    rid: int
-    inserts: bool
-    results: list[Any]
-    remaining: int
-    # Answered with a timeout error already: its operations may still complete, but the
-    # client was told the outcome is unknown, and nothing more is sent (unless it retries).
-    timed_out: bool = False
-    # ... and that error went to its client's connection: a client that has its answer
-    # never sends the request again, so what it still removes is lost (and counted) when
-    # it completes, not when the retry window forgets it.
-    timeout_told: bool = False
-    key: RetryKey | None = None  # a request its client may send again (runtime/retries.py)
-    refused: str | None = None  # why the anchor refused its queue (then nothing was done)
-    queue: str = DEFAULT_QUEUE
-    kind: OpKind | None = None  # the operations' kind
-    number: int = -1  # its first operation's id: unique in the process, the same in a replay
-    # A blocking remove (in ``Host.waits`` while its wait lasts): an empty attempt goes
-    # again, as a patient operation, until an element came or the wait ended
-    # (:meth:`Host.end_wait`, logged).
-    got: bool = False
-    lease_ms: int = 0  # a leased remove's lease (0: none), and its delivery limit
-    max_deliveries: int = 0
-
-
-@attrs.define
-class Counters:
-    inserted: int = 0
-    removed: int = 0
-    empty: int = 0
-    dropped_results: int = 0  # results whose client went away before the reply
-    retried: int = 0  # requests sent again that got their first attempt's outcome
-
-    def as_dict(self) -> dict[str, int]:
-        return attrs.asdict(self)
-
-
-COUNTER_NAMES = tuple(f.name for f in attrs.fields(Counters))
 WAIT_ENDS_SLACK = 64  # stale wait ends kept before the heap is rebuilt
 
 
@@ -113,6 +73,8 @@ class Host:
         self.retry_running: dict[RetryKey, Request] = {}
         # Leases granted to clients that had gone by then: the owner logs and returns them.
         self.orphan_leases: list[int] = []
+        self.hints = StructureHints()  # each name's structure, as last seen here
+        self.looks: set[int] = set()  # leases of looks (Request.look), while they last
 
     @property
     def pending_ops(self) -> int:
@@ -130,13 +92,17 @@ class Host:
         queue: str | None = None,
         stack: bool | None = None,
         priority: int = 0,
+        prefer_stack: bool | None = None,
     ) -> None:
         """Insert ``values`` into ``queue`` (None: the default queue), a stack if
-        ``stack`` (None: the structure this daemon was started with), at ``priority``
-        (a queue with priority levels; others ignore it)."""
-        kind = insert_kind(self._structure(stack))
+        ``stack`` (None: the queue's own structure; a new name is a stack if
+        ``prefer_stack``, None: the structure this daemon was started with), at
+        ``priority`` (a queue with priority levels; others ignore it)."""
+        kind = insert_kind(self._structure(stack, queue, prefer_stack))
         ops: list[tuple[OpKind, Element | None]] = [(kind, v) for v in values]
-        self._submit(client, rid, ops, deadline, key, queue, priority=priority)
+        follow = stack is None
+        self._submit(client, rid, ops, deadline, key, queue, priority=priority,
+                     follow=follow, values=values if follow else None)  # fmt: skip
 
     def remove(
         self,
@@ -150,14 +116,19 @@ class Host:
         wait_until: float | None = None,
         lease_ms: int = 0,
         max_deliveries: int = 0,
+        prefer_stack: bool | None = None,
+        fetch: bool = False,
+        look: bool = False,
     ) -> None:
         """``wait_until`` (driver time; ``math.inf`` until a logged end): a blocking
         remove, answered once an element came or the wait ended.  ``lease_ms``: a leased
-        remove (skueue/core/leases.py), its elements held for ``client``."""
-        kind = remove_kind(self._structure(stack))
+        remove (skueue/core/leases.py), its elements held for ``client``.  ``stack`` and
+        ``prefer_stack`` as for :meth:`insert`; ``fetch`` and ``look`` as
+        :class:`Request` says."""
+        kind = remove_kind(self._structure(stack, queue, prefer_stack))
         self._submit(
             client, rid, [(kind, None)] * count, deadline, key, queue, wait_until,
-            lease_ms, max_deliveries,
+            lease_ms, max_deliveries, follow=stack is None, fetch=fetch, look=look,
         )  # fmt: skip
 
     def create(
@@ -176,6 +147,21 @@ class Host:
         stack = self._structure(stack) is Structure.STACK
         settings = QueueSettings(stack, max_deliveries, priorities)
         self._submit(client, rid, [(OpKind.CREATE, None)], deadline, key, queue, settings=settings)
+
+    def configure(
+        self,
+        client: int,
+        rid: int,
+        queue: str,
+        max_deliveries: int,
+        deadline: float = math.inf,
+        key: RetryKey | None = None,
+    ) -> None:
+        """Set the delivery limit of the queue or stack ``queue`` (0: none); the result
+        is ``[structure, max_deliveries, priorities]``, its settings now."""
+        settings = QueueSettings(max_deliveries=max_deliveries)
+        ops: list[tuple[OpKind, Element | None]] = [(OpKind.CONFIGURE, None)]
+        self._submit(client, rid, ops, deadline, key, queue, settings=settings)
 
     def delete(
         self,
@@ -201,7 +187,15 @@ class Host:
         (skueue/core/peeks.py); the result is ``[value | None, ord, position]``."""
         self._submit(client, rid, [(OpKind.PEEK, None)], deadline, key, queue)
 
-    def _structure(self, stack: bool | None) -> Structure:
+    def _structure(
+        self, stack: bool | None, queue: str | None = None, prefer_stack: bool | None = None
+    ) -> Structure:
+        """The client's structure; else ``queue``'s as last seen here; else the one it
+        prefers for a new name; else the daemon's (structure_hints.py)."""
+        if stack is None:
+            stack = self.hints.get(queue or DEFAULT_QUEUE)
+        if stack is None:
+            stack = prefer_stack
         if stack is None:
             return self.structure
         return Structure.STACK if stack else Structure.QUEUE
@@ -219,6 +213,10 @@ class Host:
         max_deliveries: int = 0,
         settings: QueueSettings | None = None,
         priority: int = 0,
+        follow: bool = False,
+        values: list[Element] | None = None,
+        fetch: bool = False,
+        look: bool = False,
     ) -> None:
         if key is not None and self._retried(client, rid, key, deadline):
             return
@@ -228,7 +226,8 @@ class Host:
         request = Request(
             client, rid, ops[0][0].inserts, [None] * len(ops), len(ops), key=key,
             queue=queue or DEFAULT_QUEUE, kind=ops[0][0], number=self.process.next_op_id,
-            lease_ms=lease_ms, max_deliveries=max_deliveries,
+            lease_ms=lease_ms, max_deliveries=max_deliveries, follow=follow,
+            values=values, priority=priority, fetch=fetch, look=look,
         )  # fmt: skip
         if wait_until is not None:
             self.waits[request.number] = request
@@ -350,6 +349,9 @@ class Host:
         self._apply(effects)
 
     def _apply(self, effects: list[Effect]) -> None:
+        if self.process.leases.landed:  # dead letters' inserts
+            for queue in self.process.leases.take_landed():
+                self.queue_stats.count(queue, inserted=1)
         for effect in effects:
             if isinstance(effect, Send):
                 self.peer_frames[effect.to.process].append(
@@ -360,8 +362,20 @@ class Host:
 
     def _complete(self, done: Complete) -> None:
         request, index = self.ops.pop(done.op_id)
+        if request.kind is not None:
+            kind = request.kind
+            if request.retried_from is not None and done.op_id < request.retried_from:
+                kind = other_kind(kind)  # an op of the first try, before the switch
+            self.hints.learn_from(request.queue, kind, done)
         if done.error is not None:
+            if self._try_other_structure(request, index, done):
+                return
             request.refused = done.error
+        elif request.kind is OpKind.CONFIGURE:
+            now = done.settings
+            assert now is not None
+            structure = "stack" if now.stack else "queue"
+            request.results[index] = [structure, now.max_deliveries, now.priorities]
         elif done.created is not None:  # a create
             request.results[index] = [done.created]
         elif done.removed is not None:  # a delete
@@ -374,17 +388,21 @@ class Host:
             self.queue_stats.count(request.queue, inserted=1)
             request.results[index] = [done.ord, done.position]
         else:
-            if done.value is None and request.number in self.waits and not request.got:
+            waiting = request.number in self.waits and not request.got
+            # A fetch waits with its first remove alone: the others' empties are final.
+            if done.value is None and waiting and not (request.fetch and index):
                 self._try_again(request, index)
                 return
             if done.value is None:
-                self.counters.empty += 1
-                self.queue_stats.count(request.queue, empty=1)
+                if not request.fetch:  # a fetch's shortfall is no remove that failed
+                    self.counters.empty += 1
+                    self.queue_stats.count(request.queue, empty=1)
                 request.results[index] = [None, done.ord, done.position]
             else:
                 request.got = True
-                self.counters.removed += 1
-                self.queue_stats.count(request.queue, removed=1)
+                if not request.look:
+                    self.counters.removed += 1
+                    self.queue_stats.count(request.queue, removed=1)
                 lease = self.process.leases.get(done.op_id) if request.lease_ms else None
                 if lease is not None:
                     request.results[index] = self._leased(request, lease, done)
@@ -403,9 +421,12 @@ class Host:
                 reply = ErrorReply(request.rid, request.refused, REFUSED)
                 self.client_frames.append((request.client, reply))
             return
+        results = request.results
+        if request.fetch:  # the elements alone
+            results = [r for r in results if r[0] is not None]
         # Leased elements are not lost with an undelivered reply: their leases return them.
         removed = 0 if request.lease_ms or request.kind is OpKind.PEEK else sum(
-            1 for r in request.results if not request.inserts and r[0] is not None
+            1 for r in results if not request.inserts and r[0] is not None
         )
         if request.key is not None:
             del self.retry_running[request.key]
@@ -413,14 +434,12 @@ class Host:
             # it removed is lost now.  (Kept in the window all the same, as delivered so
             # as not to count it twice, for a client that never read that answer.)
             given_up = request.timeout_told and not delivered
-            lost = self.retry_window.finish(
-                request.key, request.results, delivered or given_up, removed
-            )
+            lost = self.retry_window.finish(request.key, results, delivered or given_up, removed)
             self.counters.dropped_results += lost + (removed if given_up else 0)
         elif not delivered:
             self.counters.dropped_results += removed
         if delivered:
-            self.client_frames.append((request.client, Done(request.rid, request.results)))
+            self.client_frames.append((request.client, Done(request.rid, results)))
 
     def _leased(self, request: Request, lease: Lease, done: Complete) -> list[Any]:
         """A leased remove's result; the lease is its client's (if it is gone already,
@@ -428,9 +447,33 @@ class Host:
         lease.holder = request.client
         if request.client in self.gone_clients:
             self.orphan_leases.append(lease.lease_id)
-        self.queue_stats.count_lease(request.queue, "leased")
+        if request.look:
+            self.looks.add(lease.lease_id)
+        else:
+            self.queue_stats.count_lease(request.queue, "leased")
         lease_fields = [lease.lease_id, lease.deliveries, lease.reason]
         return [lease.value, done.ord, done.position, *lease_fields]
+
+    def _try_other_structure(self, request: Request, index: int, done: Complete) -> bool:
+        """A refusal for the other structure of an operation whose structure the host
+        guessed (``Request.follow``): send it again as that one (True), once; a refusal
+        of the second try stands (the name changed structure meanwhile)."""
+        if done.refused != REFUSED_OTHER_STRUCTURE or not request.follow:
+            return False
+        assert request.kind is not None
+        if request.retried_from is None:
+            request.kind = other_kind(request.kind)
+            request.retried_from = self.process.next_op_id
+        elif done.op_id >= request.retried_from:
+            return False
+        value = None if request.values is None else request.values[index]
+        op = self.process.new_op(
+            request.kind, value, request.queue, False, request.lease_ms,
+            request.max_deliveries, None, request.priority,
+        )  # fmt: skip
+        self.ops[op.op_id] = (request, index)
+        self._apply(self.process.submit(op))
+        return True
 
     def _try_again(self, request: Request, index: int) -> None:
         """A blocking remove's attempt found the queue empty: the same again, in a later
@@ -481,6 +524,7 @@ class Host:
                 leases.extend(lease_id, lease_ms)
             elif how == "ack":
                 leases.ack(lease_id)
+                self._count_look(lease, how)
                 self.queue_stats.count_lease(lease.queue, "acked")
             else:
                 self._count_return(lease, how)
@@ -491,11 +535,23 @@ class Host:
     def _count_return(self, lease: Lease, reason: str) -> None:
         """A returned lease in the stats: expired, or nacked (a consumer's nack, or an
         implicit one: its connection closed, its daemon restarted or left)."""
+        self._count_look(lease, reason)
         if reason == KEEP:
             return  # a look (skueue dlq), not a delivery
         self.queue_stats.count_lease(lease.queue, "expired" if reason == "expired" else "nacked")
         if lease.dead_letter:
             self.queue_stats.count_lease(lease.queue, "dead_lettered")
+
+    def _count_look(self, lease: Lease, how: str) -> None:
+        """A look's lease ends: returned as it was, it counted nothing; ended otherwise
+        (acked, or it expired or was nacked), it was a delivery after all."""
+        if lease.lease_id not in self.looks:
+            return
+        self.looks.discard(lease.lease_id)
+        if how != KEEP:
+            self.counters.removed += 1
+            self.queue_stats.count(lease.queue, removed=1)
+            self.queue_stats.count_lease(lease.queue, "leased")
 
     def end_wait(self, number: int) -> None:
         """The wait of blocking remove ``number`` is over: its next empty attempt is its
@@ -542,3 +598,4 @@ class Host:
 
 def _answered(request: Request) -> bool:
     return request.remaining == 0 or request.timed_out
+

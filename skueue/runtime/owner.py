@@ -45,6 +45,7 @@ from skueue.runtime.snapshots import capture
 from skueue.runtime.state import log
 from skueue.wire.client_protocol import (
     ClientRequest,
+    ConfigureRequest,
     CreateRequest,
     DeleteRequest,
     InsertRequest,
@@ -315,9 +316,11 @@ class OwnerLoop(MembershipWaiters, MemberRemoval):
                     client, rid, key
                 ):
                     deadline = self._deadline(client)
-                    priority = request.priority or 0
-                    self._log(["i", key and key[0], rid, list(values), queue, stack, priority])
-                    host.insert(client, rid, list(values), deadline, key, queue, stack, priority)
+                    priority, prefer = request.priority or 0, request.prefer_stack
+                    self._log(["i", key and key[0], rid, list(values), queue, stack, priority,
+                               prefer])  # fmt: skip
+                    host.insert(client, rid, list(values), deadline, key, queue, stack, priority,
+                                prefer)  # fmt: skip
             case RemoveRequest(rid=rid, count=count, queue=queue, stack=stack, wait_ms=wait_ms):
                 if not self._refuse_while_leaving(client, rid):
                     deadline, key = self._deadline(client), self._retry_key(client, rid)
@@ -328,16 +331,22 @@ class OwnerLoop(MembershipWaiters, MemberRemoval):
                     lease_ms, max_deliveries = request.lease_ms or 0, request.max_deliveries or 0
                     if lease_ms:
                         self._read_lease_clock()  # its lease may start in this very step
+                    prefer, fetch, look = request.prefer_stack, request.fetch, request.look
                     self._log(["r", key and key[0], rid, count, queue, stack, wait_ms,
-                               lease_ms, max_deliveries])  # fmt: skip
+                               lease_ms, max_deliveries, prefer, fetch, look])  # fmt: skip
                     host.remove(client, rid, count, deadline, key, queue, stack, wait_until,
-                                lease_ms, max_deliveries)  # fmt: skip
+                                lease_ms, max_deliveries, prefer, fetch, look)  # fmt: skip
             case CreateRequest(rid=rid, queue=queue, stack=stack, max_deliveries=limit):
                 if not self._refuse_while_leaving(client, rid):
                     deadline, key = self._deadline(client), self._retry_key(client, rid)
                     levels = request.priorities or 1
                     self._log(["C", key and key[0], rid, queue, stack, limit, levels])
                     host.create(client, rid, queue, stack, limit or 0, levels, deadline, key)
+            case ConfigureRequest(rid=rid, queue=queue, max_deliveries=limit):
+                if not self._refuse_while_leaving(client, rid):
+                    deadline, key = self._deadline(client), self._retry_key(client, rid)
+                    self._log(["K", key and key[0], rid, queue, limit])
+                    host.configure(client, rid, queue, limit, deadline, key)
             case DeleteRequest(rid=rid, queue=queue):
                 if not self._refuse_while_leaving(client, rid):
                     deadline, key = self._deadline(client), self._retry_key(client, rid)
@@ -481,6 +490,8 @@ def request_kind(request: ClientRequest) -> str:
             return "stats"
         case CreateRequest():
             return "create"
+        case ConfigureRequest():
+            return "configure"
         case DeleteRequest():
             return "delete"
         case PeekRequest():

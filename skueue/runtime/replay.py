@@ -82,18 +82,25 @@ class Replay(OwnerLoop):
                 match record:
                     case ["t"]:
                         host.tick()
-                    case ["i", session, rid, values, queue, stack, priority]:
+                    # (A record without the fields that came later has their defaults.)
+                    case ["i", session, rid, values, queue, stack, priority, *more]:
                         key = None if session is None else (session, rid)
+                        prefer = more[0] if more else None
                         host.insert(RESTORED, rid, values, key=key, queue=queue, stack=stack,
-                                    priority=priority)  # fmt: skip
+                                    priority=priority, prefer_stack=prefer)  # fmt: skip
                         host.client_gone(RESTORED)
-                    case ["r", session, rid, count, queue, stack, wait_ms, lease_ms, limit]:
+                    case ["r", session, rid, count, queue, stack, wait_ms, lease_ms, limit, *flags]:
                         key = None if session is None else (session, rid)
                         # A wait ends where the log says (a "w" record), not by a clock.
                         until = None if wait_ms is None else math.inf
+                        prefer, fetch, look = flags if len(flags) == 3 else (None, False, False)
                         host.remove(RESTORED, rid, count, key=key, queue=queue, stack=stack,
-                                    wait_until=until, lease_ms=lease_ms,
-                                    max_deliveries=limit)  # fmt: skip
+                                    wait_until=until, lease_ms=lease_ms, max_deliveries=limit,
+                                    prefer_stack=prefer, fetch=fetch, look=look)  # fmt: skip
+                        host.client_gone(RESTORED)
+                    case ["K", session, rid, queue, limit]:
+                        key = None if session is None else (session, rid)
+                        host.configure(RESTORED, rid, queue, limit, key=key)
                         host.client_gone(RESTORED)
                     case ["C", session, rid, queue, stack, limit, levels]:
                         key = None if session is None else (session, rid)

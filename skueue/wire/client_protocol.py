@@ -15,6 +15,7 @@ Frames are msgpack arrays:
                        ["extend", rid, [lease, ...], lease_ms]  ... held longer
                        ["keep", rid, [lease, ...]]              ... returned uncounted
                        ["create", rid, NAME, {settings}?]      make a queue with settings
+                       ["configure", rid, NAME, {settings}]    change a queue's delivery limit
                        ["delete", rid, NAME]                   empty the queue, free its name
                        ["peek", rid, {queue}?]                 what a dequeue would return now
                        ["stats", rid]
@@ -27,18 +28,24 @@ Frames are msgpack arrays:
                        ["stats", rid, {...}]
                        ["error", rid | None, message, code]
 
-``{queue}``, optional (version 2): ``{"queue": NAME, "stack": bool}``, both optional: the
-named queue (``skueue.core.ops.queue_name_problem`` says which names are allowed; default
-``"default"``) and whether it is a stack (default: the daemon's ``--structure``).  A name
-is made by its first operation, with that structure; an operation of the other structure
-on it is answered ``refused``.  A bad name is answered ``invalid`` and the connection
+``{queue}``, optional (version 2): ``{"queue": NAME, "stack": bool, "prefer_stack":
+bool}``, each optional: the named queue (``skueue.core.ops.queue_name_problem`` says
+which names are allowed; default ``"default"``) and whether it is a stack.  Without
+``"stack"`` the operation takes the structure the name has (issue 28); a name that holds
+no queue yet is made a stack if ``"prefer_stack"`` (a push's, a pop's), else with the
+daemon's ``--structure``.  With ``"stack"`` an operation of the other structure on the
+name is answered ``refused``.  A bad name is answered ``invalid`` and the connection
 serves on.
 
 A remove's map may also hold ``"wait_ms"`` (a blocking remove: wait up to that long for
 an element, at most ``WAIT_MS_MAX``), ``"lease_ms"`` (a leased remove: the element is
 held for this client for that long, at most ``LEASE_MS_MAX``, until it acks or nacks it)
 and ``"max_deliveries"`` (with a lease: returned after that many deliveries, the element
-goes to the queue's dead letters, ``NAME.dlq``; at most ``MAX_DELIVERIES_MAX``).
+goes to the queue's dead letters, ``NAME.dlq``; at most ``MAX_DELIVERIES_MAX``), and
+the flags ``"fetch"`` (a consumer's fetch: up to ``count`` elements; the result holds
+only the elements, the removes that found the queue empty are not counted as empty
+results, and while it waits only one remove tries each cycle) and ``"look"`` (with a
+lease: the elements are shown and returned with ``keep``; not counted as removed).
 
 An insert's result is ``[ord, position]``; a remove's is ``[value | None, ord, position]``
 (``None`` = the structure was empty), and a leased remove's that got an element is
@@ -92,77 +99,25 @@ from skueue.core.ops import (
     queue_name_problem,
     settings_problem,
 )
+from skueue.wire.client_hello import (
+    PROTOCOL_VERSION,
+    SESSION_CHARS_MAX,
+    TOKEN_CHARS_MAX,
+    VERSIONS,
+    ClientHello,
+    parse_client_hello,
+)
 from skueue.wire.client_replies import INVALID, TOO_LARGE, Done, ErrorReply, More
 from skueue.wire.errors import RemoteProtocolError
 
-PROTOCOL_VERSION = 2
-VERSIONS = (1, 2)  # hellos this daemon serves
+# The hello is client_hello.py's; it is named here too, with the requests.
+__all__ = [
+    "PROTOCOL_VERSION", "SESSION_CHARS_MAX", "TOKEN_CHARS_MAX", "VERSIONS", "ClientHello",
+    "parse_client_hello",
+]  # fmt: skip
 RID_MAX = 1 << 63
 # Room around a reply's results: array headers, the kind, a rid of up to 9 bytes.
 REPLY_OVERHEAD_BYTES = 32
-
-
-@attrs.frozen
-class ClientHello:
-    version: int
-    request_timeout_s: float | None = None
-    admin: bool = False
-    # Names the client's session: its requests are unique by (session, rid) across its
-    # connections, so that a retry gets the first attempt's outcome (runtime/retries.py).
-    session: str | None = None
-    token: str | None = None  # the client's credential (runtime/client_auth.py)
-
-    def frame(self) -> list[Any]:
-        options: dict[str, Any] = {}
-        if self.request_timeout_s is not None:
-            # At least 1: a timeout under half a millisecond is still a timeout.
-            options["request_timeout_ms"] = max(1, round(self.request_timeout_s * 1000))
-        if self.admin:
-            options["admin"] = True
-        if self.session is not None:
-            options["session"] = self.session
-        if self.token is not None:
-            options["token"] = self.token
-        return ["hello-client", self.version, options]
-
-
-SESSION_CHARS_MAX = 64
-TOKEN_CHARS_MAX = 256
-
-
-def parse_client_hello(frame: Any) -> ClientHello:
-    """``["hello-client", version, {options}?]``; an unsupported version is refused."""
-    if not isinstance(frame, list) or frame[:1] != ["hello-client"] or len(frame) not in (2, 3):
-        raise RemoteProtocolError('hello: expected ["hello-client", version, {options}]')
-    version = frame[1]
-    if type(version) is not int or version not in VERSIONS:
-        raise RemoteProtocolError(
-            f"client protocol version {version!r:.20} is not supported; this daemon speaks "
-            f"versions {', '.join(map(str, VERSIONS))}: upgrade the client or the daemon"
-        )
-    options = frame[2] if len(frame) == 3 else {}
-    if not isinstance(options, dict):
-        raise RemoteProtocolError("hello: the options must be a map")
-    timeout_ms = options.get("request_timeout_ms")
-    if timeout_ms is not None and (type(timeout_ms) is not int or timeout_ms <= 0):
-        raise RemoteProtocolError("hello: request_timeout_ms must be a positive integer")
-    admin = options.get("admin", False)
-    if type(admin) is not bool:
-        raise RemoteProtocolError("hello: admin must be true or false")
-    session = options.get("session")
-    if session is not None and (
-        type(session) is not str or not 0 < len(session) <= SESSION_CHARS_MAX
-    ):
-        raise RemoteProtocolError(
-            f"hello: session must be a string of 1 to {SESSION_CHARS_MAX} characters"
-        )
-    token = options.get("token")
-    if token is not None and (type(token) is not str or not 0 < len(token) <= TOKEN_CHARS_MAX):
-        raise RemoteProtocolError(
-            f"hello: token must be a string of 1 to {TOKEN_CHARS_MAX} characters"
-        )
-    timeout_s = None if timeout_ms is None else timeout_ms / 1000
-    return ClientHello(version, timeout_s, admin, session, token)
 
 
 class RequestLimits(Protocol):
@@ -188,13 +143,14 @@ def limits_for_clients(limits: RequestLimits) -> dict[str, int]:
     }
 
 
-def _queue_options(queue: str | None, stack: bool | None) -> list[Any]:
-    options: dict[str, Any] = {}
-    if queue is not None:
-        options["queue"] = queue
-    if stack is not None:
-        options["stack"] = stack
-    return [options] if options else []
+def _queue_options(queue: str | None, stack: bool | None, **more: Any) -> list[Any]:
+    """The optional map of a request's queue options: those that are not None (a flag
+    only when set)."""
+    options = {"queue": queue, "stack": stack, **more}
+    given = {
+        k: v for k, v in options.items() if v is not None and (v or k not in REMOVE_FLAGS)
+    }
+    return [given] if given else []
 
 
 @attrs.frozen
@@ -202,13 +158,15 @@ class InsertRequest:
     rid: int
     values: list[bytes]
     queue: str | None = None  # None: the default queue
-    stack: bool | None = None  # None: the daemon's structure
+    stack: bool | None = None  # None: the queue's own structure (issue 28)
     priority: int | None = None  # None: 0, the most urgent level (skueue/core/levels.py)
+    # Without ``stack``: what a name that holds no queue yet becomes (None: the daemon's).
+    prefer_stack: bool | None = None
 
     def frame(self) -> list[Any]:
-        options = _queue_options(self.queue, self.stack)
-        if self.priority is not None:
-            options = [{**(options[0] if options else {}), "priority": self.priority}]
+        options = _queue_options(
+            self.queue, self.stack, priority=self.priority, prefer_stack=self.prefer_stack
+        )
         return ["insert", self.rid, list(self.values), *options]
 
 
@@ -221,20 +179,17 @@ class RemoveRequest:
     wait_ms: int | None = None  # a blocking remove: wait up to this long for an element
     lease_ms: int | None = None  # a leased remove: hold the elements this long
     max_deliveries: int | None = None  # with a lease: dead letters after this many
+    prefer_stack: bool | None = None  # as an insert's
+    # A consumer's fetch: up to ``count`` elements, the shortfall no empty results.
+    fetch: bool = False
+    look: bool = False  # with a lease: to show and return them, not a delivery
 
     def frame(self) -> list[Any]:
-        options = _queue_options(self.queue, self.stack)
-        extra = {
-            name: value
-            for name, value in (
-                ("wait_ms", self.wait_ms),
-                ("lease_ms", self.lease_ms),
-                ("max_deliveries", self.max_deliveries),
-            )
-            if value is not None
-        }
-        if extra:
-            options = [{**(options[0] if options else {}), **extra}]
+        options = _queue_options(
+            self.queue, self.stack, wait_ms=self.wait_ms, lease_ms=self.lease_ms,
+            max_deliveries=self.max_deliveries, prefer_stack=self.prefer_stack,
+            fetch=self.fetch, look=self.look,
+        )  # fmt: skip
         return ["remove", self.rid, self.count, *options]
 
 
@@ -271,28 +226,36 @@ LEASE_KINDS = ("ack", "nack", "extend", "keep")
 """``keep`` returns elements as they were, not as a delivery (``skueue dlq``'s look)."""
 
 
-def _parse_queue(
-    kind: str, rid: int, frame: list[Any]
-) -> tuple[str | None, bool | None] | ErrorReply:
-    """The optional queue map of an insert or remove (its 4th field)."""
+REMOVE_FLAGS = ("fetch", "look")
+"""A remove's flags (true or false): a consumer's fetch, a look (``RemoveRequest``)."""
+
+
+def _parse_queue(kind: str, rid: int, frame: list[Any]) -> dict[str, Any] | ErrorReply:
+    """The optional queue map of an insert or remove (its 4th field): the request's
+    fields it sets (but the numbers, checked by :func:`_remove_numbers`)."""
     if len(frame) < 4:
-        return None, None
+        return {}
     options = frame[3]
-    allowed = (
-        {"queue", "stack", *REMOVE_NUMBERS} if kind == "remove" else {"queue", "stack", "priority"}
+    allowed = {"queue", "stack", "prefer_stack"} | (
+        {*REMOVE_NUMBERS, *REMOVE_FLAGS} if kind == "remove" else {"priority"}
     )
     if not isinstance(options, dict) or not set(options) <= allowed:
         names = ", ".join(f'"{a}"' for a in sorted(allowed))
         raise RemoteProtocolError(f"{kind}: the 4th field is a map of {names}")
-    stack = options.get("stack")
-    if stack is not None and type(stack) is not bool:
-        raise RemoteProtocolError(f"{kind}: stack must be true or false")
+    out: dict[str, Any] = {}
+    for name in ("stack", "prefer_stack", *REMOVE_FLAGS):
+        value = options.get(name)
+        if value is not None and type(value) is not bool:
+            raise RemoteProtocolError(f"{kind}: {name} must be true or false")
+        if value is not None:
+            out[name] = value
     queue = options.get("queue")
     if queue is not None:
         problem = queue_name_problem(queue)
         if problem is not None:
             return ErrorReply(rid, f"{kind}: {problem}", INVALID)
-    return queue, stack
+        out["queue"] = queue
+    return out
 
 
 @attrs.frozen
@@ -316,6 +279,21 @@ class CreateRequest:
         }
         options = {k: v for k, v in settings.items() if v is not None}
         return ["create", self.rid, self.queue, *([options] if options else [])]
+
+
+@attrs.frozen
+class ConfigureRequest:
+    """Change the settings of an existing queue or stack that may change while it lives:
+    ``{"max_deliveries": int}`` (0: none).  Ordered like a create; the result is
+    ``[structure, max_deliveries, priorities]``, the queue's settings now.  A name that
+    holds no queue is answered ``refused``."""
+
+    rid: int
+    queue: str
+    max_deliveries: int
+
+    def frame(self) -> list[Any]:
+        return ["configure", self.rid, self.queue, {"max_deliveries": self.max_deliveries}]
 
 
 @attrs.frozen
@@ -386,6 +364,7 @@ ClientRequest = (
     | RemoveRequest
     | LeaseRequest
     | CreateRequest
+    | ConfigureRequest
     | DeleteRequest
     | PeekRequest
     | StatsRequest
@@ -427,8 +406,8 @@ def parse_request(frame: Any, limits: RequestLimits) -> ClientRequest | ErrorRep
         request = _parse_operations(kind, rid, frame[2], limits)
         if isinstance(request, ErrorReply):
             return request
-        if target != (None, None):
-            request = attrs.evolve(request, queue=target[0], stack=target[1])
+        if target:
+            request = attrs.evolve(request, **target)
         if isinstance(request, InsertRequest) and len(frame) == 4 and "priority" in frame[3]:
             priority = frame[3]["priority"]
             if type(priority) is not int or not 0 <= priority < PRIORITIES_MAX:
@@ -442,6 +421,8 @@ def parse_request(frame: Any, limits: RequestLimits) -> ClientRequest | ErrorRep
         return _parse_leases(kind, rid, frame, limits)
     if kind == "create" and len(frame) in (3, 4):
         return _parse_create(rid, frame)
+    if kind == "configure" and len(frame) == 4:
+        return _parse_configure(rid, frame)
     if kind == "peek" and len(frame) in (2, 3):
         return _parse_peek(rid, frame)
     if kind == "delete" and len(frame) == 3:
@@ -498,6 +479,22 @@ def _parse_create(rid: int, frame: list[Any]) -> CreateRequest | ErrorReply:
     return CreateRequest(rid, frame[2], stack, limit, levels)
 
 
+def _parse_configure(rid: int, frame: list[Any]) -> ConfigureRequest | ErrorReply:
+    problem = queue_name_problem(frame[2])
+    if problem is not None:
+        return ErrorReply(rid, f"configure: {problem}", INVALID)
+    options = frame[3]
+    if not isinstance(options, dict) or set(options) != {"max_deliveries"}:
+        raise RemoteProtocolError('configure: the 4th field is a map of "max_deliveries"')
+    limit = options["max_deliveries"]
+    if type(limit) is not int:
+        return ErrorReply(rid, "configure: max_deliveries is an integer", INVALID)
+    problem = settings_problem(frame[2], QueueSettings(max_deliveries=limit))
+    if problem is not None:
+        return ErrorReply(rid, f"configure: {problem}", INVALID)
+    return ConfigureRequest(rid, frame[2], limit)
+
+
 def _parse_peek(rid: int, frame: list[Any]) -> PeekRequest | ErrorReply:
     options = frame[2] if len(frame) == 3 else {}
     if not isinstance(options, dict) or not set(options) <= {"queue"}:
@@ -521,6 +518,8 @@ def _remove_numbers(request: RemoveRequest, options: dict[str, Any]) -> RemoveRe
             numbers[name] = value
     if "max_deliveries" in numbers and "lease_ms" not in numbers:
         return ErrorReply(request.rid, "remove: max_deliveries needs lease_ms", INVALID)
+    if request.look and "lease_ms" not in numbers:  # a look gives its elements back
+        return ErrorReply(request.rid, "remove: look needs lease_ms", INVALID)
     problem = dead_letter_problem(request.queue or DEFAULT_QUEUE)
     if "max_deliveries" in numbers and problem:
         return ErrorReply(request.rid, f"remove: {problem}", INVALID)

@@ -149,7 +149,7 @@ def decode_batch(x: Any) -> Batches:
         name, stack, limit, levels, count = _list(four, "batch create", 5)
         made = (queue_name(name, "created queue"), _bool(stack, "create stack"),
                 _int(limit, "delivery limit", 0, DELIVERY_LIMIT_MAX + 1),
-                _int(levels, "priority levels", 1, PRIORITIES_MAX + 1))  # fmt: skip
+                _int(levels, "priority levels", 0, PRIORITIES_MAX + 1))  # fmt: skip
         created.append((made, _int(count, "creates")))
     peeked = []
     for pair in _list(fields[7], "batch peeks") if len(fields) == 8 else ():

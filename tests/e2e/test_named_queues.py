@@ -67,7 +67,7 @@ async def test_a_stack_and_a_queue_share_a_cluster_and_keep_their_structure(
         assert await r.dequeue_many(2, queue="jobs") == [b"1", b"2"]  # FIFO
         assert await q.dequeue_many(2, queue="undo", structure="stack") == [b"c", b"b"]  # LIFO
         with pytest.raises(RequestRejected, match="'undo' is a stack"):
-            await q.enqueue(b"x", queue="undo")
+            await q.enqueue(b"x", queue="undo", structure="queue")  # named: held to it
         with pytest.raises(RequestRejected, match="'jobs' is a queue"):
             await q.dequeue(queue="jobs", structure="stack")
         with pytest.raises(RequestRejected, match="queue name"):
@@ -95,7 +95,7 @@ def test_the_cli_names_queues_and_stats_lists_them(skueued_cluster: StartCluster
     assert (got.returncode, got.stdout) == (0, "one\n")
     got = cli("dequeue", "-q", "undo", "--structure", "stack")
     assert (got.returncode, got.stdout) == (0, "u2\n")
-    refused = cli("enqueue", "-q", "undo", "x")
+    refused = cli("enqueue", "-q", "undo", "--structure", "queue", "x")
     assert refused.returncode == 1 and "'undo' is a stack" in refused.stderr, refused.stderr
     assert len(refused.stderr.strip().splitlines()) == 1  # one line, no traceback
     bad = cli("enqueue", "-q", "a b", "x")

@@ -1,11 +1,14 @@
-"""The README's consumer example runs as written (issue 12, "Done means"): its code block
-is taken from the README, pointed at a real cluster, and run with a ``handle`` that fails
-on one element.  The good elements are each handled once and acked; the bad one is
-nacked until its delivery limit sends it to the dead letters.
+"""The README's Python examples run as written (issue 12, "Done means"): each code block
+is taken from the README, pointed at a real cluster, and run.  The consumer's gets a
+``handle`` that fails on one element: the good elements are each handled once and acked;
+the bad one is nacked until its delivery limit sends it to the dead letters.  In the
+others, a line whose comment starts with a value (``b"..."``, ``True``, a number) must
+return exactly that (issue 28 item 5: the named-queue example raised RequestRejected).
 """
 
 from __future__ import annotations
 
+import re
 import textwrap
 from collections.abc import Callable
 from pathlib import Path
@@ -77,3 +80,43 @@ def test_the_priority_and_peek_example_runs_and_returns_what_it_says(
             code.append(statement)
     assert sum("assert" in line for line in code) == 2, code
     exec(compile("\n".join(code), "README", "exec"), {"skueue": skueue})
+
+
+# A comment that starts with a Python value says what its line returns.
+SAID = re.compile(r'(b"[^"]*"|True|False|-?\d+)(?=[:,\s]|$)')
+
+
+def checked(lines: list[str], address: str) -> list[str]:
+    """``lines`` with the README's address replaced, and each line whose comment says
+    what it returns turned into an assertion of that."""
+    code = []
+    for line in lines:
+        statement, _, comment = line.replace("127.0.0.1:7400", address).partition("  # ")
+        said = SAID.match(comment.strip())
+        if said and statement.strip():
+            indent = statement[: len(statement) - len(statement.lstrip())]
+            value = said.group(1)
+            code += [f"{indent}_ = {statement.strip()}", f"{indent}assert _ == {value}, _"]
+        else:
+            code.append(statement)
+    return code
+
+
+def test_the_named_queues_example_runs_and_returns_what_it_says(
+    skueued_cluster: StartCluster,
+) -> None:
+    """Its create came after an enqueue had made the queue without a limit, and failed;
+    it now makes the queue first, works on a stack by its name alone, and changes the
+    delivery limit in place."""
+    cluster = skueued_cluster(2, "queue")
+    lines = example("### The Python API").splitlines()
+    start = next(i for i, line in enumerate(lines) if "# named queues and stacks" in line)
+    end = next(i for i, line in enumerate(lines) if "# priority levels and peek" in line)
+    code = checked(lines[start:end], cluster.addresses[0])
+    asserted = [line for line in code if "assert" in line]
+    assert len(asserted) == 5, code
+    assert any("configure_queue" in line for line in code), "the example shows configure"
+    exec(compile("\n".join(code), "README", "exec"), {"skueue": skueue})
+    with skueue.connect_blocking(cluster.addresses[1]) as q:
+        jobs = q.stats()["queues"]["jobs"]
+        assert (jobs["structure"], jobs["max_deliveries"]) == ("queue", 3)

@@ -47,7 +47,7 @@ def named(parser: argparse.ArgumentParser, flag: str) -> bool:
 @pytest.mark.parametrize(
     "command",
     ["enqueue", "dequeue", "consume", "dlq", "stats", "join", "leave", "health", "top", "bench",
-     "sim"],  # fmt: skip
+     "sim", "configure", "ls", "info"],  # fmt: skip
 )
 def test_synopsis_names_every_option_and_only_real_ones(command: str) -> None:
     text = synopsis(command)

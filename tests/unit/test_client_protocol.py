@@ -14,6 +14,7 @@ from skueue.wire.client_protocol import (
     PROTOCOL_VERSION,
     RID_MAX,
     ClientHello,
+    ConfigureRequest,
     CreateRequest,
     DeleteRequest,
     InsertRequest,
@@ -35,7 +36,8 @@ from skueue.wire.client_replies import Done, ErrorReply, More, StatsReply, Welco
 from skueue.wire.errors import RemoteProtocolError
 
 LIMITS = Limits(ops_per_request_max=3, value_bytes_max=4)
-INSERT_MAP = 'the 4th field is a map of "priority", "queue", "stack"'
+INSERT_MAP = 'the 4th field is a map of "prefer_stack", "priority", "queue", "stack"'
+REMOVE_MAP = '"lease_ms", "look", "max_deliveries", "prefer_stack", "queue", "stack"'
 
 
 @pytest.mark.parametrize(
@@ -87,7 +89,7 @@ def test_valid_requests_parse(frame: list[Any], expected: Any) -> None:
         (["insert", 1, [b"a"], 0], INSERT_MAP),
         (["insert", 1, [b"a"], {"name": "q"}], INSERT_MAP),
         (["insert", 1, [b"a"], {"wait_ms": 5}], INSERT_MAP),
-        (["remove", 1, 1, {"name": "q"}], '"lease_ms", "max_deliveries", "queue", "stack"'),
+        (["remove", 1, 1, {"name": "q"}], REMOVE_MAP),
         (["ack", 1, []], "non-empty list of lease ids"),
         (["ack", 1, 5], "non-empty list of lease ids"),
         (["nack", 1, [-1]], "non-empty list of lease ids"),
@@ -414,6 +416,10 @@ def test_a_bad_wait_is_answered_and_the_connection_serves_on(wait_ms: Any) -> No
         (["remove", 1, 1, {"lease_ms": "5"}], "lease_ms must be"),
         (["remove", 1, 1, {"lease_ms": 5, "max_deliveries": 0}], "max_deliveries must be"),
         (["remove", 1, 1, {"max_deliveries": 3}], "max_deliveries needs lease_ms"),
+        (["remove", 1, 1, {"look": True}], "look needs lease_ms"),
+        (["configure", 1, "jobs", {"max_deliveries": 1001}], "a delivery limit is 0 (none)"),
+        (["configure", 1, "jobs", {"max_deliveries": "5"}], "max_deliveries is an integer"),
+        (["configure", 1, "q" * 125, {"max_deliveries": 5}], "at most 124 characters"),
         (
             ["remove", 1, 1, {"queue": "q" * 125, "lease_ms": 5, "max_deliveries": 3}],
             "a queue with dead letters has at most 124 characters",
@@ -483,3 +489,22 @@ def test_bad_priorities_and_settings_get_one_clear_error(frame: list[Any], messa
 def test_a_malformed_peek_is_a_protocol_error(frame: list[Any]) -> None:
     with pytest.raises(RemoteProtocolError, match="peek"):
         parse_request(frame, LIMITS)
+
+
+def test_configure_fetch_look_and_prefer_stack_round_trip() -> None:
+    """Issue 28: the configure request, a consumer's fetch, a look, and the structure a
+    new name gets when the client names none."""
+    for request in (
+        ConfigureRequest(3, "jobs", 5),
+        ConfigureRequest(3, "jobs", 0),
+        RemoveRequest(4, 3, "jobs", None, 5_000, 30_000, None, None, fetch=True),
+        RemoveRequest(4, 3, "jobs.dlq", None, None, 30_000, None, True, True, True),
+        InsertRequest(5, [b"x"], "undo", None, None, True),
+        RemoveRequest(6, 1, "undo", None, prefer_stack=True),
+    ):
+        assert parse_request(request.frame(), LIMITS) == request
+    assert "fetch" not in str(RemoveRequest(4, 1, "jobs").frame()), "unset flags are not sent"
+    with pytest.raises(RemoteProtocolError, match="fetch must be true or false"):
+        parse_request(["remove", 1, 1, {"fetch": 1}], LIMITS)
+    with pytest.raises(RemoteProtocolError, match='a map of "max_deliveries"'):
+        parse_request(["configure", 1, "jobs", {"stack": True}], LIMITS)

@@ -440,12 +440,15 @@ def random_field(hint: str, pids: list[str], rng: random.Random) -> Any:
         )
     if "QueueName, DeliveryLimit" in hint:  # AnchorHandover.limits
         return tuple((name(), num()) for _ in range(rng.randrange(3)))
-    if "QueueRef, RunGrant]" in hint:  # Grants.deleted
+    if "QueueRef, RunGrant, bool]" in hint:  # Grants.deleted
 
         def removes() -> RunGrant:
             return RunGrant(num(), num(), num(), num(), rng.choice((1, -1)))
 
-        return tuple(((name(), rng.random() < 0.5), removes()) for _ in range(rng.randrange(3)))
+        return tuple(
+            ((name(), rng.random() < 0.5), removes(), rng.random() < 0.8)
+            for _ in range(rng.randrange(3))
+        )
     if "RunGrant" in hint:
         return tuple(
             ((name(), rng.random() < 0.5), tuple(RunGrant(num(), num(), num())

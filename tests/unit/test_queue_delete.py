@@ -159,13 +159,22 @@ def test_two_deletes_of_one_queue_in_one_cycle_remove_it_once() -> None:
     assert not stored(sim)
 
 
-def test_deleting_a_name_that_holds_no_queue_removes_nothing() -> None:
+def test_deleting_a_name_that_holds_no_queue_is_an_error_and_makes_nothing() -> None:
+    """Issue 28 item 10: it used to answer "0 elements removed" like the delete of an
+    empty queue, so a typo looked like success."""
     pids = process_ids(2)
     sim = DeleteRounds(build_cluster(pids, Structure.QUEUE))
     sim.submit(pids[0], OpKind.DELETE, None, "never")
+    sim.submit(pids[1], OpKind.ENQUEUE, "x", "made")
     sim.run()
-    (c,) = sim.done.values()
-    assert c.removed == 0 and c.error is None
+    sim.submit(pids[1], OpKind.DELETE, None, "made")
+    sim.run()
+    answers = {sim.ops[k].queue: c for k, c in sim.done.items() if sim.ops[k].kind is OpKind.DELETE}
+    never, made = answers["never"], answers["made"]
+    assert never.error == "no queue 'never' to delete: no queue or stack has that name"
+    assert never.removed == 0 and never.ord >= 0  # ordered like any delete of the name
+    assert made.error is None and made.removed == 1
+    assert "never" not in anchor_of(sim).queues and "made" not in anchor_of(sim).queues
 
 
 def test_the_default_queue_can_be_deleted_and_used_again() -> None:

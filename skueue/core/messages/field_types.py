@@ -53,8 +53,9 @@ Counters = Annotated[tuple[int, ...], Items(3, 1 + 2 * PRIORITIES_MAX)]
 QueueCounters = tuple[QueueName, bool, Counters]
 DeliveryLimit = Annotated[int, Range(0, DELIVERY_LIMIT_MAX + 1)]  # 0: none
 PriorityLevels = Annotated[int, Range(1, PRIORITIES_MAX + 1)]
-# A create's queue and settings (skueue.core.batch.CreateKey): name, stack, limit, levels.
-CreateKey = tuple[QueueName, bool, DeliveryLimit, PriorityLevels]
+# A create's queue and settings (skueue.core.batch.CreateKey): name, stack, limit, levels
+# (0 levels: a configure's key).
+CreateKey = tuple[QueueName, bool, DeliveryLimit, Annotated[int, Range(0, PRIORITIES_MAX + 1)]]
 Generation = Annotated[int, Range(-1)]  # a batch number, or -1 for "none yet"
 PartCount = Annotated[int, Range(0, PARTS_MAX + 1)]
 PartIndex = Annotated[int, Range(0, PARTS_MAX)]

@@ -22,7 +22,7 @@ from skueue.core.messages.field_types import (
     QueueRef,
     Range,
 )
-from skueue.core.ops import DELIVERY_LIMIT_MAX, Item
+from skueue.core.ops import CREATE_OUTCOMES, DELIVERY_LIMIT_MAX, Item
 from skueue.overlay.labels import NodeRef
 from skueue.overlay.routing import Route
 
@@ -57,13 +57,17 @@ class Grants:
     # (``skueue.core.ops.REFUSALS``); their operations complete with an error.
     refused: tuple[tuple[QueueRef, Annotated[int, Range(1, 3)]], ...] = ()
     # The queues the batch's deletes retired, with the range each removed (for the
-    # receiver's first delete of it) and their ranks (``skueue.core.batch.Deletion``).
-    deleted: tuple[tuple[QueueRef, RunGrant], ...] = ()
-    # What the batch's creates found (``skueue.core.batch.Creation``): the outcome
-    # (``ops.CREATE_*``) and the queue's settings as they are.
+    # receiver's first delete of it), their ranks, and whether a queue had the name
+    # (``skueue.core.creates_deletes.Deletion``).
+    deleted: tuple[tuple[QueueRef, RunGrant, bool], ...] = ()
+    # What the batch's creates and configures found (``creates_deletes.Creation``): the
+    # outcome (``ops.CREATE_*``) and the queue's settings as they are.
     created: tuple[
-        tuple[CreateKey, Annotated[int, Range(0, 4)], bool, DeliveryLimit, PriorityLevels], ...
-    ] = ()
+        tuple[
+            CreateKey, Annotated[int, Range(0, CREATE_OUTCOMES)], bool, DeliveryLimit,
+            PriorityLevels,
+        ], ...
+    ] = ()  # fmt: skip
     # The delivery limits of the batch's queues that have one.
     limits: tuple[tuple[QueueRef, Annotated[int, Range(1, DELIVERY_LIMIT_MAX + 1)]], ...] = ()
     # What the batch's peeks saw (``skueue.core.peeks.Peeked``): per queue, the head's
@@ -76,7 +80,10 @@ class Grants:
             f"{name}:" + "".join(g.describe() for g in grants) for (name, _), grants in self.grants
         )
         refused = "".join(f" {name}:refused{why}" for (name, _), why in self.refused)
-        deleted = "".join(f" {name}:deleted{g.describe()}" for (name, _), g in self.deleted)
+        deleted = "".join(
+            f" {name}:deleted{g.describe() if found else '[no queue]'}"
+            for (name, _), g, found in self.deleted
+        )
         created = "".join(f" created{c!r:.60}" for c in self.created)
         limits = "".join(f" {key!r:.40}:limit{n!r}" for key, n in self.limits)
         peeked = "".join(f" peeked{p!r:.60}" for p in self.peeked)

@@ -11,7 +11,7 @@ from typing import NoReturn
 
 from skueue.core.batch import combine_all
 from skueue.core.batch_checks import batches_problem, grant_problem
-from skueue.core.creates_deletes import deletion_problem
+from skueue.core.creates_deletes import creation_problem, deletion_problem
 from skueue.core.errors import PeerError
 from skueue.core.membership import update_phase as membership
 from skueue.core.membership.state import in_interval
@@ -165,15 +165,19 @@ def _check_grants(node: NodeState, m: Grants) -> None:
             if problem:
                 refuse(node, f"grants {m.describe()}: queue {name!r}: {problem}")
     deleting = sorted({name for _, b in flight.layout for name, _ in b.deletes})
-    if [name for (name, _), _ in m.deleted] != deleting:  # each deleted queue once, in order
+    if [name for (name, _), _, _ in m.deleted] != deleting:  # each deleted queue once, in order
         refuse(node, f"grants {m.describe()} delete other queues than the batch")
-    for (name, stack), g in m.deleted:
-        problem = deletion_problem(g, stack)
+    for (name, stack), g, found in m.deleted:
+        problem = deletion_problem(g, stack, found)
         if problem:
             refuse(node, f"grants {m.describe()}: deleting {name!r}: {problem}")
     creating = sorted({key for _, b in flight.layout for key, _ in b.creates})
     if [c[0] for c in m.created] != creating:  # each create key once, in order
         refuse(node, f"grants {m.describe()} create other queues than the batch")
+    for creation in m.created:
+        problem = creation_problem(creation)
+        if problem:
+            refuse(node, f"grants {m.describe()}: creating {creation[0][0]!r}: {problem}")
     limited = [key for key, _ in m.limits]
     if limited != sorted(set(limited)) or not set(limited) <= keys:
         refuse(node, f"grants {m.describe()}: delivery limits of queues not in the batch")

@@ -1,5 +1,5 @@
-"""Creates and deletes at a node (issue 12): what a create is told, and the Drops that
-clear a deleted queue's entries.
+"""Creates, configures and deletes at a node (issue 12): what a create or a configure is
+told, and the Drops that clear a deleted queue's entries.
 
 A delete is done once the anchor retired its queue: nothing can reach the removed
 positions any more.  Their entries are cleared by one Drop each, sent by the node that
@@ -24,9 +24,11 @@ from skueue.core.ops import (
     CREATE_FOUND_OTHER,
     CREATE_FULL,
     CREATE_MADE,
+    CREATE_NO_QUEUE,
     REFUSED_TOO_MANY_QUEUES,
     Op,
     QueueSettings,
+    no_queue_text,
     refusal_text,
 )
 from skueue.core.parts.store import Clearing, Store
@@ -34,22 +36,30 @@ from skueue.overlay.labels import NodeRef
 
 
 def created(op: Op, creation: Creation) -> Complete:
-    """What a create is told: made, found, or found with other settings (an error)."""
+    """What a create is told: made, found, or found with other settings (an error); what
+    a configure is told: the queue's settings now, or that no queue has the name."""
     _, outcome, stack, limit, levels = creation
     if outcome == CREATE_FULL:
         why = refusal_text(REFUSED_TOO_MANY_QUEUES, op.queue, op.kind)
         return Complete(op.op_id, None, -1, error=why)
+    if outcome == CREATE_NO_QUEUE:
+        return Complete(op.op_id, None, -1, error=no_queue_text(op.queue, op.kind))
+    now = QueueSettings(stack, limit, levels)
     if outcome == CREATE_FOUND_OTHER:
-        now = QueueSettings(stack, limit, levels).describe()
-        return Complete(op.op_id, None, -1, error=f"{op.queue!r} exists already, as {now}")
-    return Complete(op.op_id, None, -1, created=outcome == CREATE_MADE)
+        why = f"{op.queue!r} exists already, as {now.describe()}"
+        return Complete(op.op_id, None, -1, error=why)
+    return Complete(op.op_id, None, -1, created=outcome == CREATE_MADE, settings=now)
 
 
 def delete(
     store: Store, me: NodeRef, op: Op, rank: int, deleted: Deletion
 ) -> tuple[Complete, list[Drop]]:
-    """A delete's answer, and the Drops to send now (a stack's wait: see above)."""
-    queue, removes = deleted
+    """A delete's answer, and the Drops to send now (a stack's wait: see above).  A
+    delete of a name that held no queue is answered that none did, with its rank."""
+    queue, removes, found = deleted
+    if not found:
+        error = no_queue_text(op.queue, op.kind)
+        return Complete(op.op_id, None, rank, removed=0, error=error), []
     done = Complete(op.op_id, None, rank, removed=removes.available)
     if not removes.available:
         return done, []

@@ -46,7 +46,7 @@ from skueue.core.batch import (
 from skueue.core.creates_deletes import Creation, Deletion, split_creations, split_deletions
 from skueue.core.effects import Complete, Effect, Send
 from skueue.core.errors import PeerError, ProtocolError
-from skueue.core.intake import Assignment
+from skueue.core.intake import CREATE_KINDS, Assignment
 from skueue.core.membership import update_phase as membership
 from skueue.core.membership.removal import note_relayed
 from skueue.core.messages.field_types import KeyOwner
@@ -100,7 +100,7 @@ class VirtualNode(NodeState):
     def submit(self, op: Op) -> list[Effect]:
         if not queue_name_ok(op.queue):  # the driver checks what its clients name
             raise ProtocolError(str(queue_name_problem(op.queue)))
-        if op.kind is OpKind.CREATE and (
+        if op.kind in CREATE_KINDS and (
             op.settings is None or settings_problem(op.queue, op.settings)
         ):
             raise ProtocolError(f"{op.describe()}: settings {op.settings!r}")
@@ -251,7 +251,8 @@ class VirtualNode(NodeState):
     def _start(self, a: Assignment) -> list[Effect]:
         op = a.op
         if a.refused:
-            return [Complete(op.op_id, None, -1, error=refusal_text(a.refused, op.queue, op.kind))]
+            why = refusal_text(a.refused, op.queue, op.kind)
+            return [Complete(op.op_id, None, -1, error=why, refused=a.refused)]
         if a.deleted is not None:
             done, drops = delete(self.store, self.me, op, a.ord, a.deleted)
             return [done, *self._issue_all(drops)]
