@@ -81,7 +81,7 @@ def test_configure_gives_a_queue_made_by_an_enqueue_a_delivery_limit(
     assert missing.returncode == 1 and "no queue 'nothing' to configure" in missing.stderr
     assert "nothing" not in queues(a)
     bad = cli("configure", "jobs", "--max-deliveries", "1001", "--node", a)
-    assert bad.returncode == 2 and "an integer from 0 to 1000" in bad.stderr, bad
+    assert bad.returncode == 2 and "over the limit of 1000 (DELIVERY_LIMIT_MAX)" in bad.stderr, bad
 
 
 def test_a_stack_is_used_by_its_name_alone_on_every_member(
