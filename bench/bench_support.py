@@ -66,6 +66,28 @@ def pin(pid: int, cores: Collection[int]) -> None:
 # -- Redis -------------------------------------------------------------------------------
 
 
+def ensure_package(binary: str, package: str, path: str | None = None) -> str:
+    """The binary's path (``path`` where given, else ``binary`` on PATH), installing
+    Debian's ``package`` through apt where it is missing: the benchmarks bring their
+    peers themselves."""
+
+    def found() -> str | None:
+        return path if path and os.access(path, os.X_OK) else shutil.which(binary)
+
+    if (where := found()) is not None:
+        return where
+    print(f"{binary} not found; installing Debian's {package}", file=sys.stderr)
+    sudo = [] if os.geteuid() == 0 else ["sudo"]
+    env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
+    subprocess.run([*sudo, "apt-get", "update", "-qq"], check=True, env=env, timeout=600)
+    subprocess.run(
+        [*sudo, "apt-get", "install", "-y", "-qq", package], check=True, env=env, timeout=900
+    )
+    if (where := found()) is None:
+        raise SystemExit(f"{binary} is still missing after apt-get install {package}")
+    return where
+
+
 def ensure_redis(binary: str | None = None) -> str:
     """``binary`` if given (it must be executable), else ``redis-server`` on PATH, else
     Debian's, installed through apt."""
@@ -73,18 +95,7 @@ def ensure_redis(binary: str | None = None) -> str:
         if not (os.path.isfile(binary) and os.access(binary, os.X_OK)):
             raise SystemExit(f"--redis-server {binary}: not an executable file")
         return binary
-    path = shutil.which("redis-server")
-    if path:
-        return path
-    print("redis-server not found; installing Debian's redis-server", file=sys.stderr)
-    sudo = [] if os.geteuid() == 0 else ["sudo"]
-    env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
-    subprocess.run([*sudo, "apt-get", "update", "-qq"], check=True, env=env)
-    subprocess.run([*sudo, "apt-get", "install", "-y", "-qq", "redis-server"], check=True, env=env)
-    found = shutil.which("redis-server")
-    if not found:
-        raise SystemExit("redis-server is still missing after apt-get install")
-    return found
+    return ensure_package("redis-server", "redis-server")
 
 
 def redis_environment(binary: str) -> dict[str, str]:

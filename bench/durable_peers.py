@@ -95,6 +95,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(BENCH))
 
 import redis_compare  # noqa: E402
+from bench_support import ensure_package  # noqa: E402
 from redis_compare import command_line, cpu_seconds, free_port  # noqa: E402
 
 from skueue.check.checker import check  # noqa: E402
@@ -342,25 +343,6 @@ def stop_popen(proc: subprocess.Popen[bytes], timeout_s: float = 10.0) -> None:
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait(timeout=timeout_s)
-
-
-def ensure_package(binary: str, package: str, path: str | None = None) -> str:
-    """The binary's path, installing Debian's ``package`` where it is missing (as
-    redis_compare.ensure_redis does)."""
-    found = path if path and os.access(path, os.X_OK) else shutil.which(binary)
-    if found:
-        return found
-    print(f"{binary} not found; installing Debian's {package}", file=sys.stderr)
-    sudo = [] if os.geteuid() == 0 else ["sudo"]
-    env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
-    subprocess.run([*sudo, "apt-get", "update", "-qq"], check=True, env=env, timeout=600)
-    subprocess.run(
-        [*sudo, "apt-get", "install", "-y", "-qq", package], check=True, env=env, timeout=900
-    )
-    found = path if path and os.access(path, os.X_OK) else shutil.which(binary)
-    if not found:
-        raise RuntimeError(f"{binary} is still missing after apt-get install {package}")
-    return found
 
 
 def first_line(argv: Sequence[str], default: str, env: dict[str, str] | None = None) -> str:
