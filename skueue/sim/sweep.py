@@ -68,6 +68,8 @@ RATIOS: Final = (0.0, 0.25, 0.5, 0.75, 1.0)
 # text copy, so we use an even grid up to one request per process per round.
 PROBABILITIES: Final = tuple(round(k / 10, 1) for k in range(1, 11))
 FIGURE4_RATIO: Final = 0.5
+FIGURE4_N: Final = 256
+"""Figure 4's n when not given and ``max_n`` allows (the paper's value was lost)."""
 PAPER_ROUNDS: Final = 1000
 
 
@@ -176,21 +178,50 @@ def sizes(max_n: int, min_n: int = 2) -> list[int]:
     return out
 
 
-def _size_sweep(structure: Structure, max_n: int, seeds: int, rounds: int) -> Iterator[Point]:
-    for n in sizes(max_n):
+def check_sizes(max_n: int, min_n: int = 2, figure4_n: int | None = None) -> int:
+    """Check an experiment's sizes; return Figure 4's n (:data:`FIGURE4_N` unless given,
+    never above ``max_n``).  Raises ValueError, one line naming the limit.
+
+    ``max_n`` bounds every figure, and must lie on the doubling axis from ``min_n``:
+    otherwise the sweep stopped short of it without a word (``--max-n 3`` ran n = 2).
+    The simulator takes any n; the axis is what doubles.
+    """
+    if min_n < 1 or max_n < min_n:
+        raise ValueError(f"--max-n {max_n} is below --min-n {min_n}")
+    axis = sizes(max_n, min_n)
+    if axis[-1] != max_n:
+        raise ValueError(
+            f"--max-n {max_n} is not on the doubling axis from --min-n {min_n} "
+            f"({', '.join(map(str, axis[:3]))}, ...): use {axis[-1]} or {2 * axis[-1]}"
+        )
+    if figure4_n is None:
+        return min(FIGURE4_N, max_n)
+    if figure4_n > max_n:
+        raise ValueError(f"--figure4-n {figure4_n} is above --max-n {max_n}")
+    return figure4_n
+
+
+def _size_sweep(
+    structure: Structure, max_n: int, seeds: int, rounds: int, min_n: int = 2
+) -> Iterator[Point]:
+    for n in sizes(max_n, min_n):
         for ratio in RATIOS:
             for seed in range(seeds):
                 yield Point(structure, n, ratio, seed, rounds=rounds)
 
 
-def figure2_points(max_n: int, seeds: int = 1, rounds: int = PAPER_ROUNDS) -> Iterator[Point]:
-    """Figure 2: the queue, every size up to ``max_n``, every Enqueue ratio."""
-    return _size_sweep(Structure.QUEUE, max_n, seeds, rounds)
+def figure2_points(
+    max_n: int, seeds: int = 1, rounds: int = PAPER_ROUNDS, min_n: int = 2
+) -> Iterator[Point]:
+    """Figure 2: the queue, every size from ``min_n`` up to ``max_n``, every Enqueue ratio."""
+    return _size_sweep(Structure.QUEUE, max_n, seeds, rounds, min_n)
 
 
-def figure3_points(max_n: int, seeds: int = 1, rounds: int = PAPER_ROUNDS) -> Iterator[Point]:
-    """Figure 3: the stack, every size up to ``max_n``, every Push ratio."""
-    return _size_sweep(Structure.STACK, max_n, seeds, rounds)
+def figure3_points(
+    max_n: int, seeds: int = 1, rounds: int = PAPER_ROUNDS, min_n: int = 2
+) -> Iterator[Point]:
+    """Figure 3: the stack, every size from ``min_n`` up to ``max_n``, every Push ratio."""
+    return _size_sweep(Structure.STACK, max_n, seeds, rounds, min_n)
 
 
 def figure4_points(
