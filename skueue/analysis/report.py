@@ -6,6 +6,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from skueue.analysis.checks import HistoryCheck
+from skueue.analysis.plots import rated_bins
 from skueue.analysis.result import Analysis, fairness
 
 _METHOD = {
@@ -165,7 +166,7 @@ def _history_stats(a: Analysis) -> list[str]:
                                                                       "max")])
             for r in lat
         ])
-        bins = a.throughput.get(hid, [])
+        bins = rated_bins(a.throughput.get(hid, []))
         peak = max(bins, key=lambda b: (float(b["rate"]), str(b["kind"])), default=None)
         if peak is not None:
             width = float(peak["width"])
@@ -180,6 +181,11 @@ def _history_stats(a: Analysis) -> list[str]:
 
 def _storage(a: Analysis, hid: int) -> list[str]:
     rows = a.storage.get(hid, [])
+    if hid in a.storage_missing:
+        return ["", "No entries stored per process (DHT fairness, paper Corollary 19): this "
+                "history's processes are clients, not the daemons whose DHT stores the "
+                "elements. Pass the daemons' process ids (`--members ID,...`) or their JSON "
+                "logs (`skueued --log-format json`) with the history."]
     if not rows:
         return []
     f = fairness(rows)

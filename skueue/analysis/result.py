@@ -47,6 +47,9 @@ class Analysis:
     throughput: dict[int, list[dict[str, Any]]] = attrs.field(factory=dict)
     storage: dict[int, list[dict[str, Any]]] = attrs.field(factory=dict)
     members_source: str = ""
+    storage_missing: list[int] = attrs.field(factory=list)
+    """Histories without a storage table: their DHT's members are unknown (a client's
+    history, in seconds, with neither ``--members`` nor daemon logs)."""
     event_counts: list[dict[str, Any]] = attrs.field(factory=list)
     batches: list[dict[str, Any]] = attrs.field(factory=list)
     plots: list[Path] = attrs.field(factory=list)

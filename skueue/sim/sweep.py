@@ -274,11 +274,24 @@ def mean_rounds(
     """``{curve value: {x value: mean of mean_rounds over seeds}}``, both levels sorted.
 
     ``x`` is a numeric field (``n`` or ``p``); ``curve`` is ``ratio`` or ``structure``.
+    A seed whose run made no request (possible at a small p, n and rounds) has no mean
+    and is left out; a point where no seed made one is NaN, and :func:`no_requests`
+    names it, so that tables and plots can say so instead of dropping it.
     """
     cells: dict[CurveKey, dict[float, list[float]]] = defaultdict(lambda: defaultdict(list))
     for row in rows:
         cells[_curve_key(row[curve])][number(row, x)].append(number(row, "mean_rounds"))
     return {
-        c: {k: statistics.fmean(v) for k, v in sorted(cells[c].items())}
+        c: {k: _mean_of_measured(v) for k, v in sorted(cells[c].items())}
         for c in sorted(cells, key=_order)
     }
+
+
+def _mean_of_measured(values: Sequence[float]) -> float:
+    measured = [v for v in values if not math.isnan(v)]
+    return statistics.fmean(measured) if measured else math.nan
+
+
+def no_requests(curves: Mapping[CurveKey, Mapping[float, float]]) -> list[tuple[CurveKey, float]]:
+    """The (curve, x) points of :func:`mean_rounds` where no run made a request."""
+    return [(c, x) for c, curve in curves.items() for x, v in curve.items() if math.isnan(v)]
