@@ -107,7 +107,8 @@ def summary_json(result: Analysis) -> dict[str, Any]:
                 "structure": c.structure,
                 "problem": c.problem,
                 "verdicts": {
-                    m: {"ok": v.ok, "method": v.method, "reason": v.reason}
+                    m: {"ok": v.ok, "decided": v.decided, "method": v.method,
+                        "reason": v.reason}
                     for m, v in c.verdicts.items()
                 },
                 "findings": [attrs.asdict(f) for f in c.findings],
