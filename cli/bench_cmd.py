@@ -8,7 +8,10 @@ request.  ``--history`` keeps the history in the
 project's JSON Lines format (wall-clock seconds since the run started); it is written at
 the end, through a temporary file, and an existing file is replaced only with ``--force``.
 The final drain is checked with the rest but left out of the statistics; its records
-carry ``"phase": "drain"``.
+carry ``"phase": "drain"``.  ``--queue NAME`` (repeatable) sends every request to one of
+these named queues, drawn at random, and ``--priorities P`` makes them with P priority
+levels first and gives every enqueue a random level: the history of a priority queue,
+for ``skueue analyze`` (its PEI) and the checkers.
 """
 
 from __future__ import annotations
@@ -23,14 +26,15 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from skueue.check.checker import check
 from skueue.check.history import write_jsonl
-from skueue.cli.args import fail, non_negative_int, positive_int, ratio
-from skueue.cli.client_cmds import EXIT_UNREACHABLE, request_timeout
+from skueue.cli.args import fail, integer_in, non_negative_int, positive_int, ratio
+from skueue.cli.client_cmds import EXIT_UNREACHABLE, queue_name, request_timeout
 from skueue.cli.nodes import default_node
 from skueue.cli.output import AtomicOutput
 from skueue.cli.running import run_async
 from skueue.client.api import DEFAULT_NODE, DEFAULT_REQUEST_TIMEOUT_S
 from skueue.cluster.launch import ClusterError, launch
-from skueue.cluster.loadgen import LoadConfig, LoadResult, run_load
+from skueue.cluster.loadgen import LoadConfig, LoadResult, make_queues, run_load
+from skueue.core.ops import PRIORITIES_MAX
 from skueue.runtime.address import AddressError, parse_addresses
 
 
@@ -119,6 +123,26 @@ def add_parser(sub: Any) -> None:
         "1 MiB unless configured)",
     )
     p.add_argument(
+        "--queue",
+        "-q",
+        dest="queues",
+        action="append",
+        type=queue_name,
+        default=None,
+        metavar="NAME",
+        help="a named queue for the workload (repeatable: each request picks one at random, "
+        "and the drain empties each) (default: the default queue)",
+    )
+    p.add_argument(
+        "--priorities",
+        type=integer_in(1, PRIORITIES_MAX, "PRIORITIES_MAX"),
+        default=1,
+        metavar="P",
+        help=f"priority levels (1 to {PRIORITIES_MAX}): each --queue is made with P levels "
+        "before the run (one made already must have them), and each enqueue goes to a "
+        "random level, 0 the most urgent; needs --queue",
+    )
+    p.add_argument(
         "--seed", type=int, default=0, metavar="S", help="seed of the clients' random choices"
     )
     p.add_argument(
@@ -152,6 +176,8 @@ def report(result: LoadResult, config: LoadConfig) -> dict[str, Any]:
         "in_flight": config.in_flight,
         "batch": config.batch,
         "ops": config.ops,
+        "queues": list(config.queues),
+        "priorities": config.priorities,
         "requests": len(result.requests),
         "seconds": round(result.workload_seconds, 3),
         "ops_per_second": round(result.ops_per_second, 1),
@@ -184,6 +210,9 @@ def print_report(r: dict[str, Any], out: Any) -> None:
     for op, stats in r["latency_ms"].items():
         if op != "all":
             print(f"  {op:8} p50 {stats['p50']}  p90 {stats['p90']}  p99 {stats['p99']}", file=out)
+    if r["queues"]:
+        levels = f", {r['priorities']} priority levels each" if r["priorities"] > 1 else ""
+        print(f"queues: {', '.join(r['queues'])}{levels}", file=out)
     print(f"inserted {r['inserted']}, removed {r['removed']} (drain: {r['drained']})", file=out)
     print(f"verdict: {r['verdict']}", file=out)
 
@@ -196,6 +225,9 @@ async def run_with_progress(config: LoadConfig, console: Console) -> LoadResult:
         TextColumn("ops"),
         TimeElapsedColumn(),
     )
+    made = await make_queues(config)
+    if made:
+        console.print(f"made {', '.join(made)} with {config.priorities} priority levels")
     with Progress(*columns, console=console, transient=False) as progress:
         task = progress.add_task("ops", total=config.ops)
 
@@ -213,6 +245,12 @@ def run(args: argparse.Namespace) -> int:
             fail("skueue bench", "--in-memory and --data-dir exclude each other")
     elif args.in_memory or args.data_dir:
         fail("skueue bench", "--in-memory and --data-dir go with --spawn")
+    if args.priorities > 1:
+        if not args.queues:
+            fail("skueue bench", "--priorities needs --queue NAME: the default queue is "
+                 "made without levels by its first operation")
+        if args.spawn is not None and args.structure == "stack":
+            fail("skueue bench", "--priorities: a stack has no priority levels")
     else:
         try:
             nodes = tuple(str(a) for a in parse_addresses(args.nodes or default_node()))
@@ -246,6 +284,8 @@ def load_config(args: argparse.Namespace, nodes: tuple[str, ...], structure: str
         args.timeout,
         in_flight=args.in_flight,
         batch=args.batch,
+        queues=tuple(dict.fromkeys(args.queues or ())),
+        priorities=args.priorities,
     )
 
 

@@ -28,13 +28,16 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--figures", type=int, nargs="+", choices=sorted(FIGURES),
                    default=sorted(FIGURES), help="which figures (default: 2 3 4)")
     p.add_argument("--max-n", type=positive_int, default=4096,
-                   help="largest n of Figures 2/3; n doubles from --min-n (default 4096)")
-    p.add_argument("--min-n", type=positive_int, default=2, help="smallest n (default 2)")
+                   help="largest n of every figure; Figures 2/3 double n from --min-n up to "
+                   "it, so it must be --min-n times a power of two (default 4096)")
+    p.add_argument("--min-n", type=positive_int, default=2,
+                   help="smallest n of Figures 2/3 (default 2)")
     p.add_argument("--seeds", type=positive_int, default=1, help="runs per point (default 1)")
     p.add_argument("--rounds", type=positive_int, default=1000,
                    help="rounds that create requests (paper: 1000)")
-    p.add_argument("--figure4-n", type=positive_int, default=256,
-                   help="n of Figure 4 (the paper's value was lost; default 256)")
+    p.add_argument("--figure4-n", type=positive_int, default=None,
+                   help="n of Figure 4, at most --max-n (default: 256, or --max-n if "
+                   "smaller; the paper's value was lost)")
     p.add_argument("--master", default=None,
                    help="local[*], spark://HOST:PORT or sc://HOST:PORT (default: "
                    "$SPARK_REMOTE, else spark-submit's master, else local[*])")
@@ -52,16 +55,15 @@ def run(args: argparse.Namespace) -> int:
     from skueue.sim.figures import plot_rounds_vs_n, plot_rounds_vs_probability
     from skueue.sim.results import rate_table, size_table, slope_table, sort_key, write_csv
     from skueue.sim.sweep import (
+        check_sizes,
         figure2_points,
         figure3_points,
         figure4_points,
         number,
-        sizes,
     )
 
-    if args.max_n < args.min_n:
-        fail(PROG, f"--max-n {args.max_n} is below --min-n {args.min_n}")
     try:
+        figure4_n = check_sizes(args.max_n, args.min_n, args.figure4_n)
         plan = plan_master(args.master)
         conf = parse_conf(args.conf)
     except (MasterError, ValueError) as e:
@@ -71,11 +73,10 @@ def run(args: argparse.Namespace) -> int:
     except OSError as e:
         fail(PROG, f"cannot create {args.out}: {e.strerror}")
 
-    ns = set(sizes(args.max_n, args.min_n))
     by_figure = {
-        2: [p for p in figure2_points(args.max_n, args.seeds, args.rounds) if p.n in ns],
-        3: [p for p in figure3_points(args.max_n, args.seeds, args.rounds) if p.n in ns],
-        4: list(figure4_points(args.figure4_n, args.seeds, rounds=args.rounds)),
+        2: list(figure2_points(args.max_n, args.seeds, args.rounds, args.min_n)),
+        3: list(figure3_points(args.max_n, args.seeds, args.rounds, args.min_n)),
+        4: list(figure4_points(figure4_n, args.seeds, rounds=args.rounds)),
     }
     points = [p for f in args.figures for p in by_figure[f]]
 
@@ -109,7 +110,7 @@ def run(args: argparse.Namespace) -> int:
                  f"Data: [{stem}.csv]({stem}.csv) (one row per point and seed).", ""]
         if figure == 4:
             plot_rounds_vs_probability(mine, args.out / f"{stem}.png")
-            report += [f"## {title} (n = {args.figure4_n}, insert ratio 0.5)", "", *files,
+            report += [f"## {title} (n = {figure4_n}, insert ratio 0.5)", "", *files,
                        rate_table(mine), ""]
         else:
             plot_rounds_vs_n(mine, args.out / f"{stem}.png", title)

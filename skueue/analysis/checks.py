@@ -11,11 +11,13 @@ then follows ``check(method="auto")`` step for step:
 1. every record has an ``ord`` and the certificate holds: consistent (a proof);
 2. otherwise, a history of at most ``EXACT_OPS_MAX`` operations goes to the exact search,
    on the driver, with the same code as ``check`` (such a history is tiny);
-3. otherwise a failed certificate stands as the verdict, and a history without ords gets
-   the patterns' verdict (a violation is proof; a pass is not).
+3. otherwise the patterns decide what they can: a violation they find is a proof.  If
+   they find none, a history without ords passes (not a proof), and one whose
+   certificate failed is *unproven*: a failed certificate proves only that the anchor's
+   order is no witness, not that the history is inconsistent.
 
-So on small histories the verdict is the exact checker's, and at scale it is the
-certificate's, exactly as for the single-machine checker.
+So on small histories the verdict is the exact checker's, and at scale the
+certificate's or the patterns', exactly as for the single-machine checker.
 
 Histories that ``validate_history`` or ``structure_of`` would reject (two records with one
 ``(process, seq)``; queue and stack operations mixed) get no verdict but a ``problem``.
@@ -65,7 +67,7 @@ from skueue.analysis.scan import (
     levels_for,
 )
 from skueue.analysis.session import shuffle_partitions
-from skueue.check.checker import EXACT_OPS_MAX, ExactLimitError, Verdict, check_exact
+from skueue.check.checker import EXACT_OPS_MAX, ExactLimitError, Verdict, check_exact, unproven
 from skueue.check.history import PEEK, QUEUE_OPS, STACK_OPS, Record
 
 MODELS: Final = ("sc", "linearizable")
@@ -349,8 +351,7 @@ def _decide(m: HistoryCheck, model: str, small: list[Record] | None) -> Verdict:
             return check_exact(small, model=model, structure=m.structure, drained=m.drained)
         except ExactLimitError:
             limit = "over the exact search's state budget"
-    if m.certified:
-        return Verdict(False, model, "certificate", m.structure,
-                       f"{cert} (too large to search: {limit})")
     reason = m.first(PATTERNS, model)
+    if cert is not None and reason is None:
+        return unproven(model, m.structure, cert, limit)
     return Verdict(reason is None, model, "patterns", m.structure, reason)

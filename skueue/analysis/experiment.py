@@ -106,8 +106,11 @@ class _Progress:
         self._thread.start()
 
     def _run(self) -> None:
-        while not self._stop.wait(PROGRESS_POLL_S):
-            self._poll()
+        try:
+            while not self._stop.wait(PROGRESS_POLL_S):
+                self._poll()
+        except Exception:  # noqa: BLE001 - the context stopped under us (Ctrl-C): no progress left
+            return
 
     def _poll(self) -> None:
         if self._stage is None:

@@ -17,12 +17,13 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Final
 
 import attrs
 from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
 
 from skueue.analysis import leases, plots, stats
 from skueue.analysis.checks import check_histories
@@ -146,8 +147,9 @@ def _history_stats(spark: SparkSession, inputs: Inputs, result: Analysis, out: P
     result.throughput = _by_hid(
         _write_small(stats.throughput(records, result.summaries), out / "throughput")
     )
-    members, result.members_source = _members(spark, inputs, opts.members)
+    members, result.members_source = _members(spark, inputs, opts.members, result.summaries)
     result.storage = _by_hid(_write_small(stats.storage(records, members), out / "storage"))
+    result.storage_missing = sorted(set(result.summaries) - set(members))
     result.tables += ["latency", "throughput", "storage"]
     for hid, s in result.summaries.items():
         tag = _tag(inputs.names.get(hid, str(hid)), len(result.summaries))
@@ -160,8 +162,8 @@ def _history_stats(spark: SparkSession, inputs: Inputs, result: Analysis, out: P
             out / f"latency{tag.suffix}.png"))
         if result.storage.get(hid):
             result.plots.append(plots.plot_storage(
-                result.storage[hid], f"Entries stored per process (Corollary 19), {tag}",
-                out / f"storage{tag.suffix}.png"))
+                result.storage[hid], f"DHT entries stored per member (Corollary 19), {tag}",
+                out / f"storage{tag.suffix}.png", member_source=result.members_source))
 
 
 @attrs.frozen
@@ -183,9 +185,20 @@ def _tag(name: str, count: int) -> _Tag:
 
 
 def _members(
-    spark: SparkSession, inputs: Inputs, given: Sequence[str]
+    spark: SparkSession,
+    inputs: Inputs,
+    given: Sequence[str],
+    summaries: Mapping[int, stats.Summary],
 ) -> tuple[dict[int, list[str]], str]:
-    """The processes whose DHT stores entries, per history, and where they came from."""
+    """The processes whose DHT stores entries, per history, and where they came from.
+
+    Without ``--members`` or daemon logs, only a simulator's history (times in rounds)
+    names them: its processes are the DHT's members.  A history in seconds was made by
+    clients of real daemons (``skueue bench``), whose process ids (``c0``, ``c4.1``) own
+    no DHT entries: hashing positions onto a ring of clients drew bars that no daemon
+    stored, under a title that read as DHT fairness.  Such a history gets no storage
+    table (the report says what would give one).
+    """
     hids = sorted(inputs.names)
     if given:
         return {h: list(given) for h in hids}, "--members"
@@ -195,15 +208,13 @@ def _members(
     )
     if daemons:
         return {h: daemons for h in hids}, "the daemons' ready events in the logs"
-    rows = inputs.records.select("hid", "process").distinct().collect()
+    simulated = [h for h, s in summaries.items() if s.unit == "rounds"]
+    rows = inputs.records.where(F.col("hid").isin(*simulated)).select(
+        "hid", "process").distinct().collect() if simulated else []
     per: dict[int, list[str]] = {}
     for r in rows:
         per.setdefault(int(r["hid"]), []).append(r["process"])
-    return (
-        {h: sorted(p) for h, p in per.items()},
-        "the history's process ids (right for `skueue sim`; for `skueue bench` they are "
-        "clients: pass --members or the daemons' logs)",
-    )
+    return {h: sorted(p) for h, p in per.items()}, "the simulated history's process ids"
 
 
 def _log_stats(events: DataFrame, result: Analysis, out: Path) -> None:

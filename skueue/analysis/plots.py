@@ -1,13 +1,14 @@
 """PNG plots of ``skueue analyze``'s tables (already collected: a few hundred rows at most).
 
-Like :mod:`skueue.sim.figures`, we draw on a bare :class:`~matplotlib.figure.Figure` with the
-Agg canvas: pyplot's global state and backend choice are not a library's to take.
+Like :mod:`skueue.sim.figures`, we draw on :mod:`skueue.sim.canvas`'s figure (no pyplot),
+with the legend beside the axes, where it covers no data.
 
 Rules every plot keeps, so that a person can read it:
 
 - time series are steps over their bins, and every bin of the span is drawn, with zero
   where nothing happened: a quiet stretch shows as a gap at zero, never as a line drawn
-  straight across it;
+  straight across it; a last bin that the span covers only in part is drawn over that
+  part at its rate (a sliver under half a bin is left out: too short for a rate);
 - time runs from the start of the history (or the first log event), not from the epoch;
 - every axis says what it counts and in which unit; counts get integer ticks;
 - per-process plots name the processes.
@@ -22,24 +23,19 @@ from pathlib import Path
 from typing import Any, Final
 
 from matplotlib.axes import Axes
-from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
 
-SIZE_INCHES: Final = (7.0, 4.5)
-DPI: Final = 100
+from skueue.sim.canvas import legend_outside, new_figure
+
+PARTIAL_BIN_DRAWN_MIN: Final = 0.5
+"""A last bin the span covers less of than this fraction is left out of the plot."""
 NAMES_SHOWN_MAX: Final = 48
 """Processes named one by one under the storage bars; above, every k-th name."""
 LEVELS: Final = ("critical", "error", "warning", "info", "debug")
 LEVEL_COLORS: Final = {"critical": "black", "error": "tab:red", "warning": "tab:orange",
                        "info": "tab:blue", "debug": "tab:grey"}
 NODE_COLORS: Final = {"left": "tab:blue", "middle": "tab:orange", "right": "tab:green"}
-
-
-def _figure() -> Figure:
-    figure = Figure(figsize=SIZE_INCHES, dpi=DPI)
-    FigureCanvasAgg(figure)
-    return figure
 
 
 def _save(figure: Figure, path: Path) -> Path:
@@ -53,10 +49,27 @@ def _singular(unit: str) -> str:
     return unit[:-1] if unit.endswith("s") else unit
 
 
-def _steps(ax: Axes, width: float, values: Sequence[float], **style: Any) -> None:
-    """``values[i]`` over ``[i width, (i+1) width)``, as one stepped line."""
-    xs = [i * width for i in range(len(values) + 1)]
+def _steps(
+    ax: Axes, width: float, values: Sequence[float], end: float | None = None, **style: Any
+) -> None:
+    """``values[i]`` over ``[i width, (i+1) width)``, as one stepped line; the last step
+    ends at ``end`` when given (a bin the span covers in part)."""
+    xs = [i * width for i in range(len(values))]
+    xs.append(len(values) * width if end is None else end)
     ax.plot(xs, [*values, values[-1] if values else 0.0], drawstyle="steps-post", **style)
+
+
+def _covered(b: Mapping[str, Any]) -> float:
+    return float(b.get("covered", b["width"]))
+
+
+def rated_bins(bins: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+    """The throughput bins whose rate means something: all but a last bin that the span
+    covers less than :data:`PARTIAL_BIN_DRAWN_MIN` of (one completion in a sliver of
+    time would read as a spike)."""
+    last = max((int(b["bin"]) for b in bins), default=-1)
+    return [b for b in bins if int(b["bin"]) < last or last == 0
+            or _covered(b) >= PARTIAL_BIN_DRAWN_MIN * float(b["width"])]
 
 
 def plot_throughput(
@@ -64,25 +77,29 @@ def plot_throughput(
 ) -> Path:
     """Completions per time unit over time: the total, and one line per op kind.
 
-    ``bins``: rows of :func:`.stats.throughput` (``bin``, ``width``, ``kind``, ``rate``).
-    Bins missing from ``bins`` count as zero.
+    ``bins``: rows of :func:`.stats.throughput` (``bin``, ``width``, ``covered``, ``kind``,
+    ``rate``).  Bins missing from ``bins`` count as zero.  The last bin is drawn over
+    the part of it the span covers, at its rate there; under half a bin it is left out.
     """
+    bins = rated_bins(bins)
     width = float(bins[0]["width"]) if bins else 1.0
     count = max((int(b["bin"]) for b in bins), default=-1) + 1
+    last = max((_covered(b) for b in bins if int(b["bin"]) == count - 1), default=width)
     curves: dict[str, list[float]] = defaultdict(lambda: [0.0] * count)
     total = [0.0] * count
     for b in bins:
         i, rate = int(b["bin"]), float(b["rate"])
         curves[str(b["kind"])][i] += rate
         total[i] += rate
-    figure = _figure()
+    figure = new_figure()
     ax = figure.add_subplot()
+    end = (count - 1) * width + last
     if count:
-        _steps(ax, width, total, color="black", linewidth=2, label="all")
+        _steps(ax, width, total, end, color="black", linewidth=2, label="all")
         for k in sorted(curves):
-            _steps(ax, width, curves[k], linewidth=1, alpha=0.8, label=k)
-        ax.set_xlim(0, count * width)
-        ax.legend(fontsize="small")
+            _steps(ax, width, curves[k], end, linewidth=1, alpha=0.8, label=k)
+        ax.set_xlim(0, end)
+        legend_outside(ax)
     ax.set_xlabel(f"time since the first operation ({unit}; bins of {width:g})")
     ax.set_ylabel(f"operations completed per {_singular(unit)}")
     ax.set_ylim(bottom=0)
@@ -98,7 +115,7 @@ def plot_latency(
     rows = sorted(rows, key=lambda r: (r["kind"] == "all", str(r["kind"])))
     kinds = [f"{r['kind']}\n({int(r['count'])} ops)" for r in rows]
     scale, shown = (1000.0, "ms") if unit == "seconds" else (1.0, unit)
-    figure = _figure()
+    figure = new_figure()
     ax = figure.add_subplot()
     width = 0.27
     for i, q in enumerate(("p50", "p90", "p99")):
@@ -109,20 +126,21 @@ def plot_latency(
     ax.set_ylabel(f"latency, response - invoke ({shown})")
     ax.set_title(title)
     ax.grid(True, axis="y", alpha=0.3)
-    ax.legend(fontsize="small")
+    legend_outside(ax)
     return _save(figure, path)
 
 
 def plot_storage(
-    rows: Sequence[Mapping[str, Any]], title: str, path: Path
+    rows: Sequence[Mapping[str, Any]], title: str, path: Path, member_source: str = ""
 ) -> Path:
-    """Entries stored per process over the run and still held at the end, most first,
-    with the mean; each bar is named by its process (rows of :func:`.stats.storage`)."""
+    """Entries stored per DHT member over the run and still held at the end, most first,
+    with the mean; each bar is named by its process (rows of :func:`.stats.storage`).
+    ``member_source`` says under the axis where the members came from."""
     rows = sorted(rows, key=lambda r: (-int(r["stored"]), str(r["process"])))
     stored = [int(r["stored"]) for r in rows]
     held = [int(r["held"]) for r in rows]
     names = [str(r["process"]) for r in rows]
-    figure = _figure()
+    figure = new_figure()
     ax = figure.add_subplot()
     xs = range(len(rows))
     ax.bar(xs, stored, width=0.8, color="tab:blue", label="stored over the run")
@@ -137,13 +155,14 @@ def plot_storage(
     ax.set_xticks(ticks, [names[i] for i in ticks], rotation=rotation, fontsize="small",
                   ha="right" if rotation == 30 else "center")
     ax.set_xlim(-0.6, len(rows) - 0.4)
-    ax.set_xlabel("process" + (f" (every {step}th named)" if step > 1 else "")
-                  + ", most entries first")
+    ax.set_xlabel("DHT member" + (f" (every {step}th named)" if step > 1 else "")
+                  + ", most entries first"
+                  + (f"\nmembers: {member_source}" if member_source else ""))
     ax.set_ylabel("DHT entries (elements)")
     ax.yaxis.set_major_locator(MaxNLocator(integer=True))
     ax.set_title(title)
     ax.grid(True, axis="y", alpha=0.3)
-    ax.legend(fontsize="small")
+    legend_outside(ax)
     return _save(figure, path)
 
 
@@ -164,7 +183,7 @@ def plot_batches(
     step = 1 if top <= 60 else math.ceil((top + 1) / 50)
     # Empty batches get a bar of their own: an idle tree sends many.
     edges = [-0.5] + [0.5 + i * step for i in range(math.ceil(top / step) + 1)]
-    figure = _figure()
+    figure = new_figure()
     ax = figure.add_subplot()
     nodes = [n for n in NODE_COLORS if n in sizes] + sorted(set(sizes) - set(NODE_COLORS))
     counts: list[int] = []
@@ -174,7 +193,7 @@ def plot_batches(
                                color=[NODE_COLORS.get(n, "tab:grey") for n in nodes],
                                edgecolor="white", linewidth=0.8)
         counts = [int(c) for c in (values[-1] if len(nodes) > 1 else values)]
-        ax.legend(fontsize="small")
+        legend_outside(ax)
     nonzero = [c for c in counts if c]
     log = bool(nonzero) and max(nonzero) > 50 * min(nonzero)
     if log:
@@ -199,7 +218,7 @@ def plot_events(
     curves: dict[str, list[float]] = defaultdict(lambda: [0.0] * count)
     for r in rows:
         curves[str(r["level"])][round((float(r["start"]) - t0) / width_s)] += int(r["count"])
-    figure = _figure()
+    figure = new_figure()
     ax = figure.add_subplot()
     order = [lv for lv in LEVELS if lv in curves] + sorted(set(curves) - set(LEVELS))
     for level in order:
@@ -207,7 +226,7 @@ def plot_events(
                linewidth=1.5)
     if count:
         ax.set_xlim(0, count * width_s)
-        ax.legend(fontsize="small", title="level")
+        legend_outside(ax, title="level")
     ax.set_ylim(bottom=0)
     ax.set_xlabel("seconds since the first log event")
     ax.set_ylabel(f"log events per {width_s:g} s")

@@ -6,13 +6,19 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from skueue.analysis.checks import HistoryCheck
+from skueue.analysis.plots import rated_bins
 from skueue.analysis.result import Analysis, fairness
 
 _METHOD = {
     "certificate": "the anchor's `ord` certificate (a proof)",
     "exact": "exact search (small history)",
-    "patterns": "violation patterns (a pass is not a proof)",
+    "patterns": "violation patterns (a violation is a proof, a pass is not)",
 }
+UNDECIDED = ("nothing: the `ord` certificate fails, which proves nothing either way, and no "
+             "violation pattern matched; the exact search would decide it, but the history "
+             "is too large for it")
+"""The "decided by" cell of an unproven verdict (see ``skueue.check.checker.unproven``)."""
+_MODEL_NAMES = {"linearizable": "linearizable", "sc": "sequentially consistent"}
 
 
 def _table(header: Sequence[str], rows: Iterable[Sequence[object]]) -> list[str]:
@@ -29,7 +35,17 @@ def _cell(c: object) -> str:
 
 def _verdict(c: HistoryCheck, model: str) -> str:
     v = c.verdicts[model]
+    if not v.decided:
+        return "unproven"
     return "yes" if v.ok else "**no**"
+
+
+def _decided_by(c: HistoryCheck) -> str:
+    """What decided each model: one text when both agree, else one per model."""
+    texts = {m: _METHOD[v.method] if v.decided else UNDECIDED for m, v in c.verdicts.items()}
+    if len(set(texts.values())) == 1:
+        return texts["linearizable"]
+    return "; ".join(f"{_MODEL_NAMES[m]}: {texts[m]}" for m in ("linearizable", "sc"))
 
 
 def render(a: Analysis) -> str:
@@ -78,17 +94,17 @@ def _checks(a: Analysis) -> list[str]:
             rows.append((c.label, c.records, c.structure or "-", "-", "-", "-",
                          f"not checkable: {c.problem}"))
             continue
-        lin = c.verdicts["linearizable"]
         rows.append((
             c.label, c.records, _structure(c), "yes" if c.certified else "no",
-            _verdict(c, "linearizable"), _verdict(c, "sc"), _METHOD[lin.method],
+            _verdict(c, "linearizable"), _verdict(c, "sc"), _decided_by(c),
         ))
     out += _table(["history", "records", "structure", "ord on every record", "linearizable",
                    "sequentially consistent", "decided by"], rows)
     for c in a.checks:
         for model, v in c.verdicts.items():
             if not v.ok:
-                out += ["", f"- {c.label}, {model}: {v.reason}"]
+                head = "" if v.decided else "unproven: "
+                out += ["", f"- {c.label}, {model}: {head}{v.reason}"]
     for c in a.checks:
         if c.problem is not None:
             continue
@@ -165,7 +181,7 @@ def _history_stats(a: Analysis) -> list[str]:
                                                                       "max")])
             for r in lat
         ])
-        bins = a.throughput.get(hid, [])
+        bins = rated_bins(a.throughput.get(hid, []))
         peak = max(bins, key=lambda b: (float(b["rate"]), str(b["kind"])), default=None)
         if peak is not None:
             width = float(peak["width"])
@@ -180,6 +196,11 @@ def _history_stats(a: Analysis) -> list[str]:
 
 def _storage(a: Analysis, hid: int) -> list[str]:
     rows = a.storage.get(hid, [])
+    if hid in a.storage_missing:
+        return ["", "No entries stored per process (DHT fairness, paper Corollary 19): this "
+                "history's processes are clients, not the daemons whose DHT stores the "
+                "elements. Pass the daemons' process ids (`--members ID,...`) or their JSON "
+                "logs (`skueued --log-format json`) with the history."]
     if not rows:
         return []
     f = fairness(rows)

@@ -47,6 +47,9 @@ class Analysis:
     throughput: dict[int, list[dict[str, Any]]] = attrs.field(factory=dict)
     storage: dict[int, list[dict[str, Any]]] = attrs.field(factory=dict)
     members_source: str = ""
+    storage_missing: list[int] = attrs.field(factory=list)
+    """Histories without a storage table: their DHT's members are unknown (a client's
+    history, in seconds, with neither ``--members`` nor daemon logs)."""
     event_counts: list[dict[str, Any]] = attrs.field(factory=list)
     batches: list[dict[str, Any]] = attrs.field(factory=list)
     plots: list[Path] = attrs.field(factory=list)
@@ -104,7 +107,8 @@ def summary_json(result: Analysis) -> dict[str, Any]:
                 "structure": c.structure,
                 "problem": c.problem,
                 "verdicts": {
-                    m: {"ok": v.ok, "method": v.method, "reason": v.reason}
+                    m: {"ok": v.ok, "decided": v.decided, "method": v.method,
+                        "reason": v.reason}
                     for m, v in c.verdicts.items()
                 },
                 "findings": [attrs.asdict(f) for f in c.findings],

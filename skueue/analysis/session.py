@@ -32,6 +32,8 @@ from typing import TYPE_CHECKING, Final
 
 import attrs
 
+from skueue.analysis.ctrl_c import quiet_ctrl_c, start_jvm_apart
+
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
@@ -137,13 +139,15 @@ def build_session(
 
     plan = plan_master(master, environ)
     ensure_worker_python(plan)
+    settings = session_conf(plan, conf or {})
     builder = SparkSession.builder.appName(app_name)
     if plan.kind == "connect":
         assert plan.url is not None
         builder = builder.remote(plan.url)
     elif plan.url is not None:
         builder = builder.master(plan.url)
-    for key, value in session_conf(plan, conf or {}).items():
+        start_jvm_apart({"spark.master": plan.url, "spark.app.name": app_name, **settings})
+    for key, value in settings.items():
         builder = builder.config(key, value)
     session = builder.getOrCreate()
     if plan.kind != "connect":
@@ -181,17 +185,17 @@ def started_session(
     A session that was already running when the block began (a test's, a notebook's)
     is reused and left running; one this block started is stopped when it ends, also on
     an error.  Raises :class:`MasterError` for an unknown master, before anything starts.
+    Ctrl-C in the block raises a plain ``KeyboardInterrupt`` and prints nothing
+    (:func:`~skueue.analysis.ctrl_c.quiet_ctrl_c`).
     """
     from pyspark.sql import SparkSession
 
     plan = plan_master(master)
     existed = SparkSession.getActiveSession() is not None
-    spark = build_session(master, app_name=app_name, conf=conf)
-    try:
-        yield Started(spark, describe_master(spark, plan))
-    finally:
-        if not existed:
-            spark.stop()
+    with quiet_ctrl_c() as ctrl_c:
+        spark = build_session(master, app_name=app_name, conf=conf)
+        with ctrl_c.watching(spark, owned=not existed):
+            yield Started(spark, describe_master(spark, plan))
 
 
 def parse_conf(items: list[str] | None) -> dict[str, str]:

@@ -38,6 +38,8 @@ PERCENTILES: Final = (0.5, 0.9, 0.99)
 PERCENTILE_ACCURACY: Final = 100_000
 """Rank error of ``percentile_approx`` is at most 1/accuracy of the count."""
 BINS_TARGET: Final = 100
+MIN_COVERED: Final = 1e-9
+"""The least part of a bin counted as covered: the span can end right at a bin's start."""
 CHUNK_BITS: Final = 12
 DRAIN_PHASE: Final = "drain"
 BATCH_EVENT: Final = "batch up"
@@ -146,9 +148,12 @@ def bins_of(s: Summary) -> tuple[float, int]:
 def throughput(records: DataFrame, summaries: Mapping[int, Summary]) -> DataFrame:
     """Completions per time unit, per history, time bin and op kind, drain left out.
 
-    ``hid, bin, start, width, kind, count, rate``: ``rate`` is completions per unit.
-    Every bin of the span is there for every kind the history has, with zeros where
-    nothing completed: a quiet stretch is a gap, not a line drawn across it.
+    ``hid, bin, start, width, covered, kind, count, rate``: ``covered`` is the part of the
+    bin inside the history's span (``width`` but for the last bin, which the span
+    usually ends in), ``rate`` is completions per unit over that part: over the whole
+    width, the last bin fell off a cliff.  Every bin of the span is there for every kind
+    the history has, with zeros where nothing completed: a quiet stretch is a gap, not a
+    line drawn across it.
     """
     records = measured(records).where(F.col("hid").isin(*sorted(summaries)))
     starts = F.create_map(*[x for s in summaries.values() for x in (F.lit(s.hid), F.lit(s.start))])
@@ -161,16 +166,24 @@ def throughput(records: DataFrame, summaries: Mapping[int, Summary]) -> DataFram
     )
     counts = binned.groupBy("hid", "bin", "kind").agg(F.count("*").alias("count"))
     grid = records.sparkSession.createDataFrame(
-        [(s.hid, b, float(s.start + b * w), float(w))
+        [(s.hid, b, float(s.start + b * w), float(w), covered(s, b, w))
          for s in summaries.values() for w, n in [bins_of(s)] for b in range(n)],
-        "hid int, bin long, start double, width double",
+        "hid int, bin long, start double, width double, covered double",
     )
     kinds = binned.select("hid", "kind").distinct()
     return grid.join(kinds, "hid").join(counts, ["hid", "bin", "kind"], "left").select(
-        "hid", "bin", "start", "width", "kind",
+        "hid", "bin", "start", "width", "covered", "kind",
         F.coalesce("count", F.lit(0)).alias("count"),
-        (F.coalesce("count", F.lit(0)) / F.col("width")).alias("rate"),
+        (F.coalesce("count", F.lit(0)) / F.col("covered")).alias("rate"),
     )
+
+
+def covered(s: Summary, bin_: int, width: float) -> float:
+    """How much of bin ``bin_`` lies inside ``s``'s span.  Rounds are whole steps, and
+    the span's last round is one of them (a bin that starts at it covers one round);
+    seconds are continuous (never zero: the last completion is in the bin)."""
+    span = s.span + 1.0 if s.unit == "rounds" else s.span
+    return float(max(min(width, span - bin_ * width), MIN_COVERED))
 
 
 def latency(records: DataFrame) -> DataFrame:

@@ -26,7 +26,10 @@ Three methods trade cost for power:
 ``check(method="auto")`` picks: the certificate when every record has an
 ``ord`` (falling back to the exact search to decide if it fails on a small
 history), else the exact search for small histories, else patterns.  The
-verdict's ``method`` always names the method that decided.
+verdict's ``method`` always names the method that decided.  A failed certificate
+on a history too large to search decides nothing: the patterns may still prove a
+violation, and if they find none the verdict is *unproven* (``decided`` False), not a
+violation: the anchor's order was no witness, but another order may be one.
 
 The engines return ``None`` or a reason string; this module wraps them in
 :class:`Verdict`, so the engines need not import it.
@@ -58,6 +61,7 @@ __all__ = [
     "check_certificate",
     "check_exact",
     "check_patterns",
+    "unproven",
 ]
 
 MODELS: Final = ("sc", "linearizable")
@@ -78,10 +82,17 @@ class Verdict:
     structure: str
     """``"queue"`` or ``"stack"``."""
     reason: str | None
-    """First violation found, naming the records involved; None if ok."""
+    """First violation found, naming the records involved; None if ok.  When not
+    ``decided``: why, and what would decide it."""
+    decided: bool = True
+    """False when neither consistency nor a violation was shown (``ok`` is then False:
+    consistency was not shown): a failed certificate on a history too large for the
+    exact search, where no violation pattern matched.  See :func:`unproven`."""
 
     def describe(self) -> str:
         head = f"{self.model}/{self.method}/{self.structure}"
+        if not self.decided:
+            return f"{head}: UNPROVEN: {self.reason}"
         if not self.ok:
             return f"{head}: VIOLATION: {self.reason}"
         if self.method == "patterns":
@@ -109,6 +120,18 @@ def _prepare(
 def _verdict(model: str, method: str, structure: str, reason: str | None) -> Verdict:
     ok = reason is None
     return Verdict(ok=ok, model=model, method=method, structure=structure, reason=reason)
+
+
+def unproven(model: str, structure: str, certificate_reason: str, limit: str) -> Verdict:
+    """The verdict when the certificate failed, the history is beyond the exact search
+    (``limit`` says how) and no violation pattern matched: a certificate that fails
+    proves only that the anchor's order is no witness, not that none exists."""
+    return Verdict(
+        ok=False, model=model, method="certificate", structure=structure, decided=False,
+        reason=f"the ord certificate fails ({certificate_reason}), which proves only that "
+        f"the anchor's order is no witness; no violation pattern matched; the exact search "
+        f"would decide it, but the history is too large for it ({limit})",
+    )
 
 
 def check_exact(
@@ -194,10 +217,13 @@ def check(
             one = [r for r in records if (r.queue or "") == queue]
             verdict = check(one, model=model, method=method, structure=structure,
                             drained=drained, exact_ops_max=exact_ops_max)  # fmt: skip
-            if not verdict.ok:
-                name = queue or "default"
-                return attrs.evolve(verdict, reason=f"queue {name!r}: {verdict.reason}")
-            verdicts.append(verdict)
+            name = queue or "default"
+            verdicts.append(attrs.evolve(verdict, reason=f"queue {name!r}: {verdict.reason}")
+                            if not verdict.ok else verdict)  # fmt: skip
+        # A proven violation of one queue settles it; an unproven queue leaves it open.
+        failed = [v for v in verdicts if not v.ok]
+        if failed:
+            return min(failed, key=lambda v: not v.decided)
         weakest = min(verdicts, key=lambda v: METHOD_STRENGTH[v.method])
         kinds = "+".join(sorted({v.structure for v in verdicts}))
         return _verdict(model, weakest.method, kinds, None)
@@ -230,10 +256,7 @@ def check(
             )
         except ExactLimitError:
             limit = f"over {EXACT_STATES_MAX} states"
-    if cert_reason is not None:
-        # A wrong certificate that nobody could overrule stays a failure.
-        return _verdict(
-            model, "certificate", structure, f"{cert_reason} (too large to search: {limit})"
-        )
     reason = find_violation_patterns(recs, structure=structure, realtime=realtime, drained=drained)
+    if cert_reason is not None and reason is None:
+        return unproven(model, structure, cert_reason, limit)
     return _verdict(model, "patterns", structure, reason)

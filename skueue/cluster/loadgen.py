@@ -65,7 +65,7 @@ class LoadConfig:
     """The clients' TLS (``connect(tls=...)``; None: ``$SKUEUE_TLS_CA``, if set)."""
     priorities: int = 1
     """Each insert request goes to a priority drawn at random from ``0..priorities-1``
-    (1: none is sent).  The queues must have been made with levels (``create_queue``);
+    (1: none is sent).  The queues must have been made with levels (:func:`make_queues`);
     the history takes each insert's level from its position, as the daemon assigned it."""
 
     def __attrs_post_init__(self) -> None:
@@ -217,6 +217,24 @@ def op_names(structure: str) -> tuple[str, str]:
 def lane_rng(seed: int, lane: str) -> random.Random:
     """A lane's own random choices, so a run repeats with its seed whatever the timing."""
     return random.Random(f"{seed}/{lane}")
+
+
+async def make_queues(config: LoadConfig) -> list[str]:
+    """Make the workload's named queues with its priority levels, before it starts; the
+    names of those this call made.  A queue of levels must be made so: its first
+    operation would make it without.  One made already with these settings is used as
+    it is; with others, ``create_queue`` raises ``RequestRejected`` saying which."""
+    if config.priorities <= 1 or not config.queues:
+        return []
+    made = []
+    async with connect(
+        config.nodes[0], request_timeout_s=config.request_timeout_s, token=config.token,
+        tls=config.tls,
+    ) as q:  # fmt: skip
+        for name in config.queues:
+            if await q.create_queue(name, priorities=config.priorities):
+                made.append(name)
+    return made
 
 
 async def run_load(

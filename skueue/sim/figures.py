@@ -3,9 +3,7 @@
 Needs matplotlib, which comes with the ``spark`` extra (``pip install 'skueue[spark]'``);
 nothing else in :mod:`skueue.sim` does.
 
-We draw on a bare :class:`matplotlib.figure.Figure` with the Agg canvas instead of going
-through ``pyplot``: pyplot keeps global state and picks a backend for the whole process,
-which a library must not do to the program that imports it (and Agg needs no display).
+The figure and the legend's place come from :mod:`skueue.sim.canvas`.
 
 Rows may come straight from :func:`~skueue.sim.sweep.run_point` or back from a CSV;
 several seeds of one point are averaged.
@@ -13,31 +11,26 @@ several seeds of one point are averaged.
 
 from __future__ import annotations
 
+import math
 import statistics
 from collections import defaultdict
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 
 from matplotlib.axes import Axes
-from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.ticker import NullLocator
 
-from skueue.sim.sweep import mean_rounds, number
+from skueue.sim.canvas import legend_outside, new_figure
+from skueue.sim.sweep import CurveKey, mean_rounds, no_requests, number
 
-# Small files: these PNGs are committed next to the CSVs.
-SIZE_INCHES = (7.0, 4.5)
-DPI = 100
 _INSERT_NAME = {"queue": "Enqueue", "stack": "Push"}
+LONE_N_SPREAD = 1.25
+"""With a single n, the tree-height estimate spans n / this .. n x this (log2 axis)."""
+FIGURE4_TITLE = "Figure 4: Skueue, mean rounds per request vs request probability"
 # Distinct hollow markers, so curves that coincide exactly (the queue's ratios 0 and 1 do)
 # stay visible on top of each other instead of one hiding the other.
 _MARKERS = ("o", "s", "^", "D", "v", "P", "X")
-
-
-def _new_figure() -> Figure:
-    figure = Figure(figsize=SIZE_INCHES, dpi=DPI)
-    FigureCanvasAgg(figure)  # attaches itself; savefig then renders with Agg
-    return figure
 
 
 def plot_rounds_vs_n(
@@ -46,7 +39,8 @@ def plot_rounds_vs_n(
     """Figures 2 and 3: mean rounds per request against ``n`` (log2 axis), one curve per ratio.
 
     A dashed grey line shows 1.5 x the aggregation-tree height, the dominant term of the
-    paper's estimate (1.5 h plus DHT routing rounds), so the gap to it is the DHT part.
+    paper's estimate (1.5 h plus DHT routing rounds), so the gap to it is the DHT part;
+    the y axis takes it in too (with a single n it is a short segment around that n).
     """
     rows = list(rows)
     if not rows:
@@ -57,31 +51,34 @@ def plot_rounds_vs_n(
     for row in rows:
         heights[number(row, "n")].append(number(row, "tree_height"))
 
-    figure = _new_figure()
+    figure = new_figure()
     ax = figure.add_subplot()
     tops: list[float] = []
-    for i, (ratio, curve) in enumerate(mean_rounds(rows, "n", "ratio").items()):
+    curves = mean_rounds(rows, "n", "ratio")
+    for i, (ratio, curve) in enumerate(curves.items()):
         _curve(ax, curve, i, f"{insert} ratio {ratio:g}")
         tops.extend(curve.values())
     ns = sorted(heights)
-    ax.plot(
-        ns,
-        [1.5 * statistics.fmean(heights[n]) for n in ns],
-        linestyle="--",
-        color="grey",
-        label="1.5 × tree height",
-    )
+    estimate = [1.5 * statistics.fmean(heights[n]) for n in ns]
+    tops.extend(estimate)
+    # A line through one point draws nothing: a lone n gets a short level segment.
+    xs = ns if len(ns) > 1 else [ns[0] / LONE_N_SPREAD, ns[0] * LONE_N_SPREAD]
+    ys = estimate if len(ns) > 1 else estimate * 2
+    ax.plot(xs, ys, linestyle="--", color="grey", label="1.5 × tree height")
+    if len(ns) == 1:
+        ax.set_xlim(ns[0] / LONE_N_SPREAD**2, ns[0] * LONE_N_SPREAD**2)
     ax.set_xscale("log", base=2)
     # One labelled tick per simulated n, written as plain integers (not 2^k).
     ax.xaxis.set_minor_locator(NullLocator())
     ax.set_xticks(ns, [str(int(n)) for n in ns])
     ax.tick_params(axis="x", labelrotation=45 if len(ns) > 8 else 0)
-    ax.set_xlabel("number of processes n (log2 scale)")
+    ax.set_xlabel("number of processes n (log2 scale)"
+                  + _not_drawn(curves, lambda r: f"ratio {r:g}", "n"))
     ax.set_ylabel("mean rounds per request")
     _y_from_zero(ax, tops)
     ax.set_title(title or f"Skueue {'/'.join(structures)}: rounds per request vs n")
     ax.grid(True, alpha=0.3)
-    ax.legend(fontsize="small")
+    legend_outside(ax)
     figure.tight_layout()
     return _save(figure, path)
 
@@ -89,31 +86,36 @@ def plot_rounds_vs_n(
 def plot_rounds_vs_probability(
     rows: Iterable[Mapping[str, object]], path: Path | str, title: str | None = None
 ) -> Path:
-    """Figure 4: mean rounds per request against the per-node request probability."""
+    """Figure 4: mean rounds per request against the per-node request probability.
+
+    Probabilities where no run made a request (small n, p and rounds) have no mean: they
+    are named under the x axis, not dropped without a word.
+    """
     rows = list(rows)
     if not rows:
         raise ValueError("no rows to plot")
     sizes = sorted({int(number(r, "n")) for r in rows})
     ratios = sorted({number(r, "ratio") for r in rows})
 
-    figure = _new_figure()
+    figure = new_figure()
     ax = figure.add_subplot()
     tops: list[float] = []
-    for i, (structure, curve) in enumerate(mean_rounds(rows, "p", "structure").items()):
+    curves = mean_rounds(rows, "p", "structure")
+    for i, (structure, curve) in enumerate(curves.items()):
         _curve(ax, curve, i, str(structure))
         tops.extend(curve.values())
-    ax.set_xlabel("per-node request probability p (per round)")
+    ax.set_xlabel("per-node request probability p (per round)"
+                  + _not_drawn(curves, str, "p"))
     ax.set_ylabel("mean rounds per request")
     _y_from_zero(ax, tops)
     n_text = ", ".join(str(n) for n in sizes)
     ratio_text = ", ".join(f"{r:g}" for r in ratios)
     ax.set_title(
         title
-        or f"Skueue: rounds per request vs request probability\n"
-        f"(n = {n_text}, insert ratio {ratio_text})"
+        or f"{FIGURE4_TITLE}\n(n = {n_text}, insert ratio {ratio_text})"
     )
     ax.grid(True, alpha=0.3)
-    ax.legend(fontsize="small")
+    legend_outside(ax)
     figure.tight_layout()
     return _save(figure, path)
 
@@ -129,10 +131,26 @@ def _curve(ax: Axes, curve: Mapping[float, float], index: int, label: str) -> No
     )
 
 
+def _not_drawn(
+    curves: Mapping[CurveKey, Mapping[float, float]],
+    name: Callable[[CurveKey], str],
+    x: str,
+) -> str:
+    """A second line for the x label naming the points without requests, or ``""``."""
+    missing: dict[CurveKey, list[float]] = defaultdict(list)
+    for curve, at in no_requests(curves):
+        missing[curve].append(at)
+    if not missing:
+        return ""
+    parts = [f"{name(c)} at {x} = {', '.join(f'{v:g}' for v in at)}" for c, at in missing.items()]
+    return "\nnot drawn, no request made: " + "; ".join(parts)
+
+
 def _y_from_zero(ax: Axes, values: Iterable[float]) -> None:
     # Rounds start at zero so curves compare by ratio, not by offset; headroom keeps the
     # top point off the frame (autoscaling does not add any once the bottom is pinned).
-    top = max(values, default=1.0)
+    # A point without requests is NaN, which max() would return if it came first.
+    top = max((v for v in values if math.isfinite(v)), default=1.0)
     ax.set_ylim(0, top * 1.1 if top > 0 else 1.0)
 
 

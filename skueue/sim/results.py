@@ -27,6 +27,8 @@ from skueue.sim.sweep import ROW_FIELDS, Row, mean_rounds, number
 DIGITS: Final = {"mean_rounds": 4, "entries_mean": 3, "messages_per_request": 3,
                  "wall_seconds": 2}
 """Digits kept in the CSVs: enough to compare runs, few enough to keep the files small."""
+NO_REQUESTS: Final = "no requests"
+"""A table's cell for a point whose runs made no request, hence have no mean."""
 INT_FIELDS: Final = frozenset({"n", "seed", "requests", "tree_height", "largest_batch",
                                "entries_min", "entries_max"})
 
@@ -59,7 +61,8 @@ def fit_rounds_per_doubling(rows: Iterable[Mapping[str, object]]) -> dict[float,
             (math.log2(number(row, "n")), number(row, "mean_rounds"))
         )
     slopes = {}
-    for ratio, points in sorted(samples.items()):
+    for ratio, all_points in sorted(samples.items()):
+        points = [(x, y) for x, y in all_points if not math.isnan(y)]  # no requests: no mean
         xs = [x for x, _ in points]
         if len(set(xs)) < 2:
             continue
@@ -78,7 +81,7 @@ def size_table(rows: Sequence[Mapping[str, object]]) -> str:
     lines = ["| n | tree height | " + " | ".join(f"ratio {r:g}" for r in ratios) + " |",
              "|" + "---:|" * (len(ratios) + 2)]
     for n in sorted(heights):
-        cells = " | ".join(f"{curves[r][n]:.1f}" if n in curves[r] else "" for r in ratios)
+        cells = " | ".join(_mean_cell(curves[r].get(n)) for r in ratios)
         lines.append(f"| {int(n)} | {int(heights[n])} | {cells} |")
     return "\n".join(lines)
 
@@ -91,9 +94,17 @@ def rate_table(rows: Sequence[Mapping[str, object]]) -> str:
     lines = ["| p | " + " | ".join(str(s) for s in names) + " |",
              "|" + "---:|" * (len(names) + 1)]
     for p in ps:
-        cells = " | ".join(f"{curves[s][p]:.1f}" if p in curves[s] else "" for s in names)
+        cells = " | ".join(_mean_cell(curves[s].get(p)) for s in names)
         lines.append(f"| {p:g} | {cells} |")
     return "\n".join(lines)
+
+
+def _mean_cell(mean: float | None) -> str:
+    """A table cell: empty where the point was not run, and says so where it made no
+    request (too few rounds or processes, or too small a p), rather than ``nan``."""
+    if mean is None:
+        return ""
+    return NO_REQUESTS if math.isnan(mean) else f"{mean:.1f}"
 
 
 def slope_table(rows: Sequence[Mapping[str, object]]) -> str:

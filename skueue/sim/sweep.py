@@ -68,6 +68,8 @@ RATIOS: Final = (0.0, 0.25, 0.5, 0.75, 1.0)
 # text copy, so we use an even grid up to one request per process per round.
 PROBABILITIES: Final = tuple(round(k / 10, 1) for k in range(1, 11))
 FIGURE4_RATIO: Final = 0.5
+FIGURE4_N: Final = 256
+"""Figure 4's n when not given and ``max_n`` allows (the paper's value was lost)."""
 PAPER_ROUNDS: Final = 1000
 
 
@@ -176,21 +178,50 @@ def sizes(max_n: int, min_n: int = 2) -> list[int]:
     return out
 
 
-def _size_sweep(structure: Structure, max_n: int, seeds: int, rounds: int) -> Iterator[Point]:
-    for n in sizes(max_n):
+def check_sizes(max_n: int, min_n: int = 2, figure4_n: int | None = None) -> int:
+    """Check an experiment's sizes; return Figure 4's n (:data:`FIGURE4_N` unless given,
+    never above ``max_n``).  Raises ValueError, one line naming the limit.
+
+    ``max_n`` bounds every figure, and must lie on the doubling axis from ``min_n``:
+    otherwise the sweep stopped short of it without a word (``--max-n 3`` ran n = 2).
+    The simulator takes any n; the axis is what doubles.
+    """
+    if min_n < 1 or max_n < min_n:
+        raise ValueError(f"--max-n {max_n} is below --min-n {min_n}")
+    axis = sizes(max_n, min_n)
+    if axis[-1] != max_n:
+        raise ValueError(
+            f"--max-n {max_n} is not on the doubling axis from --min-n {min_n} "
+            f"({', '.join(map(str, axis[:3]))}, ...): use {axis[-1]} or {2 * axis[-1]}"
+        )
+    if figure4_n is None:
+        return min(FIGURE4_N, max_n)
+    if figure4_n > max_n:
+        raise ValueError(f"--figure4-n {figure4_n} is above --max-n {max_n}")
+    return figure4_n
+
+
+def _size_sweep(
+    structure: Structure, max_n: int, seeds: int, rounds: int, min_n: int = 2
+) -> Iterator[Point]:
+    for n in sizes(max_n, min_n):
         for ratio in RATIOS:
             for seed in range(seeds):
                 yield Point(structure, n, ratio, seed, rounds=rounds)
 
 
-def figure2_points(max_n: int, seeds: int = 1, rounds: int = PAPER_ROUNDS) -> Iterator[Point]:
-    """Figure 2: the queue, every size up to ``max_n``, every Enqueue ratio."""
-    return _size_sweep(Structure.QUEUE, max_n, seeds, rounds)
+def figure2_points(
+    max_n: int, seeds: int = 1, rounds: int = PAPER_ROUNDS, min_n: int = 2
+) -> Iterator[Point]:
+    """Figure 2: the queue, every size from ``min_n`` up to ``max_n``, every Enqueue ratio."""
+    return _size_sweep(Structure.QUEUE, max_n, seeds, rounds, min_n)
 
 
-def figure3_points(max_n: int, seeds: int = 1, rounds: int = PAPER_ROUNDS) -> Iterator[Point]:
-    """Figure 3: the stack, every size up to ``max_n``, every Push ratio."""
-    return _size_sweep(Structure.STACK, max_n, seeds, rounds)
+def figure3_points(
+    max_n: int, seeds: int = 1, rounds: int = PAPER_ROUNDS, min_n: int = 2
+) -> Iterator[Point]:
+    """Figure 3: the stack, every size from ``min_n`` up to ``max_n``, every Push ratio."""
+    return _size_sweep(Structure.STACK, max_n, seeds, rounds, min_n)
 
 
 def figure4_points(
@@ -243,11 +274,24 @@ def mean_rounds(
     """``{curve value: {x value: mean of mean_rounds over seeds}}``, both levels sorted.
 
     ``x`` is a numeric field (``n`` or ``p``); ``curve`` is ``ratio`` or ``structure``.
+    A seed whose run made no request (possible at a small p, n and rounds) has no mean
+    and is left out; a point where no seed made one is NaN, and :func:`no_requests`
+    names it, so that tables and plots can say so instead of dropping it.
     """
     cells: dict[CurveKey, dict[float, list[float]]] = defaultdict(lambda: defaultdict(list))
     for row in rows:
         cells[_curve_key(row[curve])][number(row, x)].append(number(row, "mean_rounds"))
     return {
-        c: {k: statistics.fmean(v) for k, v in sorted(cells[c].items())}
+        c: {k: _mean_of_measured(v) for k, v in sorted(cells[c].items())}
         for c in sorted(cells, key=_order)
     }
+
+
+def _mean_of_measured(values: Sequence[float]) -> float:
+    measured = [v for v in values if not math.isnan(v)]
+    return statistics.fmean(measured) if measured else math.nan
+
+
+def no_requests(curves: Mapping[CurveKey, Mapping[float, float]]) -> list[tuple[CurveKey, float]]:
+    """The (curve, x) points of :func:`mean_rounds` where no run made a request."""
+    return [(c, x) for c, curve in curves.items() for x, v in curve.items() if math.isnan(v)]

@@ -98,8 +98,8 @@ def test_analyze_reports_pei_zero_on_the_same_history(
     summary = json.loads((out / "summary.json").read_text())
     (unit,) = summary["histories"]
     assert unit["queue"] == QUEUE and unit["levels"] == list(range(LEVELS))
-    assert unit["verdicts"]["linearizable"] == {"ok": True, "method": "certificate",
-                                                "reason": None}  # fmt: skip
+    assert unit["verdicts"]["linearizable"] == {"ok": True, "decided": True,
+                                                "method": "certificate", "reason": None}
     (pei,) = summary["pei"]
     removed = sum(r.op == "dequeue" and r.value is not None for r in run.records)
     assert (pei["queue"], pei["method"], pei["count"]) == (QUEUE, "exact at ord", removed)

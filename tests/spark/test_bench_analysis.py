@@ -142,3 +142,39 @@ def test_throughput_in_rounds_with_bins_wider_than_one(spark: SparkSession) -> N
     assert {r["width"] for r in rows} == {5.0}  # whole rounds, about 100 bins
     assert sum(r["count"] for r in rows) == 100
     assert sorted(r["bin"] for r in rows) == list(range(len(rows)))
+    # The span ends at round 298, 4 rounds (295..298) into the last bin: 2 completions.
+    last = max(rows, key=lambda r: r["bin"])
+    assert (last["count"], last["covered"], last["rate"]) == (2, 4.0, 0.5)
+
+
+def test_the_last_bin_is_rated_over_the_part_the_span_covers(spark: SparkSession) -> None:
+    from skueue.analysis import stats
+
+    # Two completions a second from 0 to 247.75 s: bins of 5 s, and the last one, from
+    # 245 s, covers 2.75 s of the run (6 completions: a rate of 2.2, not 6 / 5 = 1.2).
+    records = spark.createDataFrame(
+        [(0, "c0", "enqueue", f"v{k}", 0.5 * k, 0.25 + 0.5 * k) for k in range(496)],
+        "hid int, process string, op string, value string, invoke double, response double",
+    )
+    rows = sorted(stats.throughput(records, stats.history_summaries(records)).collect(),
+                  key=lambda r: r["bin"])
+    assert {r["width"] for r in rows} == {5.0} and len(rows) == 50
+    assert all(r["covered"] == 5.0 and r["rate"] == 2.0 for r in rows[:-1])
+    last = rows[-1]
+    assert (last["count"], last["covered"]) == (6, pytest.approx(2.75))
+    assert last["rate"] == pytest.approx(6 / 2.75)
+
+
+def test_a_client_history_without_members_gets_no_storage_per_client(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    # A bench history names clients (c0, c1, c2), which own no DHT entries: hashing
+    # positions onto a ring of them drew bars under a title about DHT fairness.
+    (tmp_path / "bench.jsonl").write_text("".join(json.dumps(r) + "\n" for r in bench_history()))
+    out = tmp_path / "out"
+    assert main(["analyze", str(tmp_path / "bench.jsonl"), "--drained", "--out", str(out)]) == 0
+    assert not (out / "storage.png").exists()
+    assert spark.read.parquet(str(out / "storage")).count() == 0
+    report = (out / "report.md").read_text()
+    assert "this history's processes are clients" in report
+    assert "--members ID,..." in report

@@ -55,9 +55,13 @@ def test_figure2_command_writes_table_csv_and_plot(
 
 @pytest.mark.spark
 def test_report_links_its_plot_and_csv(spark: SparkSession, tmp_path: Path) -> None:
-    assert main(["experiment", "--figures", "2", "4", "--max-n", "4", "--figure4-n", "4",
+    # No --figure4-n: Figure 4 follows --max-n (it stayed at n = 256 and ran for minutes).
+    assert main(["experiment", "--figures", "2", "4", "--max-n", "4",
                  "--rounds", "10", "--out", str(tmp_path)]) == 0
     report = (tmp_path / "report.md").read_text()
+    assert "(n = 4, insert ratio 0.5)" in report
+    with (tmp_path / "figure4_rate.csv").open() as f:
+        assert {row["n"] for row in csv.DictReader(f)} == {"4"}
     for stem in ("figure2_queue", "figure4_rate"):
         for target in (f"{stem}.png", f"{stem}.csv"):
             assert f"]({target})" in report, target  # a relative link, resolvable

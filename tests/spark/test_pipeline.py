@@ -91,7 +91,7 @@ def test_swapped_dequeues_get_a_violation_and_exit_1(analysed: Run) -> None:
 def test_analyze_writes_report_plots_and_tables(spark: SparkSession, analysed: Run) -> None:
     out, n = analysed.out, analysed.records
     assert analysed.history("sim")["verdicts"]["linearizable"] == {
-        "ok": True, "method": "certificate", "reason": None}
+        "ok": True, "decided": True, "method": "certificate", "reason": None}
     assert analysed.summary["records"] == 2 * n
     assert analysed.summary["malformed_lines"] == 1
     report = (out / "report.md").read_text()

@@ -15,6 +15,7 @@ from matplotlib.figure import Figure
 from matplotlib.patches import Rectangle
 
 from skueue.analysis import plots
+from tests.unit.plot_checks import assert_legend_covers_no_data
 
 
 @pytest.fixture
@@ -105,3 +106,54 @@ def test_batches_histogram_counts_whole_batches(tmp_path: Path, drawn: list[Figu
     bars = [p for p in ax.patches if isinstance(p, Rectangle)]
     heights = sorted(round(p.get_height()) for p in bars if p.get_height())
     assert sum(heights) == 5, heights  # every batch counted once (stacked per node)
+
+
+def _zigzag(bins: int, covered_last: float = 1.0) -> list[dict[str, Any]]:
+    """Two kinds whose rates alternate 0 and 10 every bin: lines everywhere, no free
+    corner for a legend inside the axes."""
+    return [{"hid": 0, "bin": b, "start": float(b), "width": 1.0,
+             "covered": covered_last if b == bins - 1 else 1.0, "kind": k,
+             "count": 10 * ((b + i) % 2), "rate": 10.0 * ((b + i) % 2)}
+            for b in range(bins) for i, k in enumerate(("enqueue", "dequeue"))]
+
+
+def test_throughput_legend_covers_no_line(tmp_path: Path, drawn: list[Figure]) -> None:
+    # The legend sat on the "all" line of a real bench run.
+    plots.plot_throughput(_zigzag(40), "seconds", "t", tmp_path / "throughput.png")
+    (figure,) = drawn
+    assert_legend_covers_no_data(figure)
+
+
+def test_storage_legend_covers_no_bar_of_a_single_process(
+    tmp_path: Path, drawn: list[Figure]
+) -> None:
+    rows = [{"hid": 0, "process": "127.0.0.1:7401", "stored": 1474, "held": 3}]
+    plots.plot_storage(rows, "s", tmp_path / "storage.png", member_source="--members")
+    (figure,) = drawn
+    assert_legend_covers_no_data(figure)
+    assert "--members" in figure.axes[0].get_xlabel(), "says where the members came from"
+
+
+def test_a_partial_last_bin_is_drawn_at_its_rate_over_its_part(
+    tmp_path: Path, drawn: list[Figure]
+) -> None:
+    # The span ends 0.6 into the last bin, which held 6 completions: a rate of 10 over
+    # that part, drawn up to 9.6 s (over the whole bin it read 6: a cliff at the end).
+    rows = [{"hid": 0, "bin": b, "start": float(b), "width": 1.0,
+             "covered": 0.6 if b == 9 else 1.0, "kind": "enqueue",
+             "count": 6 if b == 9 else 10, "rate": 10.0} for b in range(10)]
+    plots.plot_throughput(rows, "seconds", "t", tmp_path / "throughput.png")
+    (figure,) = drawn
+    total = _line(figure, "all")
+    assert _value_at(total, 9.3) == 10
+    assert max(total.get_xdata()) == pytest.approx(9.6)
+    assert figure.axes[0].get_xlim()[1] == pytest.approx(9.6)
+
+
+def test_a_sliver_of_a_last_bin_is_left_out(tmp_path: Path, drawn: list[Figure]) -> None:
+    # One completion in the last 0.01 of a bin is no rate of 100 per second.
+    rows = _zigzag(10, covered_last=0.01)
+    assert len(plots.rated_bins(rows)) == len(rows) - 2
+    plots.plot_throughput(rows, "seconds", "t", tmp_path / "throughput.png")
+    (figure,) = drawn
+    assert max(_line(figure, "all").get_xdata()) == pytest.approx(9.0)

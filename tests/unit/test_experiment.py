@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import math
+import re
 from pathlib import Path
 
 import pytest
 
+from skueue.cli.skueue import main
 from skueue.core.ops import Structure
 from skueue.sim.figures import plot_rounds_vs_n, plot_rounds_vs_probability
 from skueue.sim.results import (
@@ -22,6 +24,7 @@ from skueue.sim.sweep import (
     RATIOS,
     ROW_FIELDS,
     Point,
+    check_sizes,
     figure2_points,
     figure3_points,
     figure4_points,
@@ -169,3 +172,47 @@ def test_plots_write_non_empty_pngs(tmp_path: Path) -> None:
 def test_plots_refuse_no_rows(tmp_path: Path) -> None:
     with pytest.raises(ValueError):
         plot_rounds_vs_n([], tmp_path / "x.png")
+
+
+def test_max_n_off_the_doubling_axis_is_refused_in_one_line(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    # --max-n 3 used to run n = 2 only, without a word, and Figure 4 at n = 256 (405 s).
+    with pytest.raises(SystemExit) as exit_:
+        main(["experiment", "--max-n", "3"])
+    assert exit_.value.code == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1
+    assert "--max-n 3 is not on the doubling axis from --min-n 2" in err
+    assert "use 2 or 4" in err
+
+
+@pytest.mark.parametrize(
+    ("max_n", "min_n", "figure4_n", "expected"),
+    [(4096, 2, None, 256), (8, 2, None, 8), (2, 2, None, 2), (64, 2, 16, 16), (12, 3, None, 12)],
+)
+def test_figure4_n_follows_max_n(
+    max_n: int, min_n: int, figure4_n: int | None, expected: int
+) -> None:
+    assert check_sizes(max_n, min_n, figure4_n) == expected
+
+
+@pytest.mark.parametrize(
+    ("max_n", "min_n", "figure4_n", "message"),
+    [
+        (3, 2, None, "--max-n 3 is not on the doubling axis from --min-n 2 (2, ...): use 2 or 4"),
+        (10, 3, None, "--max-n 10 is not on the doubling axis from --min-n 3 (3, 6, ...)"),
+        (2, 4, None, "--max-n 2 is below --min-n 4"),
+        (8, 2, 16, "--figure4-n 16 is above --max-n 8"),
+    ],
+)
+def test_sizes_that_cannot_be_run_are_refused(
+    max_n: int, min_n: int, figure4_n: int | None, message: str
+) -> None:
+    with pytest.raises(ValueError, match="^" + re.escape(message)):
+        check_sizes(max_n, min_n, figure4_n)
+
+
+def test_sweeps_start_at_min_n() -> None:
+    assert {p.n for p in figure2_points(12, min_n=3)} == {3, 6, 12}
+    assert {p.n for p in figure3_points(16, min_n=4)} == {4, 8, 16}
