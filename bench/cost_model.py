@@ -23,7 +23,7 @@ Every ``Send`` effect a process returns is a message that crosses processes (the
 delivers messages between a process's own three virtual nodes inside the process, for
 free).  Each is counted per kind, per sending and per receiving process, with its bytes
 on the wire as a daemon frames it: a 4-byte length header and the msgpack of
-``["msg", to_kind, encode_message(m)]`` (``runtime/host.py``, ``wire/framing.py``; one
+``["msg", to_kind, encode_message(m)]`` (``host/host.py``, ``wire/framing.py``; one
 frame per message, no TCP/IP overhead counted).
 
 Definitions (``ops`` = operations completed in the counted window, ``M`` = messages):

@@ -13,7 +13,7 @@ from collections.abc import Callable, Sequence
 from importlib.metadata import PackageNotFoundError, version
 from typing import Any, Final, NoReturn
 
-from skueue.runtime.address import AddressError, parse_address
+from skueue.host.address import AddressError, parse_address
 
 EXIT_USAGE = 2
 EXIT_FAILED = 1

@@ -35,7 +35,7 @@ from skueue.client.api import DEFAULT_NODE, DEFAULT_REQUEST_TIMEOUT_S
 from skueue.cluster.launch import ClusterError, launch
 from skueue.cluster.loadgen import LoadConfig, LoadResult, make_queues, run_load
 from skueue.core.ops import PRIORITIES_MAX
-from skueue.runtime.address import AddressError, parse_addresses
+from skueue.host.address import AddressError, parse_addresses
 
 
 def add_parser(sub: Any) -> None:

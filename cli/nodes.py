@@ -2,7 +2,7 @@
 
 A seed list is ``HOST:PORT[,HOST:PORT...]``: the client takes the first member that
 answers, in order.  Every command that talks to a daemon (``top`` too), ``$SKUEUE_NODE``
-and ``connect()`` parse it with one parser (:func:`skueue.runtime.address.parse_seed_list`),
+and ``connect()`` parse it with one parser (:func:`skueue.host.address.parse_seed_list`),
 so a list means the same wherever it is given.
 """
 
@@ -13,7 +13,7 @@ import os
 
 from skueue.cli.args import fail
 from skueue.client.api import DEFAULT_NODE
-from skueue.runtime.address import AddressError, parse_seed_list
+from skueue.host.address import AddressError, parse_seed_list
 
 
 def seed_addresses(text: str) -> str:

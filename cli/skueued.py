@@ -40,7 +40,7 @@ from skueue.cli.args import (
 )
 from skueue.cli.running import leaves
 from skueue.core.ops import Structure
-from skueue.runtime.address import AddressError, parse_address, parse_addresses
+from skueue.host.address import AddressError, parse_address, parse_addresses
 from skueue.runtime.client_auth import ClientTokens
 from skueue.runtime.daemon import Daemon, DaemonConfig
 from skueue.runtime.disk_space import disk_failure

@@ -49,7 +49,7 @@ from skueue.client.errors import (
 )
 from skueue.client.tls import resolve as resolve_tls
 from skueue.core.ops import PRIORITIES_MAX, queue_name_problem
-from skueue.runtime.address import AddressError, parse_seed_list
+from skueue.host.address import AddressError, parse_seed_list
 from skueue.runtime.limits import Limits
 from skueue.wire.client_protocol import (
     LEASE_MS_MAX,

@@ -20,7 +20,7 @@ from skueue.client.errors import (
     error_from,
     reason,
 )
-from skueue.runtime.address import AddressError, parse_address
+from skueue.host.address import AddressError, parse_address
 from skueue.wire.client_protocol import ClientHello
 from skueue.wire.client_replies import UNAUTHORIZED, ErrorReply, Welcome, parse_reply
 from skueue.wire.errors import RemoteProtocolError

@@ -20,7 +20,7 @@ import structlog
 import trio
 
 from skueue.core.ops import Structure
-from skueue.runtime.address import Address
+from skueue.host.address import Address
 from skueue.runtime.daemon import Daemon, DaemonConfig, bind
 from skueue.runtime.limits import Limits
 from skueue.runtime.logging import configure

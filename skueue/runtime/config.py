@@ -7,7 +7,7 @@ from pathlib import Path
 import attrs
 
 from skueue.core.ops import Structure
-from skueue.runtime.address import Address
+from skueue.host.address import Address
 from skueue.runtime.client_auth import ClientTokens
 from skueue.runtime.input_log import SyncPolicy
 from skueue.runtime.limits import Limits

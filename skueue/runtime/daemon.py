@@ -3,7 +3,7 @@
 Theory of operation
 -------------------
 One task, the *owner* (:mod:`skueue.runtime.owner`), is the only one that touches the
-:class:`~skueue.runtime.host.Host` (and through it the
+:class:`~skueue.host.host.Host` (and through it the
 :class:`~skueue.core.process.Process`).  Everything else feeds it through one bounded
 channel, the inbox: a reader task per incoming connection (:mod:`skueue.runtime.incoming`
 for peers, :mod:`skueue.runtime.sessions` for clients) and the owner's own pacing timer.
@@ -29,22 +29,22 @@ from typing import Any
 import trio
 
 from skueue.core.process import Process
+from skueue.host.address import Address, parse_address
+from skueue.host.directory import Directory
+from skueue.host.host import Host
+from skueue.host.retries import RetryWindow
 from skueue.overlay.ring import build_views
-from skueue.runtime.address import Address, parse_address
 from skueue.runtime.config import DaemonConfig
 from skueue.runtime.data_lock import DataDirLock
-from skueue.runtime.directory import Directory
 from skueue.runtime.disk_space import DiskSpace
 from skueue.runtime.entry_store import ENTRIES_DIRECTORY, SnapshotEntryStore, attach
 from skueue.runtime.errors import DaemonError
 from skueue.runtime.handshake import check_distinct
-from skueue.runtime.host import Host
 from skueue.runtime.incoming import IncomingConnections
 from skueue.runtime.input_log import InputLog, Meta
 from skueue.runtime.peers import PeerLinks
 from skueue.runtime.replay import Replay
 from skueue.runtime.resources import files_needed, raise_open_files_limit
-from skueue.runtime.retries import RetryWindow
 from skueue.runtime.state import log
 from skueue.wire.client_protocol import PROTOCOL_VERSION, limits_for_clients
 from skueue.wire.client_replies import Welcome

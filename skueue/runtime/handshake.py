@@ -24,7 +24,7 @@ from typing import Any
 import attrs
 import trio
 
-from skueue.runtime.address import Address, AddressError, parse_address
+from skueue.host.address import Address, AddressError, parse_address
 from skueue.runtime.errors import DaemonError
 from skueue.runtime.peer_auth import auth_map
 from skueue.runtime.tls import socket_of

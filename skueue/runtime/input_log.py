@@ -11,7 +11,7 @@ sends of its own accord, and syncs the log before it sends anything of the same 
 through the same code: the process, its peers' frame numbers, the outbox of every link
 and the retry window come back as they were.  Frames sent again are skipped by the peers
 (runtime/link_receiver.py); clients that retry get the first attempt's outcome
-(runtime/retries.py).
+(host/retries.py).
 
 Files in the data directory:
 

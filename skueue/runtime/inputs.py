@@ -12,8 +12,8 @@ import attrs
 
 from skueue.core.messages.membership import MembershipMessage
 from skueue.core.messages.stages import Message
+from skueue.host.address import Address
 from skueue.overlay.labels import Kind
-from skueue.runtime.address import Address
 from skueue.runtime.sessions import ClientGone, ClientInput
 
 

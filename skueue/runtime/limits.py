@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import attrs
 
-from skueue.runtime.retries import RETRY_WINDOW_BYTES_MAX, RETRY_WINDOW_REQUESTS_MAX
+from skueue.host.retries import RETRY_WINDOW_BYTES_MAX, RETRY_WINDOW_REQUESTS_MAX
 from skueue.wire.framing import FRAME_BYTES_MAX
 
 
@@ -78,7 +78,7 @@ class Limits:
     # are down (the client may ask for a shorter or longer time in its hello).
     request_timeout_s: float = 10.0
     # Finished requests of clients with a session, kept so that a retry gets the first
-    # attempt's outcome (runtime/retries.py): a retry later than this runs again.
+    # attempt's outcome (host/retries.py): a retry later than this runs again.
     retry_window_requests_max: int = RETRY_WINDOW_REQUESTS_MAX
     retry_window_bytes_max: int = RETRY_WINDOW_BYTES_MAX
     # A durable daemon compacts its input log into a snapshot when the log reaches this

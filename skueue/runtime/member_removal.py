@@ -36,7 +36,7 @@ import trio
 
 from skueue.core.membership.removal import Hold
 from skueue.core.messages.membership import JoinRequest
-from skueue.runtime.address import AddressError, parse_address
+from skueue.host.address import AddressError, parse_address
 from skueue.runtime.inputs import RemovalProbed
 from skueue.runtime.removal_check import RemovalCheck
 from skueue.runtime.state import DaemonState, log

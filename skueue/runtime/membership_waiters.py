@@ -12,11 +12,11 @@ from __future__ import annotations
 import trio
 
 from skueue.core.process import Process
+from skueue.host.address import Address, AddressError, parse_address
+from skueue.host.host import COUNTER_NAMES, Host
 from skueue.overlay.labels import Kind, node_ref
-from skueue.runtime.address import Address, AddressError, parse_address
 from skueue.runtime.entry_store import attach
 from skueue.runtime.errors import DaemonError
-from skueue.runtime.host import COUNTER_NAMES, Host
 from skueue.runtime.inputs import ClientError, JoinStart
 from skueue.runtime.state import DaemonState, log
 from skueue.wire.client_replies import INVALID, UNAVAILABLE, Done, ErrorReply

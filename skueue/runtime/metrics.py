@@ -32,8 +32,8 @@ from prometheus_client.core import (
 )
 from prometheus_client.registry import Collector
 
+from skueue.host.queue_stats import LEASE_COUNT_NAMES
 from skueue.runtime.http_probe import Handler, HttpProbe, Response, text
-from skueue.runtime.queue_stats import LEASE_COUNT_NAMES
 from skueue.runtime.tallies import Histogram
 
 if TYPE_CHECKING:

@@ -25,7 +25,8 @@ import trio
 
 from skueue.core.errors import PeerError
 from skueue.core.process import TickDue
-from skueue.runtime.directory import vouches
+from skueue.host.directory import vouches
+from skueue.host.retries import RetryKey
 from skueue.runtime.inputs import (
     ClientError,
     Input,
@@ -39,7 +40,6 @@ from skueue.runtime.inputs import (
 from skueue.runtime.logging import DEBUG_LOGS
 from skueue.runtime.member_removal import MemberRemoval
 from skueue.runtime.membership_waiters import MembershipWaiters
-from skueue.runtime.retries import RetryKey
 from skueue.runtime.sessions import ClientGone, ClientInput
 from skueue.runtime.snapshots import capture
 from skueue.runtime.state import log

@@ -11,7 +11,7 @@ A peer that left the cluster is forgotten with its outbox: the protocol sends to
 processes only what losing is harmless.
 
 Process ids are not addresses: where a process listens comes from the member directory
-(:mod:`skueue.runtime.directory`), which the daemons spread by gossip.  A link to a
+(:mod:`skueue.host.directory`), which the daemons spread by gossip.  A link to a
 process met in a message is opened on first use at the directory's address; frames for
 a process whose address has not arrived yet wait in its outbox until it does.  The links
 also remember since when each peer is down, for error replies and ``skueue stats``.
@@ -28,10 +28,10 @@ import trio
 
 from skueue.core.messages.membership import MembershipMessage
 from skueue.core.messages.stages import Message
+from skueue.host.address import Address
+from skueue.host.directory import Directory
 from skueue.overlay.labels import Kind
-from skueue.runtime.address import Address
 from skueue.runtime.connections import first_frame
-from skueue.runtime.directory import Directory
 from skueue.runtime.errors import DaemonError, RefusedForGood
 from skueue.runtime.handshake import PeerGreeting, parse_peer_hello
 from skueue.runtime.limits import Limits

@@ -18,9 +18,9 @@ from pathlib import Path
 from typing import Any
 
 from skueue.core.errors import PeerError
+from skueue.host.address import parse_address
+from skueue.host.directory import vouches
 from skueue.overlay.labels import Kind
-from skueue.runtime.address import parse_address
-from skueue.runtime.directory import vouches
 from skueue.runtime.entry_store import named_records
 from skueue.runtime.errors import DaemonError
 from skueue.runtime.input_log import open_snapshot

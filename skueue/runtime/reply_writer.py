@@ -50,7 +50,7 @@ class ClientSession:
     request_timeout_s: float | None = None
     admin: bool = False
     version: int = 1
-    # The client's session id (its requests may come again: runtime/retries.py).
+    # The client's session id (its requests may come again: host/retries.py).
     session: str | None = None
     role: str = "admin"  # its token's (runtime/client_auth.py); without tokens, anything
     closed: bool = False

@@ -21,9 +21,9 @@ from typing import Any, BinaryIO
 
 import attrs
 
-from skueue.runtime.directory import Directory
+from skueue.host.directory import Directory
+from skueue.host.host import Host
 from skueue.runtime.entry_store import SnapshotEntryStore, dump, load
-from skueue.runtime.host import Host
 from skueue.runtime.link_receiver import Inbound
 from skueue.runtime.link_sender import Blob, LinkSender
 from skueue.runtime.peers import PeerLinks

@@ -14,14 +14,14 @@ import structlog
 import trio
 
 from skueue.core.effects import Effect
-from skueue.runtime.address import Address
+from skueue.host.address import Address
+from skueue.host.directory import Directory
+from skueue.host.host import Host
 from skueue.runtime.config import DaemonConfig
 from skueue.runtime.data_lock import DataDirLock
-from skueue.runtime.directory import Directory
 from skueue.runtime.disk_space import DiskSpace
 from skueue.runtime.entry_store import SnapshotEntryStore
 from skueue.runtime.health import PhaseWatch, Readiness, readiness
-from skueue.runtime.host import Host
 from skueue.runtime.input_log import InputLog
 from skueue.runtime.inputs import Input
 from skueue.runtime.link_receiver import Inbound

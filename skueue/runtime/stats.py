@@ -12,8 +12,8 @@ from typing import Any
 
 import attrs
 
-from skueue.runtime.host import Host
-from skueue.runtime.queue_stats import merge, nothing
+from skueue.host.host import Host
+from skueue.host.queue_stats import merge, nothing
 from skueue.wire.client_replies import StatsReply
 
 

@@ -19,7 +19,7 @@ class ClientHello:
     request_timeout_s: float | None = None
     admin: bool = False
     # Names the client's session: its requests are unique by (session, rid) across its
-    # connections, so that a retry gets the first attempt's outcome (runtime/retries.py).
+    # connections, so that a retry gets the first attempt's outcome (host/retries.py).
     session: str | None = None
     token: str | None = None  # the client's credential (runtime/client_auth.py)
 

@@ -18,7 +18,7 @@ from typing import Any
 import msgpack
 import trio
 
-from skueue.runtime.address import Address
+from skueue.host.address import Address
 from skueue.runtime.daemon import Daemon, DaemonConfig
 from skueue.runtime.limits import Limits
 from skueue.wire.framing import HEADER_BYTES, pack

@@ -17,7 +17,7 @@ from typing import Any
 
 import trio
 
-from skueue.runtime.address import Address
+from skueue.host.address import Address
 
 COPY_BYTES = 65536
 

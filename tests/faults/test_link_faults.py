@@ -8,7 +8,7 @@ cutting frames in the middle and throwing away what was in flight:
   the links must make up for it (numbered frames, resent after the reconnect, taken once);
 - **client connections**: every client connects through the proxy; the clients reconnect
   and send their waiting requests again, and the daemons answer a retry with its first
-  attempt's outcome (``runtime/retries.py``), so nothing is applied twice and no removed
+  attempt's outcome (``host/retries.py``), so nothing is applied twice and no removed
   element is lost with a broken reply.
 
 Then the faults stop, a drain empties the queue, and the history must pass the checkers
@@ -25,7 +25,7 @@ from pathlib import Path
 import pytest
 import trio
 
-from skueue.runtime.address import Address
+from skueue.host.address import Address
 from tests.e2e.daemons import HOST, Daemon, free_ports, spawn, stop, wait_ready
 from tests.e2e.oracle import assert_history_ok
 from tests.faults.chaos_proxy import ChaosProxy

@@ -23,7 +23,7 @@ import attrs
 import pytest
 import trio
 
-from skueue.runtime.address import Address
+from skueue.host.address import Address
 from skueue.runtime.peer_auth import generate_key
 from tests.e2e.certs import make_certs
 from tests.e2e.daemons import HOST, Daemon, free_ports, spawn, stop, wait_ready

@@ -11,7 +11,7 @@ from skueue.core.batch import Batch, Batches
 from skueue.core.batch_checks import batches_problem
 from skueue.core.ops import OpKind, Structure
 from skueue.core.process import TickDue
-from skueue.runtime.host import Host
+from skueue.host.host import Host
 from skueue.sim.cluster import build_cluster, process_ids
 from tests.unit.test_host import one_process_host
 

@@ -14,9 +14,9 @@ from skueue.core.messages.stages import GetReply
 from skueue.core.node.virtual_node import ProtocolError
 from skueue.core.ops import Structure
 from skueue.core.process import Process
+from skueue.host.host import Host
 from skueue.overlay.labels import Kind
 from skueue.overlay.ring import build_views
-from skueue.runtime.host import Host
 from skueue.runtime.stats import local_stats
 from skueue.wire.client_replies import Done, ErrorReply
 from skueue.wire.peer import decode_message

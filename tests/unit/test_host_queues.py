@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from skueue.core.ops import Structure
-from skueue.runtime.host import Host
+from skueue.host.host import Host
 from skueue.runtime.stats import local_stats
 from tests.unit.test_blocking_remove import WAITING, replies
 from tests.unit.test_host import one_process_host, settle

@@ -1,4 +1,4 @@
-"""Per-queue statistics (skueue.runtime.queue_stats): counts, rolling rates like the load
+"""Per-queue statistics (skueue.host.queue_stats): counts, rolling rates like the load
 average, the cluster's sums, a departed member's counts handed to its heir."""
 
 from __future__ import annotations
@@ -7,8 +7,8 @@ import math
 
 import pytest
 
-from skueue.runtime.directory import parse_departure
-from skueue.runtime.queue_stats import RATE_SAMPLE_S, RATE_WINDOWS_S, QueueStats, merge
+from skueue.host.directory import parse_departure
+from skueue.host.queue_stats import RATE_SAMPLE_S, RATE_WINDOWS_S, QueueStats, merge
 from skueue.wire.errors import RemoteProtocolError
 
 

@@ -1,10 +1,10 @@
-"""Requests sent again (runtime/retries.py, through runtime/host.py): a retry gets the
+"""Requests sent again (host/retries.py, through host/host.py): a retry gets the
 first attempt's outcome and never a second effect."""
 
 from __future__ import annotations
 
-from skueue.runtime.host import Host
-from skueue.runtime.retries import RetryWindow
+from skueue.host.host import Host
+from skueue.host.retries import RetryWindow
 from tests.unit.test_host import one_process_host, settle
 
 

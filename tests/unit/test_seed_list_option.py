@@ -12,7 +12,7 @@ from skueue.cli.args import address
 from skueue.cli.nodes import seed_addresses
 from skueue.client.api import seed_list
 from skueue.client.errors import BadAddress
-from skueue.runtime.address import Address, AddressError, parse_seed_list
+from skueue.host.address import Address, AddressError, parse_seed_list
 
 
 def node_options() -> dict[str, argparse.Action]:

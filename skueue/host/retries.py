@@ -22,9 +22,9 @@ count in ``dropped_results``.
 from __future__ import annotations
 
 from collections import OrderedDict
+from dataclasses import dataclass, field
 from typing import Any
 
-import attrs
 import msgpack
 
 RetryKey = tuple[str, int]  # (client session, request id)
@@ -38,7 +38,7 @@ RETRY_WINDOW_BYTES_MAX = 64 * 1024 * 1024
 REQUEST_OVERHEAD_BYTES = 240
 
 
-@attrs.define
+@dataclass(slots=True)
 class Finished:
     # The results, packed with msgpack: a result as a list ([ord, position]) took 144 B
     # of memory, about ten times its packed size, and a window of enqueue results held
@@ -55,11 +55,11 @@ class Finished:
         return msgpack.unpackb(self.packed)
 
 
-@attrs.define
+@dataclass(slots=True)
 class RetryWindow:
     requests_max: int = RETRY_WINDOW_REQUESTS_MAX
     bytes_max: int = RETRY_WINDOW_BYTES_MAX
-    finished: OrderedDict[RetryKey, Finished] = attrs.field(factory=OrderedDict)
+    finished: OrderedDict[RetryKey, Finished] = field(default_factory=OrderedDict)
     bytes: int = 0
 
     def get(self, key: RetryKey) -> Finished | None:

@@ -19,9 +19,8 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
 from typing import Any
-
-import attrs
 
 RATE_WINDOWS_S = (60.0, 300.0, 900.0)
 """The rolling averages' time constants: 1, 5 and 15 minutes."""
@@ -31,7 +30,7 @@ LEASE_COUNT_NAMES = ("leased", "acked", "nacked", "expired", "dead_lettered")
 COUNT_NAMES = ("inserted", "removed", "empty", "deleted", *LEASE_COUNT_NAMES)
 
 
-@attrs.define
+@dataclass(slots=True)
 class QueueCounts:
     inserted: int = 0
     removed: int = 0
@@ -45,16 +44,16 @@ class QueueCounts:
     nacked: int = 0
     expired: int = 0
     dead_lettered: int = 0
-    insert_rate: list[float] = attrs.field(factory=lambda: [0.0] * len(RATE_WINDOWS_S))
-    remove_rate: list[float] = attrs.field(factory=lambda: [0.0] * len(RATE_WINDOWS_S))
+    insert_rate: list[float] = field(default_factory=lambda: [0.0] * len(RATE_WINDOWS_S))
+    remove_rate: list[float] = field(default_factory=lambda: [0.0] * len(RATE_WINDOWS_S))
     # The counts at the last sample: a sample's rate is what came since.
     sampled_inserted: int = 0
     sampled_removed: int = 0
 
 
-@attrs.define
+@dataclass(slots=True)
 class QueueStats:
-    queues: dict[str, QueueCounts] = attrs.field(factory=dict)
+    queues: dict[str, QueueCounts] = field(default_factory=dict)
     last_sample: float | None = None
 
     def count(

@@ -1,17 +1,16 @@
 """A client request as the host tracks it while its operations run, and the host's
-counters (:mod:`skueue.runtime.host`)."""
+counters (:mod:`skueue.host.host`)."""
 
 from __future__ import annotations
 
+from dataclasses import asdict, dataclass, fields
 from typing import Any
 
-import attrs
-
 from skueue.core.ops import DEFAULT_QUEUE, Element, OpKind
-from skueue.runtime.retries import RetryKey
+from skueue.host.retries import RetryKey
 
 
-@attrs.define
+@dataclass(slots=True)
 class Request:
     """One client request: its operations complete one by one, the reply goes when all have."""
 
@@ -27,7 +26,7 @@ class Request:
     # never sends the request again, so what it still removes is lost (and counted) when
     # it completes, not when the retry window forgets it.
     timeout_told: bool = False
-    key: RetryKey | None = None  # a request its client may send again (runtime/retries.py)
+    key: RetryKey | None = None  # a request its client may send again (host/retries.py)
     refused: str | None = None  # why the anchor refused its queue (then nothing was done)
     queue: str = DEFAULT_QUEUE
     kind: OpKind | None = None  # the operations' kind
@@ -55,7 +54,7 @@ class Request:
     look: bool = False
 
 
-@attrs.define
+@dataclass(slots=True)
 class Counters:
     inserted: int = 0
     removed: int = 0
@@ -64,7 +63,7 @@ class Counters:
     retried: int = 0  # requests sent again that got their first attempt's outcome
 
     def as_dict(self) -> dict[str, int]:
-        return attrs.asdict(self)
+        return asdict(self)
 
 
-COUNTER_NAMES = tuple(f.name for f in attrs.fields(Counters))
+COUNTER_NAMES = tuple(f.name for f in fields(Counters))

@@ -7,7 +7,7 @@ operations combine in the buffer, a queue's do not).  So the host guesses: the s
 an operation, a create or a refusal last showed it for the name, else what the client
 prefers for a new name (``push``/``pop``: a stack), else the daemon's.  A wrong guess
 costs one cycle: the anchor refuses the operation, changing nothing, and the host sends it
-again as the other structure (:class:`~skueue.runtime.host.Host`).  A hint is never
+again as the other structure (:class:`~skueue.host.host.Host`).  A hint is never
 trusted over the anchor, so a stale one (the name was deleted and made again as the other
 kind, through another member) only costs that one cycle.
 
@@ -17,7 +17,7 @@ learns them again in the same order.
 
 from __future__ import annotations
 
-import attrs
+from dataclasses import dataclass, field
 
 from skueue.core.effects import Complete
 from skueue.core.ops import (
@@ -34,9 +34,9 @@ STRUCTURE_HINTS_MAX = QUEUES_MAX
 queues at once; names of deleted queues are forgotten oldest first past it)."""
 
 
-@attrs.define
+@dataclass(slots=True)
 class StructureHints:
-    stacks: dict[str, bool] = attrs.field(factory=dict)  # name -> True for a stack
+    stacks: dict[str, bool] = field(default_factory=dict)  # name -> True for a stack
     names_max: int = STRUCTURE_HINTS_MAX
 
     def get(self, queue: str) -> bool | None:

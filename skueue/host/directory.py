@@ -25,15 +25,14 @@ and leaves.  It does no I/O.
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from typing import Any
-
-import attrs
 
 from skueue.core.messages.membership import JoinRequest
 from skueue.core.ops import QUEUES_MAX, queue_name_ok
-from skueue.runtime.address import Address, AddressError, parse_address
-from skueue.runtime.host import COUNTER_NAMES
-from skueue.runtime.queue_stats import COUNT_NAMES
+from skueue.host.address import Address, AddressError, parse_address
+from skueue.host.host import COUNTER_NAMES
+from skueue.host.queue_stats import COUNT_NAMES
 from skueue.wire.errors import RemoteProtocolError
 
 MEMBERS_MAX = 4096  # far above any cluster we run; bounds what a bad peer can make us hold
@@ -42,14 +41,14 @@ Out = tuple[str, list[Any]]
 """A gossip frame and the process to send it to."""
 
 
-@attrs.frozen
+@dataclass(frozen=True, slots=True)
 class Departure:
     """A process left: who, who inherits its counters, and the counters."""
 
     process: str
     heir: str | None
     counters: dict[str, int]
-    queues: dict[str, dict[str, int]] = attrs.field(factory=dict)  # per queue (queue_stats)
+    queues: dict[str, dict[str, int]] = field(default_factory=dict)  # per queue (queue_stats)
 
 
 class Directory:

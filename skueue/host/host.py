@@ -32,11 +32,11 @@ from skueue.core.ops import (
     remove_kind,
 )
 from skueue.core.process import Process
+from skueue.host.pending import COUNTER_NAMES, Counters, Request
+from skueue.host.queue_stats import QueueStats
+from skueue.host.retries import RetryKey, RetryWindow
+from skueue.host.structure_hints import StructureHints, other_kind
 from skueue.overlay.labels import Kind
-from skueue.runtime.host_requests import COUNTER_NAMES, Counters, Request
-from skueue.runtime.queue_stats import QueueStats
-from skueue.runtime.retries import RetryKey, RetryWindow
-from skueue.runtime.structure_hints import StructureHints, other_kind
 from skueue.wire.client_replies import REFUSED, TIMEOUT, Done, ErrorReply, Reply
 from skueue.wire.peer import encode_message
 

@@ -3,15 +3,14 @@
 from __future__ import annotations
 
 import ipaddress
-
-import attrs
+from dataclasses import dataclass
 
 
 class AddressError(ValueError):
     pass
 
 
-@attrs.frozen
+@dataclass(frozen=True, slots=True)
 class Address:
     host: str
     port: int
