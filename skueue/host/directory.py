@@ -31,7 +31,7 @@ from typing import Any
 from skueue.core.messages.membership import JoinRequest
 from skueue.core.ops import QUEUES_MAX, queue_name_ok
 from skueue.host.address import Address, AddressError, parse_address
-from skueue.host.host import COUNTER_NAMES
+from skueue.host.pending import COUNTER_NAMES
 from skueue.host.queue_stats import COUNT_NAMES
 from skueue.wire.errors import RemoteProtocolError
 

@@ -1,601 +1,391 @@
-"""The sans-IO host of one process: client requests in, frames out.
+"""The host of one process: its one entry point, ``step(input) -> effects``.
 
-The daemon's owner task is the only caller.  The host turns client requests into
-operations on the :class:`~skueue.core.process.Process`, turns the process's effects into
-frames (protocol messages per peer, replies per client), and keeps the counters that
-``skueue stats`` shows.  It does no I/O, so it can be tested without sockets.
+Theory of operation
+-------------------
+A host is what a process needs beyond the protocol: the
+:class:`~skueue.core.process.Process` (the pure core), the client work around it
+(:class:`~skueue.host.clients.Clients`: requests, retries, deadlines, blocking waits,
+leases, statistics), the member directory (:class:`~skueue.host.directory.Directory`)
+and the clients waiting for a join or a leave.  Every change arrives as one input
+(:mod:`skueue.host.inputs`) and comes back as effects (:mod:`skueue.host.effects`); the
+host has no I/O, no clock and no randomness of its own, so
+
+- the daemon's owner (``runtime/owner.py``) is its only caller and writes each input to
+  the log before stepping it, and recovery steps the log's inputs again;
+- the simulators drive hosts the same way, with crashes, retries and deadlines drawn by
+  hypothesis.
+
+Besides ``step``, the driver may read the host (stats, what is due when) but changes it
+only through inputs.  :meth:`Host.due` is the one exception that touches timers: it takes
+the deadlines and wait ends that passed off their heaps and hands them back as inputs to
+log and step.
 """
 
 from __future__ import annotations
 
-import heapq
-import itertools
-import math
-from collections import Counter, defaultdict
-from collections.abc import Callable
 from typing import Any
 
-from skueue.core.effects import Complete, Effect, Send
-from skueue.core.leases import KEEP, Lease
-from skueue.core.messages.membership import MembershipMessage
-from skueue.core.messages.stages import Message
-from skueue.core.ops import (
-    DEFAULT_QUEUE,
-    REFUSED_OTHER_STRUCTURE,
-    Element,
-    OpKind,
-    QueueSettings,
-    Structure,
-    insert_kind,
-    plain,
-    plain_or_none,
-    remove_kind,
-)
+from skueue.core.errors import PeerError
+from skueue.core.membership.removal import Hold
+from skueue.core.messages.membership import JoinRequest
+from skueue.core.parts.membership_state import HANDOVER_BYTES_MAX
 from skueue.core.process import Process
-from skueue.host.pending import COUNTER_NAMES, Counters, Request
-from skueue.host.queue_stats import QueueStats
-from skueue.host.retries import RetryKey, RetryWindow
-from skueue.host.structure_hints import StructureHints, other_kind
-from skueue.overlay.labels import Kind
-from skueue.wire.client_replies import REFUSED, TIMEOUT, Done, ErrorReply, Reply
-from skueue.wire.peer import encode_message
+from skueue.host.address import parse_address
+from skueue.host.clients import Clients
+from skueue.host.directory import Directory, Out, vouches
+from skueue.host.effects import (
+    DropPeer,
+    ForgetPeer,
+    HostEffect,
+    Joined,
+    Left,
+    Reply,
+    SendControl,
+    Warn,
+)
+from skueue.host.inputs import (
+    ClientGone,
+    ControlSent,
+    EndWait,
+    FromClient,
+    Hello,
+    Input,
+    JoinStart,
+    LeaseClock,
+    PeerControl,
+    PeerGone,
+    PeerMessage,
+    RemoveMember,
+    Restarted,
+    Tick,
+    TimedOut,
+)
+from skueue.host.retries import RetryWindow
+from skueue.overlay.labels import Kind, node_ref
+from skueue.wire.client_protocol import (
+    ClientRequest,
+    ConfigureRequest,
+    CreateRequest,
+    DeleteRequest,
+    InsertRequest,
+    LeaseRequest,
+    LeaveRequest,
+    PeekRequest,
+    RemoveRequest,
+)
+from skueue.wire.client_replies import INVALID, UNAVAILABLE, Done, ErrorReply
+from skueue.wire.errors import RemoteProtocolError
 
-Frame = list[Any]
-__all__ = ["COUNTER_NAMES", "Counters", "Host", "Request"]
-
-
-WAIT_ENDS_SLACK = 64  # stale wait ends kept before the heap is rebuilt
+GOSSIP = frozenset({"member", "members", "departed", "removed"})
+"""The control frames the host takes (the rest are the daemon's: stats, removal checks)."""
 
 
 class Host:
-    def __init__(self, process: Process, retry_window: RetryWindow | None = None) -> None:
-        self.process = process
-        self.structure: Structure = process.structure
-        self.ops: dict[int, tuple[Request, int]] = {}
-        self.peer_frames: dict[str, list[Frame]] = defaultdict(list)
-        self.client_frames: list[tuple[int, Reply]] = []
-        self.counters = Counters()
-        self.gone_clients: set[int] = set()
-        # Requests not yet answered, per client: a gone client is remembered only while
-        # it has some, or the set above would grow with every client ever served.
-        self.pending_requests: Counter[int] = Counter()
-        # Request deadlines, soonest first (ties broken by arrival).
-        self.deadlines: list[tuple[float, int, Request]] = []
-        self.arrivals = itertools.count()
-        # Counters of processes that left and named this one their heir.
-        self.inherited: Counters = Counters()
-        self.inherited_from: list[str] = []
-        self.retry_window = retry_window or RetryWindow()
-        self.queue_stats = QueueStats()  # per queue, this daemon's clients' share
-        # Blocking removes still waiting, by number, and when their waits end.
-        self.waits: dict[int, Request] = {}
-        self.wait_ends: list[tuple[float, int]] = []
-        self.retry_running: dict[RetryKey, Request] = {}
-        # Leases granted to clients that had gone by then: the owner logs and returns them.
-        self.orphan_leases: list[int] = []
-        self.hints = StructureHints()  # each name's structure, as last seen here
-        self.looks: set[int] = set()  # leases of looks (Request.look), while they last
+    def __init__(
+        self,
+        process: Process,
+        directory: Directory,
+        *,
+        retry_window: RetryWindow | None = None,
+        storage: Any = None,
+        handover_bytes_max: int = HANDOVER_BYTES_MAX,
+    ) -> None:
+        """``storage``: where the tables of a process made later (a join) keep their
+        elements, as the first process's do (None: in memory).  ``handover_bytes_max``:
+        a joiner's hand-over limit."""
+        self.clients = Clients(process, retry_window)
+        self.directory = directory
+        self.storage = storage
+        self.handover_bytes_max = handover_bytes_max
+        self.join_waiters: list[tuple[int | None, int]] = []
+        self.leave_waiters: list[tuple[int, int]] = []
+        self.joined = process.joined  # a static member is in the ring from the start
+        self.left = False
+        self.client_ids_max = 0  # the highest connection number any input named
 
     @property
-    def pending_ops(self) -> int:
-        return len(self.ops)
+    def process(self) -> Process:
+        return self.clients.process
 
-    # -- inputs -------------------------------------------------------------------------
+    # -- the entry point ----------------------------------------------------------------
 
-    def insert(
-        self,
-        client: int,
-        rid: int,
-        values: list[Element],
-        deadline: float = math.inf,
-        key: RetryKey | None = None,
-        queue: str | None = None,
-        stack: bool | None = None,
-        priority: int = 0,
-        prefer_stack: bool | None = None,
-    ) -> None:
-        """Insert ``values`` into ``queue`` (None: the default queue), a stack if
-        ``stack`` (None: the queue's own structure; a new name is a stack if
-        ``prefer_stack``, None: the structure this daemon was started with), at
-        ``priority`` (a queue with priority levels; others ignore it)."""
-        kind = insert_kind(self._structure(stack, queue, prefer_stack))
-        ops: list[tuple[OpKind, Element | None]] = [(kind, v) for v in values]
-        follow = stack is None
-        self._submit(client, rid, ops, deadline, key, queue, priority=priority,
-                     follow=follow, values=values if follow else None)  # fmt: skip
+    def step(self, item: Input) -> list[HostEffect]:
+        """Take one input; what the driver must do because of it."""
+        out = self.clients.out = []
+        match item:
+            case FromClient():
+                self._from_client(item)
+            case PeerMessage(peer=peer, to=to, message=message):
+                self._peer_message(peer, to, message)
+            case PeerControl(peer=peer, frame=frame):
+                if frame and frame[0] in GOSSIP:
+                    self._gossip(peer, frame)
+            case Tick():
+                self.clients.apply(self.process.tick())
+            case LeaseClock(now_ms=now_ms):
+                self.clients.clock(now_ms)
+            case ClientGone(client=client):
+                self._client_gone(client)
+            case EndWait(number=number):
+                self.clients.end_wait(number)
+            case TimedOut(number=number, why=why):
+                self.clients.time_out(number, why)
+            case Hello():
+                self._hello(item)
+            case PeerGone(peer=peer):
+                self.directory.forget_contact(peer)
+            case ControlSent(peer=peer, frame=frame):
+                out.append(SendControl(peer, frame))
+            case JoinStart():
+                self._join_start(item)
+            case RemoveMember(member=member):
+                self._forget_member(member)
+                self._control([(p, ["removed", member]) for p in self.directory.others()])
+            case Restarted():
+                self._restarted()
+        if self.clients.orphan_leases:  # granted to clients gone meanwhile: back they go
+            orphans, self.clients.orphan_leases = self.clients.orphan_leases, []
+            self.clients.end_leases("closed", orphans)
+        self._membership_progress()
+        return out
 
-    def remove(
-        self,
-        client: int,
-        rid: int,
-        count: int,
-        deadline: float = math.inf,
-        key: RetryKey | None = None,
-        queue: str | None = None,
-        stack: bool | None = None,
-        wait_until: float | None = None,
-        lease_ms: int = 0,
-        max_deliveries: int = 0,
-        prefer_stack: bool | None = None,
-        fetch: bool = False,
-        look: bool = False,
-    ) -> None:
-        """``wait_until`` (driver time; ``math.inf`` until a logged end): a blocking
-        remove, answered once an element came or the wait ended.  ``lease_ms``: a leased
-        remove (skueue/core/leases.py), its elements held for ``client``.  ``stack`` and
-        ``prefer_stack`` as for :meth:`insert`; ``fetch`` and ``look`` as
-        :class:`Request` says."""
-        kind = remove_kind(self._structure(stack, queue, prefer_stack))
-        self._submit(
-            client, rid, [(kind, None)] * count, deadline, key, queue, wait_until,
-            lease_ms, max_deliveries, follow=stack is None, fetch=fetch, look=look,
-        )  # fmt: skip
+    def due(self, now: float, why: str | None = None) -> list[Input]:
+        """The inputs that time makes due by ``now`` (driver seconds): waits that ended,
+        then requests past their deadline (``why``: what to tell their clients of the
+        cause).  The driver logs and steps each."""
+        due: list[Input] = [EndWait(n) for n in self.clients.waits_ended(now)]
+        for number in self.clients.timeouts_due(now):
+            due.append(TimedOut(number, why or "the cause is unknown"))
+        return due
 
-    def create(
-        self,
-        client: int,
-        rid: int,
-        queue: str,
-        stack: bool | None,
-        max_deliveries: int,
-        priorities: int = 1,
-        deadline: float = math.inf,
-        key: RetryKey | None = None,
-    ) -> None:
-        """Make ``queue`` with these settings (``stack`` None: the daemon's structure),
-        or find it made with them; the result is ``[created]``."""
-        stack = self._structure(stack) is Structure.STACK
-        settings = QueueSettings(stack, max_deliveries, priorities)
-        self._submit(client, rid, [(OpKind.CREATE, None)], deadline, key, queue, settings=settings)
+    def seconds_to_due(self, now: float) -> float:
+        """How long until :meth:`due` may have something (inf: nothing is waiting)."""
+        return self.clients.seconds_to_deadline(now)
 
-    def configure(
-        self,
-        client: int,
-        rid: int,
-        queue: str,
-        max_deliveries: int,
-        deadline: float = math.inf,
-        key: RetryKey | None = None,
-    ) -> None:
-        """Set the delivery limit of the queue or stack ``queue`` (0: none); the result
-        is ``[structure, max_deliveries, priorities]``, its settings now."""
-        settings = QueueSettings(max_deliveries=max_deliveries)
-        ops: list[tuple[OpKind, Element | None]] = [(OpKind.CONFIGURE, None)]
-        self._submit(client, rid, ops, deadline, key, queue, settings=settings)
+    # -- clients ------------------------------------------------------------------------
 
-    def delete(
-        self,
-        client: int,
-        rid: int,
-        queue: str,
-        deadline: float = math.inf,
-        key: RetryKey | None = None,
-    ) -> None:
-        """Delete ``queue``: what it holds is removed and its name is free
-        (skueue/core/anchor.py); the result is ``[removed, ord]``."""
-        self._submit(client, rid, [(OpKind.DELETE, None)], deadline, key, queue)
-
-    def peek(
-        self,
-        client: int,
-        rid: int,
-        queue: str | None,
-        deadline: float = math.inf,
-        key: RetryKey | None = None,
-    ) -> None:
-        """The element a dequeue of ``queue`` would return now, left in it
-        (skueue/core/peeks.py); the result is ``[value | None, ord, position]``."""
-        self._submit(client, rid, [(OpKind.PEEK, None)], deadline, key, queue)
-
-    def _structure(
-        self, stack: bool | None, queue: str | None = None, prefer_stack: bool | None = None
-    ) -> Structure:
-        """The client's structure; else ``queue``'s as last seen here; else the one it
-        prefers for a new name; else the daemon's (structure_hints.py)."""
-        if stack is None:
-            stack = self.hints.get(queue or DEFAULT_QUEUE)
-        if stack is None:
-            stack = prefer_stack
-        if stack is None:
-            return self.structure
-        return Structure.STACK if stack else Structure.QUEUE
-
-    def _submit(
-        self,
-        client: int,
-        rid: int,
-        ops: list[tuple[OpKind, Element | None]],
-        deadline: float,
-        key: RetryKey | None = None,
-        queue: str | None = None,
-        wait_until: float | None = None,
-        lease_ms: int = 0,
-        max_deliveries: int = 0,
-        settings: QueueSettings | None = None,
-        priority: int = 0,
-        follow: bool = False,
-        values: list[Element] | None = None,
-        fetch: bool = False,
-        look: bool = False,
-    ) -> None:
-        if key is not None and self._retried(client, rid, key, deadline):
+    def _from_client(self, item: FromClient) -> None:
+        client, request = item.client, item.request
+        self.client_ids_max = max(self.client_ids_max, client)
+        rid = request.rid
+        key = None if item.session is None else (item.session, rid)
+        clients = self.clients
+        if isinstance(request, LeaseRequest):
+            held = clients.leases_held(client, list(request.leases))
+            done = clients.end_leases(request.kind, held, request.lease_ms)
+            self._reply(client, Done(rid, [i in done for i in request.leases]))
             return
-        if not ops:
-            self.client_frames.append((client, Done(rid, [])))
+        if isinstance(request, LeaveRequest):
+            self._leave(client, rid)
             return
-        request = Request(
-            client, rid, ops[0][0].inserts, [None] * len(ops), len(ops), key=key,
-            queue=queue or DEFAULT_QUEUE, kind=ops[0][0], number=self.process.next_op_id,
-            lease_ms=lease_ms, max_deliveries=max_deliveries, follow=follow,
-            values=values, priority=priority, fetch=fetch, look=look,
-        )  # fmt: skip
-        if wait_until is not None:
-            self.waits[request.number] = request
-            if wait_until < math.inf:
-                heapq.heappush(self.wait_ends, (wait_until, request.number))
-        if key is not None:
-            self.retry_running[key] = request
-        self.pending_requests[client] += 1
-        self._expires(request, deadline)
-        submitted = []
-        for index, (kind, value) in enumerate(ops):
-            # A blocking remove's first attempt goes at once, like any remove: only the
-            # attempts after an empty one are patient (_try_again).  Patient from the
-            # start, a consumer's refill of a full queue waited for the idle pace.
-            op = self.process.new_op(
-                kind, value, request.queue, False, lease_ms, max_deliveries, settings, priority
-            )
-            self.ops[op.op_id] = (request, index)
-            submitted.append(op)
-        self._apply(self.process.submit_all(submitted))
+        if self.process.leaving:
+            # A leaving process takes no new operations: said retryably, instead of
+            # letting the core refuse them.
+            message = "this daemon is leaving the cluster; send the request to another member"
+            self._reply(client, ErrorReply(rid, message, UNAVAILABLE))
+            return
+        self._operations(client, key, request, item.deadline, item.now)
 
-    def knows(self, key: RetryKey) -> bool:
-        """A request with this key is running here, or finished and remembered."""
-        return key in self.retry_running or self.retry_window.get(key) is not None
-
-    def _retried(self, client: int, rid: int, key: RetryKey, deadline: float) -> bool:
-        """Serve a request sent again from what its first attempt did (True), if this
-        daemon knows it: still running, the new connection takes it over; finished, its
-        stored reply goes again."""
-        running = self.retry_running.get(key)
-        if running is not None:
-            self._settle_client(running.client)
-            running.client, running.rid, running.timed_out = client, rid, False
-            running.timeout_told = False
-            self.pending_requests[client] += 1
-            self._expires(running, deadline)
-            self.counters.retried += 1
-            return True
-        finished = self.retry_window.get(key)
-        if finished is not None:
-            finished.delivered = True
-            self.client_frames.append((client, Done(rid, finished.results())))
-            self.counters.retried += 1
-            return True
-        return False
-
-    def _expires(self, request: Request, deadline: float) -> None:
-        if deadline < math.inf:
-            heapq.heappush(self.deadlines, (deadline, next(self.arrivals), request))
-
-    def peer_message(self, to_kind: Kind, message: Message | MembershipMessage) -> None:
-        self._apply(self.process.handle(self.process.node_ref(to_kind), message))
-
-    def tick(self) -> bool:
-        """Run the Timeout; True if a batch started anywhere in the process."""
-        self._apply(self.process.tick())
-        return self.process.last_tick_fired
-
-    def client_gone(self, client: int) -> None:
-        if self.pending_requests[client]:  # else nothing of it is left to drop
-            self.gone_clients.add(client)
-
-    def expire(self, now: float, why: Callable[[], str]) -> list[RetryKey]:
-        """Answer every request past its deadline with a timeout error (``why()`` says
-        what the daemon knows of the cause; asked only when one expires); its
-        operations stay in the protocol.  Returns the keys of those whose client was
-        told (an input: the owner logs them, the replay marks them with
-        :meth:`timeout_told`)."""
-        told = []
-        while self.deadlines and self.deadlines[0][0] <= now:
-            _, _, request = heapq.heappop(self.deadlines)
-            if _answered(request):
-                continue
-            request.timed_out = True
-            if request.client not in self.gone_clients:
-                message = f"no answer from the cluster in time; {why()}"
-                reply = ErrorReply(request.rid, message, TIMEOUT)
-                self.client_frames.append((request.client, reply))
-                request.timeout_told = True
-                if request.key is not None:
-                    told.append(request.key)
-        return told
-
-    def timeout_told(self, key: RetryKey) -> None:
-        """The replay of a timeout told to the client of running request ``key``."""
-        request = self.retry_running.get(key)
-        if request is not None:
-            request.timed_out = request.timeout_told = True
-
-    def seconds_to_deadline(self, now: float) -> float:
-        while self.deadlines and _answered(self.deadlines[0][2]):
-            heapq.heappop(self.deadlines)  # no reason to wake up for it
-        soonest = self.deadlines[0][0] if self.deadlines else math.inf
-        if self.wait_ends:
-            soonest = min(soonest, self.wait_ends[0][0])
-        return max(0.0, soonest - now) if soonest < math.inf else math.inf
-
-    def inherit(
-        self,
-        process: str,
-        counters: dict[str, int],
-        queues: dict[str, dict[str, int]] | None = None,
+    def _operations(
+        self, client: int, key: Any, request: ClientRequest, deadline: float, now: float
     ) -> None:
-        """A departed process named this one heir of its counters (stats stay whole)."""
-        for name, value in counters.items():
-            setattr(self.inherited, name, getattr(self.inherited, name) + value)
-        self.queue_stats.inherit(queues or {})
-        self.inherited_from.append(process)
+        clients, rid = self.clients, request.rid
+        match request:
+            case InsertRequest(values=values, queue=queue, stack=stack):
+                clients.insert(client, rid, list(values), deadline, key, queue, stack,
+                               request.priority or 0, request.prefer_stack)  # fmt: skip
+            case RemoveRequest(count=count, queue=queue, stack=stack, wait_ms=wait_ms):
+                wait_until = None
+                if wait_ms is not None:  # a blocking remove: its time out starts later
+                    wait_until = now + wait_ms / 1000
+                    deadline += wait_ms / 1000
+                clients.remove(client, rid, count, deadline, key, queue, stack, wait_until,
+                               request.lease_ms or 0, request.max_deliveries or 0,
+                               request.prefer_stack, request.fetch, request.look)  # fmt: skip
+            case CreateRequest(queue=queue, stack=stack, max_deliveries=limit):
+                clients.create(client, rid, queue, stack, limit or 0, request.priorities or 1,
+                               deadline, key)  # fmt: skip
+            case ConfigureRequest(queue=queue, max_deliveries=limit):
+                clients.configure(client, rid, queue, limit, deadline, key)
+            case DeleteRequest(queue=queue):
+                clients.delete(client, rid, queue, deadline, key)
+            case PeekRequest(queue=queue):
+                clients.peek(client, rid, queue, deadline, key)
+            case _:
+                raise TypeError(f"not a request for the host: {request!r:.80}")
 
-    # -- outputs ------------------------------------------------------------------------
+    def _client_gone(self, client: int) -> None:
+        clients = self.clients
+        for number in clients.waits_of(client):  # nobody is left to wait for
+            clients.end_wait(number)
+        clients.end_leases("closed", clients.leases_of(client))
+        clients.client_gone(client)
 
-    def take_frames(self) -> tuple[dict[str, list[Frame]], list[tuple[int, Reply]]]:
-        peers, clients = self.peer_frames, self.client_frames
-        self.peer_frames, self.client_frames = defaultdict(list), []
-        return peers, clients
+    def _restarted(self) -> None:
+        """The last life's clients are gone: their waits end, their leases go back, what
+        their requests still return is dropped; deadlines of its clock mean nothing."""
+        clients = self.clients
+        for number in sorted(clients.waits):
+            clients.end_wait(number)
+        clients.orphan_leases = []
+        clients.end_leases("restart", sorted(self.process.leases.table.leases))
+        for client in list(clients.pending_requests):
+            clients.client_gone(client)
+        clients.deadlines = []
+        clients.wait_ends = []
 
-    def apply(self, effects: list[Effect]) -> None:
-        """Carry out effects the driver got from the process directly (a join's start)."""
-        self._apply(effects)
+    def _reply(self, client: int | None, reply: Any) -> None:
+        if client is not None:
+            self.clients.out.append(Reply(client, reply))
 
-    def _apply(self, effects: list[Effect]) -> None:
-        if self.process.leases.landed:  # dead letters' inserts
-            for queue in self.process.leases.take_landed():
-                self.queue_stats.count(queue, inserted=1)
-        for effect in effects:
-            if isinstance(effect, Send):
-                self.peer_frames[effect.to.process].append(
-                    ["msg", int(effect.to.kind), encode_message(effect.message)]
+    # -- peers --------------------------------------------------------------------------
+
+    def _peer_message(self, peer: str, to: Kind, message: Any) -> None:
+        directory = self.directory
+        if isinstance(message, JoinRequest) and message.joiner.process in directory.removed:
+            return  # a join, routed on, of a member removed since: never placed again
+        try:
+            self.clients.apply(self.process.handle(self.process.node_ref(to), message))
+        except PeerError as e:
+            # The peer's fault: the core changed nothing; its link goes, so that a peer
+            # that sends garbage is not served on.
+            self.clients.out.append(DropPeer(peer, str(e), message.describe()))
+            return
+        if not directory.is_member(peer) and vouches(message):
+            self._control(directory.confirm(peer))
+
+    def _hello(self, hello: Hello) -> None:
+        directory, peer = self.directory, hello.peer
+        if hello.static and not directory.is_member(peer) and peer not in directory.departed:
+            # It said hello while this daemon still met its own peers; now that it knows
+            # them, it is none of them: refused, and it learns so at its next hello.
+            if not directory.is_refused(peer, hello.nonce):
+                directory.refuse(peer, hello.nonce)
+                self.clients.out.append(Warn(
+                    "refused a daemon that is not a member of this cluster (started with "
+                    "--peers; told to start with --join)", {"peer": peer,
+                                                             "address": hello.address}))
+            self.clients.out.append(DropPeer(peer, "not a member of this cluster"))
+            return
+        directory.forget_refusal(peer, hello.nonce)
+        self._control(directory.on_hello(peer, parse_address(hello.address)))
+
+    def _gossip(self, peer: str, frame: list[Any]) -> None:
+        directory = self.directory
+        try:
+            if frame[0] == "removed":
+                self._removed(peer, frame)
+                return
+            out, departure = directory.on_gossip(peer, frame)
+        except RemoteProtocolError as e:
+            self.clients.out.append(DropPeer(peer, f"bad gossip: {e}"))
+            return
+        self._control(out)
+        if departure is not None:
+            self.clients.out.append(ForgetPeer(departure.process))
+            if departure.heir == directory.own_id:
+                self.clients.inherit(departure.process, departure.counters, departure.queues)
+
+    def _removed(self, peer: str, frame: list[Any]) -> None:
+        """``["removed", id]``: a member removed for good, passed on by every member."""
+        if len(frame) != 2:
+            raise RemoteProtocolError("removed: expected [\"removed\", id]")
+        member = frame[1]
+        if type(member) is not str or not 0 < len(member) <= 256:
+            raise RemoteProtocolError("removed: expected a process id")
+        if member == self.directory.own_id:
+            # Never sent by a correct member: this daemon answers, so it is not gone.
+            raise RemoteProtocolError("removed: names the daemon it is sent to")
+        if member not in self.directory.removed:
+            self._forget_member(member)
+            self._control([(p, frame) for p in self.directory.others() if p != peer])
+
+    def _forget_member(self, member: str) -> None:
+        """Forget a member for good: the directory, the links (an effect), the core's
+        joiners."""
+        self.directory.remove(member)
+        self.clients.out.append(ForgetPeer(member, removed=True))
+        hold, why = self.process.hold_on(member)
+        if hold is Hold.RING:
+            # The cluster's check found nothing; a message that came in between did.
+            self.clients.out.append(Warn(
+                "a member was removed from the cluster, but this daemon's ring still holds "
+                "it; its part of the tree waits for it", {"member": member, "why": why}))
+        else:
+            self.process.forget_joiner(member)
+
+    def _control(self, frames: list[Out]) -> None:
+        self.clients.out.extend(SendControl(peer, frame) for peer, frame in frames)
+
+    # -- membership ---------------------------------------------------------------------
+
+    def _join_start(self, start: JoinStart) -> None:
+        """Become a joiner of the seed's cluster (a lone, empty process: checked by the
+        driver before it reached the seed)."""
+        if start.address is not None:
+            self.directory.learn(start.seed, parse_address(start.address))
+        old = self.process
+        contact = node_ref(start.seed, Kind.LEFT)
+        process = Process.create_joining(old.process_id, contact, old.structure,
+                                         handover_bytes_max=self.handover_bytes_max,
+                                         hurry=old.hurry)  # fmt: skip
+        if self.storage is not None:
+            for node in process.nodes.values():
+                node.store.attach(self.storage)
+        self.clients.process = process
+        self.joined = False
+        self.join_waiters.append((start.client, start.rid))
+        self.clients.apply(process.join())
+
+    def _leave(self, client: int, rid: int) -> None:
+        process = self.process
+        stats = process.stats()
+        if stats.alone:
+            # The last member: nobody can take its data, and no update phase can run.
+            held = stats.held_elements + self.clients.pending_ops
+            if held:
+                message = (
+                    f"this daemon is the last member of its cluster and holds {held} "
+                    "elements: they would have nowhere to go; drain it first"
                 )
-            else:
-                self._complete(effect)
-
-    def _complete(self, done: Complete) -> None:
-        request, index = self.ops.pop(done.op_id)
-        if request.kind is not None:
-            kind = request.kind
-            if request.retried_from is not None and done.op_id < request.retried_from:
-                kind = other_kind(kind)  # an op of the first try, before the switch
-            self.hints.learn_from(request.queue, kind, done)
-        if done.error is not None:
-            if self._try_other_structure(request, index, done):
+                self._reply(client, ErrorReply(rid, message, INVALID))
                 return
-            request.refused = done.error
-        elif request.kind is OpKind.CONFIGURE:
-            now = done.settings
-            assert now is not None
-            structure = "stack" if now.stack else "queue"
-            request.results[index] = [structure, now.max_deliveries, now.priorities]
-        elif done.created is not None:  # a create
-            request.results[index] = [done.created]
-        elif done.removed is not None:  # a delete
-            self.queue_stats.count(request.queue, deleted=done.removed)
-            request.results[index] = [done.removed, done.ord]
-        elif request.kind is OpKind.PEEK:  # nothing left the queue: nothing to count
-            request.results[index] = [plain_or_none(done.value), done.ord, done.position]
-        elif request.inserts:
-            self.counters.inserted += 1
-            self.queue_stats.count(request.queue, inserted=1)
-            request.results[index] = [done.ord, done.position]
-        else:
-            waiting = request.number in self.waits and not request.got
-            # A fetch waits with its first remove alone: the others' empties are final.
-            if done.value is None and waiting and not (request.fetch and index):
-                self._try_again(request, index)
+            self._reply(client, Done(rid, []))
+            self.left = True
+            self.clients.out.append(Left(alone=True))
+            return
+        if not process.leaving:
+            why = process.why_not_leave()
+            if why is not None:
+                self._reply(client, ErrorReply(rid, why, UNAVAILABLE))
                 return
-            if done.value is None:
-                if not request.fetch:  # a fetch's shortfall is no remove that failed
-                    self.counters.empty += 1
-                    self.queue_stats.count(request.queue, empty=1)
-                request.results[index] = [None, done.ord, done.position]
-            else:
-                request.got = True
-                if not request.look:
-                    self.counters.removed += 1
-                    self.queue_stats.count(request.queue, removed=1)
-                lease = self.process.leases.get(done.op_id) if request.lease_ms else None
-                if lease is not None:
-                    request.results[index] = self._leased(request, lease, done)
-                else:
-                    request.results[index] = [plain(done.value), done.ord, done.position]
-        request.remaining -= 1
-        if request.remaining:
-            return
-        self._stop_waiting(request.number)
-        delivered = request.client not in self.gone_clients and not request.timed_out
-        self._settle_client(request.client)
-        if request.refused is not None:  # a request's operations are all on one queue
-            if request.key is not None:
-                del self.retry_running[request.key]  # sent again, it is refused again
-            if delivered:
-                reply = ErrorReply(request.rid, request.refused, REFUSED)
-                self.client_frames.append((request.client, reply))
-            return
-        results = request.results
-        if request.fetch:  # the elements alone
-            results = [r for r in results if r[0] is not None]
-        # Leased elements are not lost with an undelivered reply: their leases return them.
-        removed = 0 if request.lease_ms or request.kind is OpKind.PEEK else sum(
-            1 for r in results if not request.inserts and r[0] is not None
-        )
-        if request.key is not None:
-            del self.retry_running[request.key]
-            # Told it timed out, its client has its answer and will not ask again: what
-            # it removed is lost now.  (Kept in the window all the same, as delivered so
-            # as not to count it twice, for a client that never read that answer.)
-            given_up = request.timeout_told and not delivered
-            lost = self.retry_window.finish(request.key, results, delivered or given_up, removed)
-            self.counters.dropped_results += lost + (removed if given_up else 0)
-        elif not delivered:
-            self.counters.dropped_results += removed
-        if delivered:
-            self.client_frames.append((request.client, Done(request.rid, results)))
+            self.clients.apply(process.leave())  # its leases go back first
+        self.leave_waiters.append((client, rid))
 
-    def _leased(self, request: Request, lease: Lease, done: Complete) -> list[Any]:
-        """A leased remove's result; the lease is its client's (if it is gone already,
-        the owner returns the element: :attr:`orphan_leases`)."""
-        lease.holder = request.client
-        if request.client in self.gone_clients:
-            self.orphan_leases.append(lease.lease_id)
-        if request.look:
-            self.looks.add(lease.lease_id)
-        else:
-            self.queue_stats.count_lease(request.queue, "leased")
-        lease_fields = [lease.lease_id, lease.deliveries, lease.reason]
-        return [lease.value, done.ord, done.position, *lease_fields]
+    def _membership_progress(self) -> None:
+        """Answer the clients waiting for a join or a leave once it went through."""
+        process = self.process
+        if process.joined and not self.joined:
+            self.joined = True
+            self.clients.out.append(Joined())
+            for client, rid in self.join_waiters:
+                self._reply(client, Done(rid, []))
+            self.join_waiters.clear()
+        if process.departed and not self.left:
+            self.left = True
+            self.clients.out.append(Left(alone=False))
+            for client, rid in self.leave_waiters:
+                self._reply(client, Done(rid, []))
+            self.leave_waiters.clear()
 
-    def _try_other_structure(self, request: Request, index: int, done: Complete) -> bool:
-        """A refusal for the other structure of an operation whose structure the host
-        guessed (``Request.follow``): send it again as that one (True), once; a refusal
-        of the second try stands (the name changed structure meanwhile)."""
-        if done.refused != REFUSED_OTHER_STRUCTURE or not request.follow:
-            return False
-        assert request.kind is not None
-        if request.retried_from is None:
-            request.kind = other_kind(request.kind)
-            request.retried_from = self.process.next_op_id
-        elif done.op_id >= request.retried_from:
-            return False
-        value = None if request.values is None else request.values[index]
-        op = self.process.new_op(
-            request.kind, value, request.queue, False, request.lease_ms,
-            request.max_deliveries, None, request.priority,
-        )  # fmt: skip
-        self.ops[op.op_id] = (request, index)
-        self._apply(self.process.submit(op))
-        return True
-
-    def _try_again(self, request: Request, index: int) -> None:
-        """A blocking remove's attempt found the queue empty: the same again, in a later
-        cycle (patient: it does not make the tree hurry)."""
-        assert request.kind is not None
-        op = self.process.new_op(
-            request.kind, None, request.queue, True, request.lease_ms, request.max_deliveries
-        )
-        self.ops[op.op_id] = (request, index)
-        self._apply(self.process.submit(op))
-
-    # -- leases (skueue/core/leases.py) ----------------------------------------------------
-
-    def clock(self, now_ms: int) -> None:
-        """The lease clock (an input: logged, replayed): expired leases go back."""
-        self._apply(self.process.clock(now_ms))
-        for lease in self.process.leases.expired:
-            self._count_return(lease, "expired")
-
-    def leases_held(self, client: int, ids: list[int]) -> list[int]:
-        """Of ``ids``, the live leases ``client`` holds: the only ones its ack, nack or
-        extend may touch (a lease belongs to the connection it was granted on)."""
-        leases = self.process.leases
-        out = []
-        for lease_id in dict.fromkeys(ids):
-            lease = leases.get(lease_id)
-            if lease is not None and lease.holder == client:
-                out.append(lease_id)
-        return out
-
-    def leases_of(self, client: int) -> list[int]:
-        """Every live lease ``client`` holds (to return when it goes away)."""
-        leases = self.process.leases.table.leases
-        return sorted(i for i, lease in leases.items() if lease.holder == client)
-
-    def end_leases(self, how: str, ids: list[int], lease_ms: int | None = None) -> set[int]:
-        """``how``: "ack", "extend" (by ``lease_ms``) or a return reason ("nack",
-        "closed", "restart": skueue.core.ops.RETURN_REASONS).  An input: the owner logs
-        it, the replay applies it here again.  Returns the leases it changed."""
-        leases = self.process.leases
-        done = set()
-        for lease_id in ids:
-            lease = leases.get(lease_id)
-            if lease is None:
-                continue
-            if how == "extend":
-                assert lease_ms is not None
-                leases.extend(lease_id, lease_ms)
-            elif how == "ack":
-                leases.ack(lease_id)
-                self._count_look(lease, how)
-                self.queue_stats.count_lease(lease.queue, "acked")
-            else:
-                self._count_return(lease, how)
-                self._apply(self.process.release(lease_id, how) or [])
-            done.add(lease_id)
-        return done
-
-    def _count_return(self, lease: Lease, reason: str) -> None:
-        """A returned lease in the stats: expired, or nacked (a consumer's nack, or an
-        implicit one: its connection closed, its daemon restarted or left)."""
-        self._count_look(lease, reason)
-        if reason == KEEP:
-            return  # a look (skueue dlq), not a delivery
-        self.queue_stats.count_lease(lease.queue, "expired" if reason == "expired" else "nacked")
-        if lease.dead_letter:
-            self.queue_stats.count_lease(lease.queue, "dead_lettered")
-
-    def _count_look(self, lease: Lease, how: str) -> None:
-        """A look's lease ends: returned as it was, it counted nothing; ended otherwise
-        (acked, or it expired or was nacked), it was a delivery after all."""
-        if lease.lease_id not in self.looks:
-            return
-        self.looks.discard(lease.lease_id)
-        if how != KEEP:
-            self.counters.removed += 1
-            self.queue_stats.count(lease.queue, removed=1)
-            self.queue_stats.count_lease(lease.queue, "leased")
-
-    def end_wait(self, number: int) -> None:
-        """The wait of blocking remove ``number`` is over: its next empty attempt is its
-        answer.  (An input: the owner logs it, the replay applies it where it was.)"""
-        self._stop_waiting(number)
-
-    def _stop_waiting(self, number: int) -> None:
-        """Forget a wait that ended or whose request finished.  Its entry in the heap of
-        wait ends is dropped when it comes up, or all such at once when they outnumber
-        the live ones (a request with an hour's wait that was served at once would
-        otherwise stay there for the hour)."""
-        if self.waits.pop(number, None) is None:
-            return
-        if len(self.wait_ends) > WAIT_ENDS_SLACK + 2 * len(self.waits):
-            self.wait_ends = [e for e in self.wait_ends if e[1] in self.waits]
-            heapq.heapify(self.wait_ends)
-
-    def waits_of(self, client: int) -> list[int]:
-        """The blocking removes of ``client`` still waiting: when it goes away they must
-        end, or a later element would be taken for nobody."""
-        return sorted(n for n, r in self.waits.items() if r.client == client)
-
-    def waits_ended(self, now: float) -> list[int]:
-        """The blocking removes whose wait ended by ``now`` (to log, then end)."""
-        out = []
-        while self.wait_ends and self.wait_ends[0][0] <= now:
-            _, number = heapq.heappop(self.wait_ends)
-            if number in self.waits:
-                out.append(number)
-        return out
-
-    def _settle_client(self, client: int) -> None:
-        """One request of ``client`` is no longer its to wait for."""
-        self.pending_requests[client] -= 1
-        if not self.pending_requests[client]:
-            del self.pending_requests[client]
-        self.forget_client(client)
-
-    def forget_client(self, client: int) -> None:
-        """Once no request of a gone client is pending, stop remembering it."""
-        if not self.pending_requests[client]:
-            self.gone_clients.discard(client)
-
-
-def _answered(request: Request) -> bool:
-    return request.remaining == 0 or request.timed_out
+    def alone_and_empty(self) -> str | None:
+        """Why this process may not join another cluster (None: it may): only a
+        one-process cluster with nothing stored and nothing pending can give up its own
+        ring."""
+        stats = self.process.stats()
+        if not stats.alone:
+            return "only a daemon that is alone (a one-process cluster) can join another cluster"
+        if stats.held_elements + self.clients.pending_ops:
+            return "this daemon holds elements; drain it before it joins another cluster"
+        return None
 

@@ -16,14 +16,15 @@ from typing import Any
 
 import trio
 
+from skueue.host.inputs import PeerControl, PeerMessage
 from skueue.runtime.connections import ConnectionClosed, frames, next_frame, put
 from skueue.runtime.handshake import PeerGreeting, parse_peer_hello, reachable
-from skueue.runtime.inputs import PeerControl, PeerGone, PeerHello, PeerInput
+from skueue.runtime.inbox import LinkClosed, PeerHello
 from skueue.runtime.link_receiver import Inbound, Numbering, StreamAcks
 from skueue.runtime.peer_auth import AUTH_FRAME, mismatch, new_challenge
 from skueue.runtime.peers import parse_peer_frame
 from skueue.runtime.sessions import DISCONNECTED
-from skueue.runtime.state import DaemonState, log, not_a_member_message, removed_message
+from skueue.runtime.state import DaemonContext, log, not_a_member_message, removed_message
 from skueue.runtime.tls import DaemonTls, looks_like_tls, peek, tls_failure
 from skueue.wire.client_replies import REFUSED, ErrorReply
 from skueue.wire.errors import RemoteProtocolError
@@ -48,12 +49,18 @@ class Refusal(RemoteProtocolError):
         self.code = code
 
 
-class IncomingConnections(DaemonState):
-    async def _on_connection(self, tcp: trio.SocketStream) -> None:
+class IncomingConnections:
+    """Accepts connections and serves each: a client's to the sessions, a peer's as its
+    link's reading end (its frames become the owner's inputs)."""
+
+    def __init__(self, ctx: DaemonContext) -> None:
+        self.ctx = ctx
+
+    async def on_connection(self, tcp: trio.SocketStream) -> None:
         stream: trio.abc.Stream = tcp
         try:
-            if self.config.tls is not None:
-                wrapped = await self._start_tls(tcp, self.config.tls)
+            if self.ctx.config.tls is not None:
+                wrapped = await self._start_tls(tcp, self.ctx.config.tls)
                 if wrapped is None:
                     return
                 stream = wrapped
@@ -67,18 +74,18 @@ class IncomingConnections(DaemonState):
             await trio.aclose_forcefully(tcp)
 
     async def _serve_connection(self, stream: trio.abc.Stream) -> None:
-        decoder = FrameDecoder(self.limits.frame_bytes_max)
+        decoder = FrameDecoder(self.ctx.limits.frame_bytes_max)
         try:
-            hello, rest = await self.sessions.greet(stream, decoder)
+            hello, rest = await self.ctx.sessions.greet(stream, decoder)
             if isinstance(hello, list) and hello[:1] == ["hello-peer"]:
                 await self._peer_session(stream, decoder, hello, rest)
             elif isinstance(hello, list) and hello[:1] == ["hello-client"]:
-                await self.ready.wait()
+                await self.ctx.ready.wait()
                 role, shown = None, False
-                if self.config.tls is not None and isinstance(stream, trio.SSLStream):
-                    role = self.config.tls.client_role(stream)
+                if self.ctx.config.tls is not None and isinstance(stream, trio.SSLStream):
+                    role = self.ctx.config.tls.client_role(stream)
                     shown = bool(stream.getpeercert())  # {} when none was asked or shown
-                await self.sessions.serve(stream, decoder, rest, hello, role, shown)
+                await self.ctx.sessions.serve(stream, decoder, rest, hello, role, shown)
             else:
                 raise RemoteProtocolError(f"expected a hello, got {hello!r:.60}")
         except Refusal as e:  # said in the log already, in its own words
@@ -100,7 +107,8 @@ class IncomingConnections(DaemonState):
         that speaks plaintext is told so in plaintext, so that a member or client started
         without TLS prints why it was refused."""
         source = _source(tcp)
-        with self.sessions.unknown(tcp), trio.move_on_after(self.limits.handshake_timeout_s):
+        timeout_s = self.ctx.limits.handshake_timeout_s
+        with self.ctx.sessions.unknown(tcp), trio.move_on_after(timeout_s):
             try:
                 first = await peek(tcp, 1)
             except OSError:  # reset before a word
@@ -112,7 +120,7 @@ class IncomingConnections(DaemonState):
                 with contextlib.suppress(*DISCONNECTED):
                     # Its hello is read first: closing with unread bytes would reset
                     # the connection, and the reset could overtake our answer.
-                    await tcp.receive_some(self.limits.hello_bytes_max)
+                    await tcp.receive_some(self.ctx.limits.hello_bytes_max)
                 await _try_send(tcp, pack(ErrorReply(None, PLAINTEXT_REFUSAL).frame()))
                 return None
             stream = trio.SSLStream(tcp, tls.server, server_side=True)
@@ -125,18 +133,18 @@ class IncomingConnections(DaemonState):
         log.warning(
             "no TLS handshake in time; closing",
             source=source,
-            handshake_timeout_s=self.limits.handshake_timeout_s,
+            handshake_timeout_s=self.ctx.limits.handshake_timeout_s,
         )
         return None
 
     async def _peer_session(
         self, stream: trio.abc.Stream, decoder: FrameDecoder, hello: Any, rest: list[Any]
     ) -> None:
-        assert self.links is not None  # peers are served once the links exist
+        assert self.ctx.links is not None  # peers are served once the links exist
         greeting = parse_peer_hello(hello)
         peer = greeting.process
         address = reachable(greeting.address, stream)
-        tls = self.config.tls
+        tls = self.ctx.config.tls
         if tls is not None and isinstance(stream, trio.SSLStream):
             refusal = tls.peer_refusal(stream)
             if refusal is not None:  # logged once, as bad input, by the caller
@@ -144,18 +152,16 @@ class IncomingConnections(DaemonState):
         refusal = self._refusal(greeting)
         if refusal is not None:
             raise Refusal(refusal, REFUSED)
-        keys = self.config.cluster_keys
+        keys = self.ctx.config.cluster_keys
         if keys is not None or greeting.auth is not None:
             # Before anything of ours changes (a peer's previous session is ended below
             # only for a peer that proved it holds the key).
             rest = await self._authenticate(stream, decoder, greeting, rest)
-        if peer == self.process_id:
+        if peer == self.ctx.process_id:
             await self._answer_own_hello(stream, greeting)
             return
-        if self.directory is not None:
-            self.directory.forget_refusal(peer, greeting.nonce)
-        if not self.links.same_incarnation(peer, greeting.nonce):
-            if self.directory is not None and peer in self.directory.departed:
+        if not self.ctx.links.same_incarnation(peer, greeting.nonce):
+            if self.ctx.directory is not None and peer in self.ctx.directory.departed:
                 raise RemoteProtocolError(
                     f"{peer} left this cluster, and a daemon cannot join again under the "
                     "process id of one that left: start it with another --id (and an "
@@ -166,21 +172,21 @@ class IncomingConnections(DaemonState):
                 "directory); the cluster cannot take it back: start it with its data "
                 "directory, or restart the whole cluster"
             )
-        inbound = self.inbound.setdefault(peer, Inbound())
-        session = next(self.session_numbers)
+        inbound = self.ctx.inbound.setdefault(peer, Inbound())
+        session = next(self.ctx.session_numbers)
         raw: socket.socket | None = None
         acks: StreamAcks | None = None
         with trio.CancelScope() as scope:
             # A peer's links are read one at a time: a new connection ends the one before
             # (which may be half open and never end by itself), then takes its turn.
-            previous = self.peer_sessions.get(peer)
-            self.peer_sessions[peer] = (session, scope)
+            previous = self.ctx.peer_sessions.get(peer)
+            self.ctx.peer_sessions[peer] = (session, scope)
             if previous is not None:
                 previous[1].cancel()
             try:
                 async with inbound.lock:
                     if keys is None:  # with a key, our hello went with the handshake
-                        await stream.send_all(pack(self.links.hello(inbound.handled)))
+                        await stream.send_all(pack(self.ctx.links.hello(inbound.handled)))
                     log.debug("peer connected", peer=peer, handled=inbound.handled)
                     if isinstance(stream, trio.SocketStream):
                         raw = socket.socket(fileno=stream.socket.fileno())
@@ -189,31 +195,31 @@ class IncomingConnections(DaemonState):
                         acks = inbound.attach_stream()
                     # A durable daemon takes frames only once its log is replayed; its
                     # hello said 0 before that, which makes the peer send all it has.
-                    await self.links.ready.wait()
+                    await self.ctx.links.ready.wait()
                     hello = PeerHello(peer, address, session, greeting.static, greeting.nonce)
-                    await self.inbox_send.send(hello)
+                    await self.ctx.inbox_send.send(hello)
                     if acks is None:
                         await self._read_peer(peer, inbound, stream, decoder, rest)
                     else:
                         reader = self._read_peer(peer, inbound, stream, decoder, rest)
                         await _both(reader, acks.run(inbound, stream))
             finally:
-                if self.peer_sessions.get(peer, (0,))[0] == session:
-                    del self.peer_sessions[peer]
+                if self.ctx.peer_sessions.get(peer, (0,))[0] == session:
+                    del self.ctx.peer_sessions[peer]
                 if raw is not None or acks is not None:
                     inbound.detach(raw, acks)
                     if raw is not None:
                         raw.detach()  # the descriptor is the stream's
-                    self.inbox_send.send_nowait(PeerGone(peer, session))  # the inbox is large
+                    self.ctx.inbox_send.send_nowait(LinkClosed(peer, session))  # the inbox is large
 
     def _refusal(self, greeting: PeerGreeting) -> str | None:
         """Why a peer is refused for good before anything of ours changes (None: it is
         not): it was removed (``skueue remove-member``), or it starts a static cluster
         taking us for a member while this daemon knows its members and it is none of
         them.  (A daemon still meeting its own peers cannot tell yet: the owner checks
-        once it can, see ``OwnerLoop``.)"""
-        directory, peer = self.directory, greeting.process
-        if directory is None or peer == self.process_id:
+        once it can: the host, at the hello.)"""
+        directory, peer = self.ctx.directory, greeting.process
+        if directory is None or peer == self.ctx.process_id:
             return None
         if peer in directory.removed:
             log.warning("refused a member that was removed from the cluster", peer=peer)
@@ -223,7 +229,7 @@ class IncomingConnections(DaemonState):
         # Before the cluster-key check, so that the opener gets this line at its
         # handshake; nothing is recorded for a peer not authenticated yet.
         if directory.is_refused(peer, greeting.nonce) or (
-            greeting.static and self.host is not None and not directory.is_member(peer)
+            greeting.static and self.ctx.members_known and not directory.is_member(peer)
         ):
             log.warning(
                 "refused a daemon that is not a member of this cluster (started with "
@@ -231,7 +237,7 @@ class IncomingConnections(DaemonState):
                 peer=peer,
                 address=greeting.address,
             )
-            return not_a_member_message(peer, self.address)
+            return not_a_member_message(peer, self.ctx.address)
         return None
 
     async def _answer_own_hello(self, stream: trio.abc.Stream, greeting: PeerGreeting) -> None:
@@ -240,12 +246,12 @@ class IncomingConnections(DaemonState):
         which learns so from our hello and stops.  Either way no peer came or goes: the
         owner is not told (it would report this daemon down, and count it as a peer),
         and nothing more is read, so the opener's close is no failure of ours."""
-        assert self.links is not None
-        if greeting.nonce != self.links.nonce:
+        assert self.ctx.links is not None
+        if greeting.nonce != self.ctx.links.nonce:
             log.warning("a daemon with this daemon's process id said hello; refusing it",
-                        process=self.process_id, address=greeting.address)  # fmt: skip
-        if self.config.cluster_keys is None:  # with a key, our hello went with the handshake
-            await stream.send_all(pack(self.links.hello(0)))
+                        process=self.ctx.process_id, address=greeting.address)  # fmt: skip
+        if self.ctx.config.cluster_keys is None:  # with a key, our hello went with the handshake
+            await stream.send_all(pack(self.ctx.links.hello(0)))
 
     async def _authenticate(
         self, stream: trio.abc.Stream, decoder: FrameDecoder, greeting: Any, rest: list[Any]
@@ -255,20 +261,20 @@ class IncomingConnections(DaemonState):
         the frames that came after it.  ``handled`` in our hello is read without waiting
         for the peer's previous session: it can only be lower than the truth, which makes
         the peer send again frames this daemon then skips."""
-        assert self.links is not None
-        keys, peer = self.config.cluster_keys, greeting.process
+        assert self.ctx.links is not None
+        keys, peer = self.ctx.config.cluster_keys, greeting.process
         theirs = None if greeting.auth is None else greeting.auth.get("challenge")
         if keys is None or theirs is None:
             raise RemoteProtocolError(mismatch(keys, peer))
         challenge = new_challenge()
-        proof = keys.proof("accept", theirs, challenge, peer, self.process_id)
-        handled = self.inbound[peer].handled if peer in self.inbound else 0
+        proof = keys.proof("accept", theirs, challenge, peer, self.ctx.process_id)
+        handled = self.ctx.inbound[peer].handled if peer in self.ctx.inbound else 0
         auth = {"challenge": challenge, "proof": proof}
-        with self.sessions.unknown(stream):  # still a stranger: it counts as one
-            await stream.send_all(pack(self.links.hello(handled, auth)))
+        with self.ctx.sessions.unknown(stream):  # still a stranger: it counts as one
+            await stream.send_all(pack(self.ctx.links.hello(handled, auth)))
             try:
                 frame, rest = await next_frame(
-                    stream, decoder, rest, self.limits.handshake_timeout_s
+                    stream, decoder, rest, self.ctx.limits.handshake_timeout_s
                 )
             except (ConnectionClosed, *DISCONNECTED):
                 # The opener checks our proof first, and hangs up when it fails: it
@@ -283,7 +289,7 @@ class IncomingConnections(DaemonState):
             isinstance(frame, list)
             and len(frame) == 2
             and frame[0] == AUTH_FRAME
-            and keys.verify(frame[1], "open", challenge, theirs, peer, self.process_id)
+            and keys.verify(frame[1], "open", challenge, theirs, peer, self.ctx.process_id)
         ):
             log.warning("a peer failed the cluster-key check; closing", claimed=peer)
             raise Refusal("peer authentication failed")
@@ -312,9 +318,9 @@ class IncomingConnections(DaemonState):
                 raise
             if isinstance(parsed, tuple):
                 kind, message = parsed
-                await put(self.inbox_send, PeerInput(peer, kind, message, number, frame[2]))
+                await put(self.ctx.inbox_send, PeerMessage(peer, number, kind, message, frame[2]))
             else:
-                await put(self.inbox_send, PeerControl(peer, parsed, number))
+                await put(self.ctx.inbox_send, PeerControl(peer, number, parsed))
             inbound.accepted = number  # only now: a cancelled put delivered nothing
 
 

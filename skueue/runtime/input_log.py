@@ -53,8 +53,9 @@ FORMAT = "skueue-input-log"
 # 5: deleting queues (batches, grants and anchors changed; the "d" record);
 # 6: peeks (batches and grants changed; the "v" record); 7: a timeout told to a client
 # (the "T" record; requests in the snapshot remember it); 8: configuring a queue (the "K"
-# record), deletes that say whether the queue existed, structures taken from the queue
-VERSION = 8
+# record), deletes that say whether the queue existed, structures taken from the queue;
+# 9: every record is a host input (skueue/host/inputs.py, codec in runtime/records.py)
+VERSION = 9
 _HEADER = struct.Struct(">II")
 # The largest record read back (a record holds one client request or one peer frame).
 RECORD_BYTES_MAX = 64 * 1024 * 1024

@@ -20,9 +20,9 @@ The daemon asked goes step by step, and answers its client at the first that fai
    connection is not gone (a live member leaves with ``skueue leave``);
 3. every other member is asked (``remove-check``) what its core holds of them and whether
    its own link to them is up (:mod:`skueue.runtime.removal_check` decides);
-4. the daemon forgets them (its input log's ``R`` record) and tells every member
-   (``removed``, passed on like a departure): each drops them from its directory, its
-   links and its core's joiners, and refuses them if they ever come back.
+4. the daemon forgets them (a ``RemoveMember`` input of its host, logged) and tells
+   every member (``removed``, passed on like a departure): each drops them from its
+   directory, its links and its core's joiners, and refuses them if they ever come back.
 
 Issue 31 (replication) builds on these steps: a RING hold on a replicated member becomes
 a failover to its replicas and a re-replication, instead of a refusal.
@@ -30,193 +30,166 @@ a failover to its replicas and a re-replication, instead of a refusal.
 
 from __future__ import annotations
 
-from typing import Any
+import itertools
+from typing import TYPE_CHECKING, Any
 
 import trio
 
-from skueue.core.membership.removal import Hold
-from skueue.core.messages.membership import JoinRequest
 from skueue.host.address import AddressError, parse_address
-from skueue.runtime.inputs import RemovalProbed
+from skueue.host.inputs import RemoveMember
+from skueue.runtime.inbox import RemovalProbed
 from skueue.runtime.removal_check import RemovalCheck
-from skueue.runtime.state import DaemonState, log
 from skueue.wire.client_replies import INVALID, REFUSED, Done, ErrorReply
 from skueue.wire.errors import RemoteProtocolError
+
+if TYPE_CHECKING:
+    from skueue.runtime.owner import Owner
 
 MEMBERS_PER_CHECK_MAX = 16  # as REMOVE_MEMBERS_MAX: what a peer's remove-check may name
 
 
-class MemberRemoval(DaemonState):
-    def _remove_members(self, client: int, rid: int, names: tuple[str, ...]) -> None:
+class MemberRemoval:
+    def __init__(self, owner: Owner) -> None:
+        self.owner = owner
+        # The checks waiting for the members' answers.
+        self.checks: dict[int, RemovalCheck] = {}
+        self.numbers = itertools.count(1)
+
+    def start(self, client: int, rid: int, names: tuple[str, ...]) -> None:
         """Step 1: look the names up, then try their addresses (step 2, in a task)."""
-        assert self.host is not None and self.directory is not None and self.nursery is not None
-        directory, members, gone = self.directory, [], []
+        owner = self.owner
+        directory, members, gone = owner.host.directory, [], []
         for name in names:
             member = self._member_named(name)
-            if member == self.process_id:
+            if member == owner.ctx.process_id:
                 message = (f"{name} is this daemon: ask another member to remove it, or make "
                            "it leave (skueue leave)")  # fmt: skip
-                self.host.client_frames.append((client, ErrorReply(rid, message, INVALID)))
+                owner.reply(client, ErrorReply(rid, message, INVALID))
                 return
             if member is None and name in directory.departed:
                 gone.append(name)
             elif member is None:
                 known = ", ".join(directory.others()) or "none"
                 message = f"no member {name} in this cluster (the other members: {known})"
-                self.host.client_frames.append((client, ErrorReply(rid, message, INVALID)))
+                owner.reply(client, ErrorReply(rid, message, INVALID))
                 return
             else:
                 members.append(member)
         if not members:
-            self.host.client_frames.append((client, Done(rid, [_result([], gone, {})])))
+            owner.reply(client, Done(rid, [_result([], gone, {})]))
             return
         addresses = {m: directory.address(m) for m in members}
-        self.nursery.start_soon(self._probe, client, rid, tuple(members), addresses)
+        assert owner.ctx.nursery is not None
+        owner.ctx.nursery.start_soon(self._probe, client, rid, tuple(members), addresses)
 
     def _member_named(self, name: str) -> str | None:
         """The member a process id or an address names (None: none)."""
-        assert self.directory is not None
-        if self.directory.is_member(name):
+        directory = self.owner.host.directory
+        if directory.is_member(name):
             return name
         try:
             address = parse_address(name)
         except AddressError:
             return None
-        found = [p for p, a in self.directory.addresses.items() if a == address]
+        found = [p for p, a in directory.addresses.items() if a == address]
         return found[0] if found else None
 
     async def _probe(self, client: int, rid: int, members: tuple[str, ...], addresses: Any) -> None:
         """Step 2: which of them still accept a connection (a bare TCP connect)."""
-        assert self.links is not None
+        ctx = self.owner.ctx
+        assert ctx.links is not None
         answering = []
-        timeout_s = self.limits.member_probe_timeout_s
+        timeout_s = ctx.limits.member_probe_timeout_s
         for member in members:
             address = addresses[member]
-            if address is not None and await self.links.answers(address, timeout_s):
+            if address is not None and await ctx.links.answers(address, timeout_s):
                 answering.append(member)
-        await self.inbox_send.send(RemovalProbed(client, rid, members, tuple(answering)))
+        await ctx.inbox_send.send(RemovalProbed(client, rid, members, tuple(answering)))
 
-    def _probed(self, probed: RemovalProbed) -> None:
+    def probed(self, probed: RemovalProbed) -> None:
         """Step 3: ask every other member what it holds of them."""
-        assert self.host is not None and self.directory is not None
+        owner = self.owner
+        directory = owner.host.directory
         client, rid, members = probed.client, probed.rid, probed.members
         if probed.answering:
-            where = ", ".join(
-                f"{m} at {self.directory.address(m)}" for m in probed.answering
-            )
+            where = ", ".join(f"{m} at {directory.address(m)}" for m in probed.answering)
             message = (f"{where} accepts connections: not gone (a live member leaves with "
                        "skueue leave --node ITS-ADDRESS; remove-member forgets only a member "
                        "that will never come back)")  # fmt: skip
-            self.host.client_frames.append((client, ErrorReply(rid, message, REFUSED)))
+            owner.reply(client, ErrorReply(rid, message, REFUSED))
             return
-        members = tuple(m for m in members if self.directory.is_member(m))
+        members = tuple(m for m in members if directory.is_member(m))
         if not members:  # removed meanwhile (another request): done
-            self.host.client_frames.append((client, Done(rid, [_result([], [], {})])))
+            owner.reply(client, Done(rid, [_result([], [], {})]))
             return
-        others = [p for p in self.directory.others() if p not in members]
-        qid = next(self.removal_numbers)
-        addresses = {m: str(self.directory.address(m)) for m in members}
-        deadline = trio.current_time() + self.limits.stats_timeout_s
-        check = RemovalCheck(client, rid, members, addresses, deadline, {*others, self.process_id})
-        check.answer(self.process_id, self._holdings(members))
-        self.removal_checks[qid] = check
-        self._send_control([(peer, ["remove-check", qid, list(members)]) for peer in others])
-        self._removal_ready()
+        own = owner.ctx.process_id
+        others = [p for p in directory.others() if p not in members]
+        qid = next(self.numbers)
+        addresses = {m: str(directory.address(m)) for m in members}
+        deadline = trio.current_time() + owner.ctx.limits.stats_timeout_s
+        check = RemovalCheck(client, rid, members, addresses, deadline, {*others, own})
+        check.answer(own, self._holdings(members))
+        self.checks[qid] = check
+        owner.send_control([(peer, ["remove-check", qid, list(members)]) for peer in others])
+        self._ready()
 
     def _holdings(self, members: tuple[str, ...]) -> list[list[Any]]:
         """This daemon's answer to a check: per member, its core's hold, why, and whether
         this daemon reaches it now."""
-        assert self.host is not None and self.links is not None
+        ctx = self.owner.ctx
+        assert ctx.links is not None
         out = []
         for member in members:
-            hold, why = self.host.process.hold_on(member)
-            up = member in self.links.connected or member in self.peer_sessions
+            hold, why = self.owner.host.process.hold_on(member)
+            up = member in ctx.links.connected or member in ctx.peer_sessions
             out.append([int(hold), why, up])
         return out
 
-    def _removal_control(self, peer: str, frame: list[Any]) -> None:
-        """The control frames of a check and of a removal, from a peer."""
-        assert self.directory is not None
+    def control(self, peer: str, frame: list[Any]) -> None:
+        """The control frames of a check, from a peer."""
         kind = frame[0]
         if kind == "remove-check":
             qid, members = frame[1], frame[2]
             if not (isinstance(members, list) and 0 < len(members) <= MEMBERS_PER_CHECK_MAX
                     and all(type(m) is str and 0 < len(m) <= 256 for m in members)):  # fmt: skip
                 raise RemoteProtocolError("remove-check: expected a list of process ids")
-            self._send_control([(peer, ["remove-answer", qid, self._holdings(tuple(members))])])
-        elif kind == "remove-answer":
-            check = self.removal_checks.get(frame[1]) if type(frame[1]) is int else None
+            answer = ["remove-answer", qid, self._holdings(tuple(members))]
+            self.owner.send_control([(peer, answer)])
+        else:  # remove-answer
+            check = self.checks.get(frame[1]) if type(frame[1]) is int else None
             if check is not None:
                 check.answer(peer, frame[2])
-                self._removal_ready()
-        else:  # ["removed", id]
-            member = frame[1]
-            if type(member) is not str or not 0 < len(member) <= 256:
-                raise RemoteProtocolError("removed: expected a process id")
-            if member == self.process_id:
-                # Never sent by a correct member: this daemon answers, so it is not gone.
-                raise RemoteProtocolError("removed: names the daemon it is sent to")
-            if member not in self.directory.removed:
-                self._forget_member(member)
-                self._send_control([(p, frame) for p in self.directory.others() if p != peer])
+                self._ready()
 
-    def _removal_ready(self, now: float | None = None) -> None:
+    def expire(self, now: float) -> None:
+        if self.checks:
+            self._ready(now)
+
+    def _ready(self, now: float | None = None) -> None:
         """Step 4 for every check that has all its answers (or, with ``now``, whose
         deadline passed): forget the members, or answer why not."""
-        assert self.host is not None and self.directory is not None
+        owner = self.owner
         done = [
-            q for q, c in self.removal_checks.items()
+            q for q, c in self.checks.items()
             if not c.waiting or (now is not None and c.deadline <= now)
         ]  # fmt: skip
         for qid in done:
-            check = self.removal_checks.pop(qid)
+            check = self.checks.pop(qid)
             refusal = check.refusal()
             if refusal is not None:
                 code, message = refusal
-                self.host.client_frames.append((check.client, ErrorReply(check.rid, message, code)))
+                owner.reply(check.client, ErrorReply(check.rid, message, code))
                 continue
             held = {m: check.held(m) for m in check.members}
             for member in check.members:
-                self._log(["R", member])
-                self._forget_member(member)
-                self._send_control([(p, ["removed", member]) for p in self.directory.others()])
+                owner.enter(RemoveMember(member))
             result = _result(list(check.members), [], held, check.addresses)
-            self.host.client_frames.append((check.client, Done(check.rid, [result])))
+            owner.reply(check.client, Done(check.rid, [result]))
 
-    def removal_seconds_to_deadline(self, now: float) -> float:
-        if not self.removal_checks:
+    def seconds_to_deadline(self, now: float) -> float:
+        if not self.checks:
             return float("inf")
-        return max(0.0, min(c.deadline for c in self.removal_checks.values()) - now)
-
-    def _forget_member(self, member: str) -> None:
-        """Forget a member for good, here: the directory, the links, the core's joiners.
-        (An input: logged as the R record where asked, as the peer's removed frame
-        elsewhere; the replay does the same.)"""
-        assert self.host is not None and self.directory is not None and self.links is not None
-        self.directory.remove(member)
-        self.links.forget(member)
-        self.links.failed.discard(member)
-        self._drop_peer_session(member)
-        hold, why = self.host.process.hold_on(member)
-        if hold is Hold.RING:
-            # The check found nothing; a message that came in between changed that.
-            log.error(
-                "a member was removed from the cluster, but this daemon's ring still holds "
-                "it; its part of the tree waits for it",
-                member=member,
-                why=why,
-            )
-        else:
-            self.host.process.forget_joiner(member)
-        log.warning("forgot a member for good (skueue remove-member)", member=member)
-
-    def _removed_join(self, message: object) -> bool:
-        """A join request, routed on, of a member removed since: never placed again."""
-        return (
-            isinstance(message, JoinRequest)
-            and self.directory is not None
-            and message.joiner.process in self.directory.removed
-        )
+        return max(0.0, min(c.deadline for c in self.checks.values()) - now)
 
 
 def _result(

@@ -37,14 +37,14 @@ from skueue.runtime.http_probe import Handler, HttpProbe, Response, text
 from skueue.runtime.tallies import Histogram
 
 if TYPE_CHECKING:
-    from skueue.runtime.state import DaemonState
+    from skueue.runtime.daemon import Daemon
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 DISK_SCAN_FILES_MAX = 100_000
 """Files counted for ``skueue_disk_bytes`` at most (a data directory holds a few dozen)."""
 
 
-def probe(daemon: DaemonState) -> HttpProbe:
+def probe(daemon: Daemon) -> HttpProbe:
     """The HTTP server of ``--metrics``: ``/metrics``, ``/healthz`` and ``/readyz``."""
     registry = CollectorRegistry(auto_describe=False)
     registry.register(DaemonCollector(daemon))
@@ -61,7 +61,7 @@ def probe(daemon: DaemonState) -> HttpProbe:
         return text(200 if ready.ready else 503, ready.reason + "\n")
 
     routes: dict[str, Handler] = {"/metrics": metrics, "/healthz": healthz, "/readyz": readyz}
-    return HttpProbe(routes, daemon.limits)
+    return HttpProbe(routes, daemon.ctx.limits)
 
 
 def histogram(name: str, doc: str, label: str, by: dict[str, Histogram]) -> Metric:
@@ -86,7 +86,7 @@ def gauge(name: str, doc: str, labels: list[str], values: dict[tuple[str, ...], 
 
 
 class DaemonCollector(Collector):
-    def __init__(self, daemon: DaemonState) -> None:
+    def __init__(self, daemon: Daemon) -> None:
         self.daemon = daemon
 
     def collect(self) -> Iterator[Metric]:
@@ -102,7 +102,7 @@ class DaemonCollector(Collector):
         yield from self._requests()
         yield from self._peers()
         yield from self._storage()
-        if d.host is None:
+        if d.owner is None:
             return  # still starting: no process yet
         yield from self._process()
         yield from self._queues()
@@ -110,8 +110,8 @@ class DaemonCollector(Collector):
 
     def _process(self) -> Iterator[Metric]:
         d = self.daemon
-        assert d.host is not None
-        host, core = d.host, d.host.process.stats()
+        assert d.owner is not None
+        host, core = d.owner.host.clients, d.owner.host.process.stats()
         yield gauge(
             "skueue_member_info",
             "this daemon's process id and structure (always 1)",
@@ -158,7 +158,7 @@ class DaemonCollector(Collector):
             "skueue_dropped_results_total",
             "removed elements whose reply never reached its client",
             [],
-            {(): c.dropped_results + d.sessions.dropped_results},
+            {(): c.dropped_results + d.ctx.sessions.dropped_results},
         )
         yield gauge(
             "skueue_entries",
@@ -199,8 +199,8 @@ class DaemonCollector(Collector):
             )
 
     def _queues(self) -> Iterator[Metric]:
-        assert self.daemon.host is not None
-        queues = self.daemon.host.queue_stats.queues
+        assert self.daemon.owner is not None
+        queues = self.daemon.owner.host.clients.queue_stats.queues
         ops: dict[tuple[str, ...], int] = {}
         leases: dict[tuple[str, ...], int] = {}
         deleted: dict[tuple[str, ...], int] = {}
@@ -231,7 +231,7 @@ class DaemonCollector(Collector):
         )
 
     def _requests(self) -> Iterator[Metric]:
-        t = self.daemon.tallies
+        t = self.daemon.ctx.tallies
         yield counter(
             "skueue_requests_total",
             "client requests answered, by request and outcome (ok, or the error's code)",
@@ -247,7 +247,7 @@ class DaemonCollector(Collector):
         )
 
     def _batches(self) -> Iterator[Metric]:
-        t = self.daemon.tallies
+        t = self.daemon.ctx.tallies
         yield histogram(
             "skueue_batch_operations",
             "operations per batch sent up the tree (batches with operations)",
@@ -262,7 +262,7 @@ class DaemonCollector(Collector):
         )
 
     def _peers(self) -> Iterator[Metric]:
-        links = self.daemon.links
+        links = self.daemon.ctx.links
         if links is None:
             return
         peers = sorted(set(links.senders) | set(links.down_since))
@@ -306,7 +306,7 @@ class DaemonCollector(Collector):
         )
 
     def _clients(self) -> Iterator[Metric]:
-        s = self.daemon.sessions
+        s = self.daemon.ctx.sessions
         yield gauge(
             "skueue_client_connections",
             "client connections open, by role",
@@ -318,7 +318,7 @@ class DaemonCollector(Collector):
         )
 
     def _storage(self) -> Iterator[Metric]:
-        log = self.daemon.input_log
+        log = None if self.daemon.owner is None else self.daemon.owner.input_log
         if log is None:
             return
         yield gauge(
@@ -330,7 +330,7 @@ class DaemonCollector(Collector):
         yield gauge(
             "skueue_input_log_bytes", "bytes of the input log's current segment", [], {(): log.end}
         )
-        disk = self.daemon.disk
+        disk = self.daemon.data.disk
         if disk is not None:
             free = disk.read(trio.current_time())
             if free is not None:

@@ -182,7 +182,8 @@ class PeerLinks:
                 "give each daemon its own --id"
             )
         self.same_incarnation(peer, greeting.nonce)
-        self.directory.learn(peer, address)
+        # (The directory learns the address from the caller: at start-up, or through
+        # the host's JoinStart input; this task is not the host's owner.)
         link = self.senders.setdefault(peer, LinkSender())
         self.nursery.start_soon(self._writer, peer, address, link, (stream, greeting.handled))
         return True

@@ -46,6 +46,7 @@ import attrs
 import structlog
 import trio
 
+from skueue.host.inputs import ClientGone
 from skueue.runtime.client_auth import ClientTokens, refusal_message
 from skueue.runtime.connections import (
     ConnectionTimeout,
@@ -107,11 +108,6 @@ REFUSAL_SEND_S = 1.0
 class ClientInput:
     client: int
     request: ClientRequest
-
-
-@attrs.frozen
-class ClientGone:
-    client: int
 
 
 class _Ending(RemoteProtocolError):

@@ -19,13 +19,13 @@ from skueue.wire.client_replies import StatsReply
 
 def local_stats(host: Host) -> dict[str, Any]:
     """This process's part of ``skueue stats``, from the core's own account of itself."""
-    core = host.process.stats()
+    core, clients = host.process.stats(), host.clients
     return {
         "process": core.process_id,
         "structure": core.structure.value,
         "entries": core.entries,
         "entries_per_node": {name: node.entries for name, node in core.nodes.items()},
-        "pending_ops": host.pending_ops,
+        "pending_ops": host.clients.pending_ops,
         "leases_held": core.leases_held,
         "anchor": core.anchor,
         "joining": not core.joined,
@@ -36,11 +36,11 @@ def local_stats(host: Host) -> dict[str, Any]:
                    "priorities": levels}
             for name, (size, structure, limit, levels) in core.queues.items()
         },
-        "queue_stats": host.queue_stats.as_dict(),
+        "queue_stats": clients.queue_stats.as_dict(),
         # Counters include those inherited from processes that left, so that the
         # cluster's totals stay whole across leaves.
-        **{k: v + getattr(host.inherited, k) for k, v in host.counters.as_dict().items()},
-        "inherited_from": list(host.inherited_from),
+        **{k: v + getattr(clients.inherited, k) for k, v in clients.counters.as_dict().items()},
+        "inherited_from": list(clients.inherited_from),
     }
 
 

@@ -69,7 +69,8 @@ def test_analyze_measures_the_pei_of_the_bench_history(
     ("args", "message"),
     [
         (["--priorities", "3"], "--priorities needs --queue NAME"),
-        (["--priorities", "17", "--queue", "pq"], "--priorities: an integer from 1 to 16"),
+        (["--priorities", "17", "--queue", "pq"],
+         "--priorities: 17 is over the limit of 16 (PRIORITIES_MAX)"),
         (["--queue", "no spaces"], "only ASCII letters, digits"),
         (["--spawn", "1", "--structure", "stack", "--queue", "s", "--priorities", "2"],
          "a stack has no priority levels"),

@@ -133,14 +133,14 @@ async def settle(daemon: Daemon) -> None:
     """Until every request was answered and every session ended (bounded)."""
     assert daemon.host is not None
     with trio.fail_after(SETTLE_S):
-        while daemon.host.pending_ops or daemon.sessions.clients:
+        while daemon.host.clients.pending_ops or daemon.sessions.clients:
             await trio.sleep(0.02)
         await trio.sleep(0.05)
 
 
 def dropped(daemon: Daemon) -> int:
     assert daemon.host is not None
-    return daemon.sessions.dropped_results + daemon.host.counters.dropped_results
+    return daemon.sessions.dropped_results + daemon.host.clients.counters.dropped_results
 
 
 async def test_removed_minus_dropped_is_exactly_what_vanishing_clients_received() -> None:
@@ -192,6 +192,6 @@ async def test_removed_minus_dropped_is_exactly_what_vanishing_clients_received(
         await drainer.aclose()
         await settle(daemon)
 
-        removed = daemon.host.counters.removed
+        removed = daemon.host.clients.counters.removed
         assert removed - dropped(daemon) == received + drained, (removed, lost, received)
         assert drained + received + dropped(daemon) == ELEMENTS

@@ -11,8 +11,8 @@ from skueue.core.batch import Batch, Batches
 from skueue.core.batch_checks import batches_problem
 from skueue.core.ops import OpKind, Structure
 from skueue.core.process import TickDue
-from skueue.host.host import Host
 from skueue.sim.cluster import build_cluster, process_ids
+from tests.unit.host_driver import HostDriver as Host
 from tests.unit.test_host import one_process_host
 
 WAITING = 100.0  # a wait's end far after anything these tests do
@@ -48,14 +48,14 @@ def test_a_waiting_remove_gets_the_next_element_and_nothing_else_answers_it() ->
     host = one_process_host()
     host.remove(client=1, rid=1, count=1, wait_until=WAITING)
     assert replies(host) == []  # the queue is empty: it waits, trying again
-    assert host.pending_ops == 1
+    assert host.clients.pending_ops == 1
     host.insert(client=2, rid=7, values=[b"job"])
     got = dict(replies(host))
     inserted_ord = got[2][2][0][0]
     value, ord_, position = got[1][2][0]
     assert got[1][:2] == ["done", 1] and value == b"job" and ord_ > inserted_ord
-    assert position is not None and host.pending_ops == 0
-    stats = host.queue_stats.as_dict()["default"]
+    assert position is not None and host.clients.pending_ops == 0
+    stats = host.clients.queue_stats.as_dict()["default"]
     assert (stats["removed"], stats["empty"]) == (1, 0)  # the empty attempts are not results
 
 
@@ -63,9 +63,9 @@ def test_a_wait_that_ends_answers_empty() -> None:
     host = one_process_host()
     host.remove(client=1, rid=1, count=1, wait_until=5.0)
     assert replies(host) == []
-    assert host.seconds_to_deadline(4.0) == 1.0  # the owner wakes up for it
-    assert host.waits_ended(now=4.9) == []
-    ended = host.waits_ended(now=5.0)
+    assert host.clients.seconds_to_deadline(4.0) == 1.0  # the owner wakes up for it
+    assert host.clients.waits_ended(now=4.9) == []
+    ended = host.clients.waits_ended(now=5.0)
     assert len(ended) == 1
     host.end_wait(ended[0])
     frames = replies(host)
@@ -93,8 +93,8 @@ def test_the_wait_of_a_client_that_went_away_ends_and_takes_nothing_later() -> N
     host.remove(client=1, rid=1, count=1, wait_until=WAITING)
     host.remove(client=2, rid=1, count=1, wait_until=WAITING)
     assert replies(host) == []
-    gone = host.waits_of(1)
-    assert len(gone) == 1 and host.waits_of(3) == []
+    gone = host.clients.waits_of(1)
+    assert len(gone) == 1 and host.clients.waits_of(3) == []
     for number in gone:
         host.end_wait(number)
     host.client_gone(1)
@@ -102,7 +102,7 @@ def test_the_wait_of_a_client_that_went_away_ends_and_takes_nothing_later() -> N
     host.insert(client=3, rid=5, values=[b"kept"])
     frames = dict(replies(host))
     assert frames[2][2][0][0] == b"kept"  # the consumer that stayed got it
-    assert host.counters.dropped_results == 0
+    assert host.clients.counters.dropped_results == 0
 
 
 def test_a_served_blocking_remove_leaves_no_wait_behind() -> None:
@@ -114,6 +114,6 @@ def test_a_served_blocking_remove_leaves_no_wait_behind() -> None:
         host.insert(client=2, rid=rid, values=[b"x"])
         host.remove(client=1, rid=rid, count=1, wait_until=3600.0)
         replies(host, ticks=4)
-    assert host.waits == {} and host.pending_ops == 0
-    assert len(host.wait_ends) <= 64 + 1
-    assert host.waits_ended(now=3600.0) == []  # nothing left to log at the hour
+    assert host.clients.waits == {} and host.clients.pending_ops == 0
+    assert len(host.clients.wait_ends) <= 64 + 1
+    assert host.clients.waits_ended(now=3600.0) == []  # nothing left to log at the hour

@@ -15,7 +15,8 @@ from pathlib import Path
 import pytest
 
 from skueue.cli.skueue import build_parser as skueue_parser
-from skueue.cli.skueued import build_parser, tls_options
+from skueue.cli.skueued import tls_options
+from skueue.cli.skueued_options import build_parser
 
 DEPLOY = Path(__file__).resolve().parents[2] / "deploy"
 SECURE = ("--cluster-key", "--client-tokens", "--tls-cert", "--tls-key", "--tls-ca")

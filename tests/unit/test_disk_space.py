@@ -9,7 +9,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from skueue.cli.skueued import build_parser, startup_error
+from skueue.cli.skueued import startup_error
+from skueue.cli.skueued_options import build_parser
 from skueue.runtime import disk_space
 from skueue.runtime.disk_space import CHECK_INTERVAL_S, COMPACT_INTERVAL_S, DiskSpace, disk_failure
 from skueue.runtime.errors import DaemonError

@@ -3,9 +3,9 @@ first attempt's outcome and never a second effect."""
 
 from __future__ import annotations
 
-from skueue.host.host import Host
 from skueue.host.retries import RetryWindow
-from tests.unit.test_host import one_process_host, settle
+from tests.unit.host_driver import HostDriver as Host
+from tests.unit.test_host import one_process_host
 
 
 def elements_held(host: Host) -> int:
@@ -15,13 +15,13 @@ def elements_held(host: Host) -> int:
 def test_a_finished_enqueue_sent_again_is_answered_from_memory_not_enqueued_twice() -> None:
     host = one_process_host()
     host.insert(1, 7, [b"a"], key=("s", 7))
-    [(_, first)] = settle(host)
+    [(_, first)] = host.settle()
     host.client_gone(1)
     host.insert(2, 7, [b"a"], key=("s", 7))  # the same request on a new connection
-    [(client, again)] = settle(host)
+    [(client, again)] = host.settle()
     assert client == 2 and again == first
     assert elements_held(host) == 1
-    assert host.counters.inserted == 1 and host.counters.retried == 1
+    assert host.clients.counters.inserted == 1 and host.clients.counters.retried == 1
 
 
 def test_the_host_knows_the_requests_it_runs_and_remembers() -> None:
@@ -29,24 +29,24 @@ def test_the_host_knows_the_requests_it_runs_and_remembers() -> None:
     took (runtime/owner.py): refusing it would tell the client nothing was done."""
     host = one_process_host()
     host.insert(1, 7, [b"a"], key=("s", 7))
-    assert host.knows(("s", 7))  # running
-    settle(host)
-    assert host.knows(("s", 7))  # finished, in the retry window
-    assert not host.knows(("s", 8)) and not host.knows(("t", 7))
+    assert host.clients.knows(("s", 7))  # running
+    host.settle()
+    assert host.clients.knows(("s", 7))  # finished, in the retry window
+    assert not host.clients.knows(("s", 8)) and not host.clients.knows(("t", 7))
 
 
 def test_a_dequeue_whose_reply_was_lost_gives_its_element_to_the_retry() -> None:
     host = one_process_host()
     host.insert(1, 1, [b"x"], key=("s", 1))
-    settle(host)
+    host.settle()
     host.remove(1, 2, 1, key=("s", 2))
     host.client_gone(1)  # gone before the reply: the element would be lost
-    assert settle(host) == []
-    assert host.counters.dropped_results == 0
+    assert host.settle() == []
+    assert host.clients.counters.dropped_results == 0
     host.remove(3, 2, 1, key=("s", 2))
-    [(client, (kind, rid, results))] = settle(host)
+    [(client, (kind, rid, results))] = host.settle()
     assert (client, kind, rid) == (3, "done", 2) and results[0][0] == b"x"
-    assert host.counters.removed == 1
+    assert host.clients.counters.removed == 1
 
 
 def test_a_retry_of_a_running_request_takes_it_over() -> None:
@@ -55,8 +55,8 @@ def test_a_retry_of_a_running_request_takes_it_over() -> None:
     host.remove(1, 8, 1, key=("s", 8))
     host.client_gone(1)
     host.remove(2, 8, 1, key=("s", 8))  # before a tick ran it: still running
-    assert host.counters.retried == 1
-    frames = settle(host)
+    assert host.clients.counters.retried == 1
+    frames = host.settle()
     assert [(c, f[0], f[1]) for c, f in frames] == [(2, "done", 8)]
     assert frames[0][1][2][0][0] == b"y"
 
@@ -67,8 +67,8 @@ def test_requests_of_other_sessions_or_without_one_are_never_confused() -> None:
     host.insert(1, 1, [b"b"], key=("t", 1))
     host.insert(1, 1, [b"c"])  # no session: never de-duplicated
     host.insert(1, 1, [b"c"])
-    settle(host)
-    assert host.counters.inserted == 4 and host.counters.retried == 0
+    host.settle()
+    assert host.clients.counters.inserted == 4 and host.clients.counters.retried == 0
 
 
 def test_the_window_forgets_the_oldest_and_counts_undelivered_elements_lost() -> None:
@@ -86,13 +86,13 @@ def test_the_window_forgets_the_oldest_and_counts_undelivered_elements_lost() ->
 def test_a_request_that_timed_out_gets_its_real_outcome_when_sent_again() -> None:
     host = one_process_host()
     host.insert(1, 3, [b"z"], deadline=1.0, key=("s", 3))
-    host.expire(2.0, lambda: "slow")
+    host.due(2.0, "slow")
     [(_, (kind, rid, _message, *_))] = [(c, r.frame()) for c, r in host.take_frames()[1]]
     assert (kind, rid) == ("error", 3)
     host.insert(1, 3, [b"z"], key=("s", 3))
-    [(client, (kind, rid, results))] = settle(host)
+    [(client, (kind, rid, results))] = host.settle()
     assert (client, kind, rid) == (1, "done", 3) and len(results) == 1
-    assert host.counters.inserted == 1
+    assert host.clients.counters.inserted == 1
 
 
 def test_the_window_counts_what_its_results_really_take_in_memory() -> None:

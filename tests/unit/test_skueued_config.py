@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from skueue.cli import config_file, skueued
+from skueue.cli import config_file, skueued, skueued_options
 
 
 @pytest.fixture(autouse=True)
@@ -145,7 +145,7 @@ def test_a_missing_or_binary_file_is_one_line(
 
 
 def test_every_option_is_a_key_including_ones_added_later(tmp_path: Path) -> None:
-    parser = skueued.build_parser()
+    parser = skueued_options.build_parser()
     keys = config_file.file_options(parser)
     long = {s[2:] for a in parser._actions for s in a.option_strings if s.startswith("--")}
     assert set(keys) == long - {"help", "version", "config", "print-config"}

@@ -1,0 +1,196 @@
+"""Start-up: the data directory, the cluster this daemon belongs to, and its host.
+
+A daemon is either a member of a static cluster (``--peers``: every peer must answer at
+the first start; a durable daemon's data directory remembers them afterwards), or a
+joiner (``--join SEED``: it starts as a lone process, and its first input makes it a
+joiner of the seed's cluster, as ``skueue join`` would), or alone.  A durable daemon
+then comes back where it stopped: its last snapshot, and the input log replayed
+(:mod:`skueue.runtime.replay`).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+import trio
+
+from skueue.core.process import Process
+from skueue.host.address import Address, parse_address
+from skueue.host.directory import Directory
+from skueue.host.host import Host
+from skueue.host.inputs import JoinStart
+from skueue.host.retries import RetryWindow
+from skueue.overlay.ring import build_views
+from skueue.runtime.data_lock import DataDirLock
+from skueue.runtime.disk_space import DiskSpace
+from skueue.runtime.entry_store import ENTRIES_DIRECTORY, SnapshotEntryStore, attach
+from skueue.runtime.errors import DaemonError
+from skueue.runtime.handshake import check_distinct
+from skueue.runtime.input_log import InputLog, Meta
+from skueue.runtime.owner import Owner
+from skueue.runtime.replay import forget_lost_appends, replay, restore_snapshot
+from skueue.runtime.state import DaemonContext, log
+
+
+@dataclass
+class DataDirectory:
+    """What a durable daemon keeps on its disk (all None: an in-memory daemon)."""
+
+    lock: DataDirLock | None = None
+    input_log: InputLog | None = None
+    entry_store: SnapshotEntryStore | None = None
+    disk: DiskSpace | None = None
+
+
+def open_data_directory(ctx: DaemonContext) -> DataDirectory:
+    """The data directory's lock, log, entry store and free space (nothing: an in-memory
+    daemon).  The daemon keeps the nonce it had the first time, so that its peers take it
+    back as the same member."""
+    config, links = ctx.config, ctx.links
+    assert links is not None
+    directory = config.data_dir
+    if directory is None and config.data_root is not None:
+        directory = config.data_root / _directory_name(ctx.process_id)
+    if directory is None:
+        return DataDirectory()
+    # First, before anything in the directory is read or written (runtime/data_lock.py).
+    lock = DataDirLock(directory)
+    meta = Meta(ctx.process_id, links.nonce, config.structure.value, ())
+    input_log = InputLog.open(directory, meta, config.fsync)
+    if input_log.meta.left:
+        raise DaemonError(
+            f"the daemon of {directory} left its cluster; it cannot come back as "
+            "that member (start it with an empty --data-dir to serve again)"
+        )
+    links.nonce = input_log.meta.nonce
+    links.incarnations.update(input_log.meta.incarnations)
+    links.remember_incarnation = input_log.record_incarnation
+    limits = ctx.limits
+    store = SnapshotEntryStore(
+        directory / ENTRIES_DIRECTORY, limits.entry_page_bytes, limits.entry_pages_mapped_max
+    )
+    disk = DiskSpace(directory, limits.disk_free_min_bytes)
+    log.info("durable", data_dir=str(directory), records=input_log.record_count,
+             fsync=config.fsync.mode)  # fmt: skip
+    return DataDirectory(lock, input_log, store, disk)
+
+
+async def start_owner(ctx: DaemonContext, data: DataDirectory) -> tuple[Owner, int]:
+    """The owner of a host that stands where this daemon stopped (or new), and how many
+    members it met at start (0: it joins)."""
+    config, links = ctx.config, ctx.links
+    assert links is not None and ctx.directory is not None
+    input_log = data.input_log
+    if input_log is None:
+        links.ready.set()  # an in-memory daemon's outboxes start empty, as they are
+    join = None
+    if config.join is not None:
+        join = await _seed(ctx, input_log)
+        members = [ctx.process_id]
+    else:
+        members = await _static_members(ctx, input_log)
+    limits = ctx.limits
+    window = RetryWindow(limits.retry_window_requests_max, limits.retry_window_bytes_max)
+    host = Host(_build_process(ctx, members, data.entry_store), ctx.directory,
+                retry_window=window, storage=data.entry_store,
+                handover_bytes_max=limits.handover_bytes_max)  # fmt: skip
+    owner = Owner(ctx, host, None, data.entry_store, data.disk)
+    fresh = input_log is None or input_log.fresh()
+    if input_log is not None:
+        began = time.perf_counter()
+        if input_log.snapshot_file is not None:
+            restore_snapshot(owner, input_log.snapshot_file)
+            input_log.snapshot_file = None
+        forget_lost_appends(owner)
+        owner.input_log = input_log
+        replay(owner, input_log.records())
+        input_log.replay_segments = []
+        if not fresh:
+            log.info("recovery done", process=ctx.process_id,
+                     seconds=round(time.perf_counter() - began, 3),
+                     records=input_log.record_count)  # fmt: skip
+    if join is not None and fresh:
+        seed, address = join
+        owner.enter(JoinStart(seed, address, None, 0))  # answered to nobody: start-up's
+    # Joined, or still joining (a --join, or a restart in the middle of one).
+    owner.joined = trio.Event()
+    if owner.host.joined:
+        owner.joined.set()
+    links.ready.set()
+    return owner, 0 if join is not None else len(members)
+
+
+async def _seed(ctx: DaemonContext, input_log: InputLog | None) -> tuple[str, str]:
+    """The process this daemon joins through, and its address: asked at the first start;
+    a durable daemon coming back knows it from its data directory (the seed may be gone)."""
+    links, directory, config = ctx.links, ctx.directory, ctx.config
+    assert links is not None and directory is not None and config.join is not None
+    if input_log is not None and not input_log.fresh():
+        if input_log.meta.join is None:
+            raise DaemonError(
+                f"{input_log.directory} belongs to a member of a static cluster: "
+                "start it with --peers, not --join"
+            )
+        seed, address = input_log.meta.join
+        directory.learn(seed, parse_address(address))
+        return seed, address
+    seed = await links.connect_seed(config.join, ctx.limits.join_timeout_s)
+    directory.learn(seed, config.join)
+    if input_log is not None:
+        input_log.record_join(seed, str(config.join))
+    return seed, str(config.join)
+
+
+async def _static_members(ctx: DaemonContext, input_log: InputLog | None) -> list[str]:
+    """A static member's cluster: met through ``--peers`` at the first start (every peer
+    must answer then), and recorded in a durable daemon's data directory.  A restart
+    builds the ring from that record and replays its log: it waits for no peer, so a
+    member that left since, or is down now, does not hold it up, and ``--peers`` is not
+    read again (the log knows who left and who joined)."""
+    links, directory, config = ctx.links, ctx.directory, ctx.config
+    assert links is not None and directory is not None
+    recorded = None if input_log is None else input_log.meta
+    if recorded is not None and recorded.members:
+        for peer, address in recorded.addresses:
+            directory.learn(peer, parse_address(address))
+        given = {str(a) for a in config.peers}
+        if given != {address for _, address in recorded.addresses}:
+            log.info(
+                "the data directory names this member's cluster; --peers is read at "
+                "the first start only",
+                recorded=[address for _, address in recorded.addresses],
+            )
+        others = [p for p in recorded.members if p != ctx.process_id]
+        return [ctx.process_id, *others]
+    peers = await links.connect_all(config.peers)
+    check_distinct(peers)
+    for at, peer in peers.items():
+        directory.learn(peer, at)
+    ids = [ctx.process_id, *dict.fromkeys(peers.values())]
+    if input_log is not None:
+        met = [(peer, str(address)) for address, peer in peers.items()]
+        input_log.record_members(ids, met)
+    return ids
+
+
+def _build_process(
+    ctx: DaemonContext, members: list[str], store: SnapshotEntryStore | None
+) -> Process:
+    me = ctx.process_id
+    views = {n.kind: v for n, v in build_views(members).items() if n.process == me}
+    process = Process.create(me, views, ctx.config.structure,
+                             handover_bytes_max=ctx.limits.handover_bytes_max, hurry=True)
+    return attach(process, store)
+
+
+def new_directory(ctx: DaemonContext) -> Directory:
+    return Directory(ctx.process_id, ctx.address)
+
+
+def _directory_name(process_id: str) -> str:
+    """A file name for a process id (an address has a colon, an IPv6 one brackets)."""
+    return "".join(c if c.isalnum() or c in "-_." else "_" for c in process_id)
+
+
+__all__ = ["Address", "DataDirectory", "new_directory", "open_data_directory", "start_owner"]
