@@ -114,8 +114,8 @@ def test_verdict_and_small_stages(runs: dict[str, Run], where: str) -> None:
     assert run.code == 0, run.stderr[-3000:]
     (history,) = run.summary["histories"]
     for model in ("linearizable", "sc"):
-        assert history["verdicts"][model] == {"ok": True, "method": "certificate",
-                                              "reason": None}
+        assert history["verdicts"][model] == {"ok": True, "decided": True,
+                                              "method": "certificate", "reason": None}
     # Sized from 80 lines; the tests' session fixes 2 (and a setting made is kept).
     assert run.summary["shuffle_partitions"] == (2 if where == "local[2]" else 1)
     assert run.tasks, "the event log shows the stages"
