@@ -54,7 +54,7 @@ from skueue.cli.certs_cmd import ensure_ca, issue, write_pair  # noqa: E402
 from skueue.client.tls import client_context  # noqa: E402
 from skueue.cluster.launch import LaunchedCluster, launch, skueued_command  # noqa: E402
 from skueue.cluster.loadgen import LoadConfig, drain, run_workload  # noqa: E402
-from skueue.runtime.peer_auth import generate_key  # noqa: E402
+from skueue.runtime.security.peer_auth import generate_key  # noqa: E402
 
 RESULTS = ROOT / "bench" / "results"
 HOST = "127.0.0.1"

@@ -6,7 +6,7 @@ Makes ``DIR/ca.crt`` and ``DIR/ca.key`` the first time (and signs with them afte
 then for each ``--host`` a member's certificate ``DIR/NAME.crt`` and key ``DIR/NAME.key``
 (``OU=peer``; every address and name given goes in its subjectAltName, so clients can
 check it), and for each ``--client`` or ``--admin`` a client certificate (``OU=client``
-or ``OU=admin``: the role a daemon with ``--tls-client-ca`` gives it; runtime/tls.py).
+or ``OU=admin``: the role a daemon with ``--tls-client-ca`` gives it; runtime/security/tls.py).
 Keys are written with mode 0600; an existing file is not replaced unless ``--force``.
 
 Keys are ECDSA P-256 (fast handshakes, small certificates).  Give each daemon

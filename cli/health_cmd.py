@@ -1,6 +1,6 @@
 """``skueue health``: is a daemon ready to serve?  Exit codes for scripts and probes.
 
-Two ways to ask, the same answer (``runtime/health.py`` decides it in the daemon):
+Two ways to ask, the same answer (``runtime/operations/health.py`` decides it in the daemon):
 
 - ``--node ADDR`` (the default, ``$SKUEUE_NODE``): the client protocol's stats request,
   as ``skueue stats`` sends it (an admin connection, ``$SKUEUE_TOKEN`` where the daemon

@@ -13,7 +13,7 @@ import sys
 from typing import Any
 
 from skueue.cli.args import fail
-from skueue.runtime.peer_auth import generate_key
+from skueue.runtime.security.peer_auth import generate_key
 
 
 def add_parser(sub: Any) -> None:

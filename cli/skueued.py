@@ -38,16 +38,16 @@ from skueue.cli.running import leaves
 from skueue.cli.skueued_options import DEFAULT_DATA_ROOT, build_parser
 from skueue.core.ops import Structure
 from skueue.host.address import AddressError, parse_address, parse_addresses
-from skueue.runtime.client_auth import ClientTokens
 from skueue.runtime.daemon import Daemon, DaemonConfig
-from skueue.runtime.disk_space import disk_failure
+from skueue.runtime.durability.disk_space import disk_failure
+from skueue.runtime.durability.input_log import SyncPolicy
 from skueue.runtime.errors import DaemonError
-from skueue.runtime.input_log import SyncPolicy
 from skueue.runtime.limits import Limits
-from skueue.runtime.logging import LOG_FORMAT, configure
-from skueue.runtime.peer_auth import ClusterKeys
+from skueue.runtime.operations.logging import LOG_FORMAT, configure
+from skueue.runtime.security.client_auth import ClientTokens
+from skueue.runtime.security.peer_auth import ClusterKeys
+from skueue.runtime.security.tls import DaemonTls, TlsFiles
 from skueue.runtime.state import log
-from skueue.runtime.tls import DaemonTls, TlsFiles
 
 
 async def serve(config: DaemonConfig) -> None:

@@ -12,7 +12,7 @@ from pathlib import Path
 from skueue.cli import config_file
 from skueue.cli.args import Parser, add_version, address, non_negative_int
 from skueue.host.address import AddressError, parse_addresses
-from skueue.runtime.input_log import SyncPolicy
+from skueue.runtime.durability.input_log import SyncPolicy
 from skueue.runtime.limits import Limits
 
 # A frame holds one value and the request around it.

@@ -39,7 +39,7 @@ one warning line, corruption before the tail in one error line, and ``recovery``
 than return wrong bytes.  A directory of another format version is refused.
 
 Single-threaded, like the daemon that owns it (one owner per process).  The daemon calls
-``flush()`` after every step (``runtime/entry_store.py``), so that a process crash leaves
+``flush()`` after every step (``runtime/durability/entry_store.py``), so that a process crash leaves
 each finished step's appends in the page cache.
 """
 

@@ -23,7 +23,7 @@ from skueue.core.ops import Structure
 from skueue.host.address import Address
 from skueue.runtime.daemon import Daemon, DaemonConfig, bind
 from skueue.runtime.limits import Limits
-from skueue.runtime.logging import configure
+from skueue.runtime.operations.logging import configure
 from skueue.wire.client_protocol import PROTOCOL_VERSION
 from skueue.wire.framing import FrameDecoder, pack
 

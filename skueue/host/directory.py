@@ -16,7 +16,7 @@ the members spread it by gossip over the peer links:
 
 Links are FIFO and a daemon forwards a gossip frame before it forwards the protocol
 messages it handles after it, so a message that names a new process normally arrives
-after the address of that process; :class:`~skueue.runtime.peers.PeerLinks` holds the few
+after the address of that process; :class:`~skueue.runtime.network.peers.PeerLinks` holds the few
 that do not until the address comes.
 
 The directory is also the list ``skueue stats`` asks, so counts stay right across joins

@@ -9,7 +9,7 @@ order give the same state and the same effects.  So these classes are, at once,
   way its state changes;
 - the records of a durable daemon's input log: the owner writes every input whose class
   says ``logged`` before stepping it (one function writes them, one reads them back:
-  ``skueue/runtime/records.py`` derives their codec from these classes), and recovery is
+  ``skueue/runtime/durability/records.py`` derives their codec from these classes), and recovery is
   "for each record: step";
 - the steps of the simulators, which drive hosts with them.
 
@@ -75,7 +75,7 @@ class PeerMessage:
     peer: str
     """The process it came from (its link's far end)."""
     number: int
-    """Its frame's number on that link (``runtime/link_receiver.py``)."""
+    """Its frame's number on that link (``runtime/network/link_receiver.py``)."""
     to: Kind
     """Which of this process's three nodes it is for."""
     message: Message | MembershipMessage

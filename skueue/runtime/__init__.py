@@ -1,1 +1,1 @@
-"""The trio runtime: framing, the wire codec, the task that owns a process, client protocol."""
+"""The daemon: the trio driver around the host; its top level wires the parts and owns the host."""

@@ -8,11 +8,11 @@ import attrs
 
 from skueue.core.ops import Structure
 from skueue.host.address import Address
-from skueue.runtime.client_auth import ClientTokens
-from skueue.runtime.input_log import SyncPolicy
+from skueue.runtime.durability.input_log import SyncPolicy
 from skueue.runtime.limits import Limits
-from skueue.runtime.peer_auth import ClusterKeys
-from skueue.runtime.tls import DaemonTls
+from skueue.runtime.security.client_auth import ClientTokens
+from skueue.runtime.security.peer_auth import ClusterKeys
+from skueue.runtime.security.tls import DaemonTls
 
 
 @attrs.frozen
@@ -26,18 +26,19 @@ class DaemonConfig:
     # Where the other members reach this daemon, when that is not the listen address (a
     # container's port mapping, NAT, a proxy); also the default process id.
     advertise: Address | None = None
-    # Durable: the write-ahead log of inputs lives here (runtime/input_log.py); None: the
+    # Durable: the write-ahead log of inputs lives here (runtime/durability/input_log.py); None: the
     # daemon keeps everything in memory and loses it with the process.
     data_dir: Path | None = None
     # Without data_dir: the daemon's directory is named after its process id in here (the
     # command line's default); None too: in memory.
     data_root: Path | None = None
     fsync: SyncPolicy = SyncPolicy()
-    # The cluster key(s) every peer link proves (runtime/peer_auth.py); None: no key.
+    # The cluster key(s) every peer link proves (runtime/security/peer_auth.py); None: no key.
     cluster_keys: ClusterKeys | None = None
-    # The tokens clients must present, with their roles (runtime/client_auth.py).
+    # The tokens clients must present, with their roles (runtime/security/client_auth.py).
     client_tokens: ClientTokens | None = None
-    # Where to serve Prometheus metrics, /healthz and /readyz (runtime/metrics.py); None: not.
+    # Where to serve Prometheus metrics, /healthz and /readyz
+    # (runtime/operations/metrics.py); None: not.
     metrics: Address | None = None
-    # TLS on every connection (runtime/tls.py); None: plaintext.
+    # TLS on every connection (runtime/security/tls.py); None: plaintext.
     tls: DaemonTls | None = None

@@ -5,7 +5,7 @@ One task, the *owner* (:mod:`skueue.runtime.owner`), holds the host
 only writer of the host's state.  Everything else hands it inputs through one bounded
 channel, the inbox, and carries out its effects: the incoming connections
 (:mod:`skueue.runtime.incoming`: client sessions and peer links' reading ends), the peer
-links' writers (:mod:`skueue.runtime.peers`) and the owner's own pacing timer.  This
+links' writers (:mod:`skueue.runtime.network.peers`) and the owner's own pacing timer.  This
 module only wires them: it binds the listeners, starts the metrics, has start-up find
 the cluster and the host (:mod:`skueue.runtime.startup`) and starts the owner.
 
@@ -26,12 +26,12 @@ from skueue.host.address import Address
 from skueue.host.host import Host
 from skueue.runtime.config import DaemonConfig
 from skueue.runtime.errors import DaemonError
-from skueue.runtime.health import Readiness
 from skueue.runtime.incoming import IncomingConnections
+from skueue.runtime.network.peers import PeerLinks
+from skueue.runtime.network.sessions import ClientSessions
+from skueue.runtime.operations.health import Readiness
 from skueue.runtime.owner import Owner
-from skueue.runtime.peers import PeerLinks
 from skueue.runtime.resources import files_needed, raise_open_files_limit
-from skueue.runtime.sessions import ClientSessions
 from skueue.runtime.startup import DataDirectory, new_directory, open_data_directory, start_owner
 from skueue.runtime.state import DaemonContext, log
 from skueue.wire.client_protocol import PROTOCOL_VERSION, limits_for_clients
@@ -90,7 +90,9 @@ class Daemon:
                 self.data.lock.release()
 
     async def _serve_metrics(self, address: Address, nursery: trio.Nursery) -> None:
-        from skueue.runtime.metrics import probe  # prometheus_client: only where asked for
+        from skueue.runtime.operations.metrics import (
+            probe,  # prometheus_client: only where asked for
+        )
 
         listeners = await bind(address)
         served = Address(address.host, listeners[0].socket.getsockname()[1])

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from skueue.host.address import Address
 from skueue.host.inputs import ClientGone, PeerControl, PeerMessage
-from skueue.runtime.sessions import ClientInput
+from skueue.runtime.network.sessions import ClientInput
 
 
 @dataclass(frozen=True, slots=True)
@@ -23,7 +23,7 @@ class PeerHello:
     peer: str
     address: Address
     session: int
-    # It starts a static cluster and takes us for a member (runtime/handshake.py); its
+    # It starts a static cluster and takes us for a member (runtime/network/handshake.py); its
     # incarnation, to refuse it by if it is not one.
     static: bool = False
     nonce: str | None = None

@@ -17,15 +17,15 @@ from typing import Any
 import trio
 
 from skueue.host.inputs import PeerControl, PeerMessage
-from skueue.runtime.connections import ConnectionClosed, frames, next_frame, put
-from skueue.runtime.handshake import PeerGreeting, parse_peer_hello, reachable
 from skueue.runtime.inbox import LinkClosed, PeerHello
-from skueue.runtime.link_receiver import Inbound, Numbering, StreamAcks
-from skueue.runtime.peer_auth import AUTH_FRAME, mismatch, new_challenge
-from skueue.runtime.peers import parse_peer_frame
-from skueue.runtime.sessions import DISCONNECTED
+from skueue.runtime.network.connections import ConnectionClosed, frames, next_frame, put
+from skueue.runtime.network.handshake import PeerGreeting, parse_peer_hello, reachable
+from skueue.runtime.network.link_receiver import Inbound, Numbering, StreamAcks
+from skueue.runtime.network.peers import parse_peer_frame
+from skueue.runtime.network.sessions import DISCONNECTED
+from skueue.runtime.security.peer_auth import AUTH_FRAME, mismatch, new_challenge
+from skueue.runtime.security.tls import DaemonTls, looks_like_tls, peek, tls_failure
 from skueue.runtime.state import DaemonContext, log, not_a_member_message, removed_message
-from skueue.runtime.tls import DaemonTls, looks_like_tls, peek, tls_failure
 from skueue.wire.client_replies import REFUSED, ErrorReply
 from skueue.wire.errors import RemoteProtocolError
 from skueue.wire.framing import FrameDecoder, pack
@@ -256,7 +256,7 @@ class IncomingConnections:
     async def _authenticate(
         self, stream: trio.abc.Stream, decoder: FrameDecoder, greeting: Any, rest: list[Any]
     ) -> list[Any]:
-        """The acceptor's half of the cluster-key handshake (runtime/peer_auth.py): our
+        """The acceptor's half of the cluster-key handshake (runtime/security/peer_auth.py): our
         hello with our challenge and proof, then the opener's proof, checked.  Returns
         the frames that came after it.  ``handled`` in our hello is read without waiting
         for the peer's previous session: it can only be lower than the truth, which makes

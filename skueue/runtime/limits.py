@@ -60,7 +60,7 @@ class Limits:
     # skueue remove-member: a member whose address accepts a connection within this long
     # is not gone, and is not removed (runtime/member_removal.py).
     member_probe_timeout_s: float = 3.0
-    # Frames for one peer not acknowledged yet (runtime/link_sender.py): they wait while
+    # Frames for one peer not acknowledged yet (runtime/network/link_sender.py): they wait while
     # it is down or its address has not arrived.  The protocol itself bounds them (a
     # stalled tree sends no new batches), so reaching this means something else is
     # wrong; the link is then given up, loudly, rather than the daemon's memory.
@@ -84,24 +84,25 @@ class Limits:
     # A durable daemon compacts its input log into a snapshot when the log reaches this
     # size: a restart replays at most this much on top of the snapshot.
     snapshot_log_bytes: int = 64 * 1024 * 1024
-    # A durable daemon keeps the elements in page files (runtime/entry_store.py): their
+    # A durable daemon keeps the elements in page files (runtime/durability/entry_store.py): their
     # size, and how many of them are mapped at once.  A queue writes at one end and reads
     # at the other, so a few suffice; they bound the memory the elements take.
     entry_page_bytes: int = 4 * 1024 * 1024
     entry_pages_mapped_max: int = 4
     # Below this much free space in its data directory, a durable daemon refuses its
-    # clients' enqueues (retryably) and serves the rest (runtime/disk_space.py).  Room
+    # clients' enqueues (retryably) and serves the rest (runtime/durability/disk_space.py).  Room
     # for a snapshot written beside the last one (each up to the retry window's 64 MiB
     # plus the state) and a log extent of 16 MiB.  0: never refuse.
     disk_free_min_bytes: int = 256 * 1024 * 1024
     request_timeout_s_max: float = 3600.0
-    # The metrics and health address (--metrics; runtime/http_probe.py): connections
+    # The metrics and health address (--metrics; runtime/operations/http_probe.py): connections
     # served at once (past it a new one gets 503 at once), the bytes of a request's head,
     # and the time a connection may take from accept to the end of its response.
     http_connections_max: int = 16
     http_request_bytes_max: int = 8192
     http_request_timeout_s: float = 5.0
-    # A member in one update phase for this long is not ready (/readyz; runtime/health.py).
+    # A member in one update phase for this long is not ready
+    # (/readyz; runtime/operations/health.py).
     update_phase_stall_s: float = 30.0
 
     def __attrs_post_init__(self) -> None:

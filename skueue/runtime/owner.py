@@ -54,9 +54,11 @@ from skueue.host.inputs import (
     Tick,
 )
 from skueue.host.pending import COUNTER_NAMES
-from skueue.runtime.disk_space import DiskSpace
-from skueue.runtime.entry_store import SnapshotEntryStore
-from skueue.runtime.health import PhaseWatch, Readiness, readiness
+from skueue.runtime.durability.disk_space import DiskSpace
+from skueue.runtime.durability.entry_store import SnapshotEntryStore
+from skueue.runtime.durability.input_log import InputLog
+from skueue.runtime.durability.records import record_of
+from skueue.runtime.durability.snapshots import capture
 from skueue.runtime.inbox import (
     ClientError,
     InboxItem,
@@ -65,16 +67,14 @@ from skueue.runtime.inbox import (
     PeerHello,
     RemovalProbed,
 )
-from skueue.runtime.input_log import InputLog
-from skueue.runtime.logging import DEBUG_LOGS
 from skueue.runtime.member_removal import MemberRemoval
-from skueue.runtime.records import record_of
+from skueue.runtime.network.sessions import ClientInput
+from skueue.runtime.operations.health import PhaseWatch, Readiness, readiness
+from skueue.runtime.operations.logging import DEBUG_LOGS
+from skueue.runtime.operations.stats import StatsGathering, local_stats
+from skueue.runtime.operations.usage import usage
 from skueue.runtime.requests import ClientDesk, request_kind
-from skueue.runtime.sessions import ClientInput
-from skueue.runtime.snapshots import capture
 from skueue.runtime.state import DaemonContext, log
-from skueue.runtime.stats import StatsGathering, local_stats
-from skueue.runtime.usage import usage
 from skueue.wire.client_replies import UNAVAILABLE, ErrorReply, Welcome
 from skueue.wire.peer import encode_message
 
@@ -106,14 +106,16 @@ class Owner:
         # host is being replayed from it (runtime/replay.py): then nothing goes out.
         self.input_log = input_log
         self.replaying = False
-        # Where the DHT tables keep their elements (None: in memory; runtime/entry_store.py).
+        # Where the DHT tables keep their elements
+        # (None: in memory; runtime/durability/entry_store.py).
         self.entry_store = entry_store
         # The data directory's free space against the reserve (None: in memory).
         self.disk = disk
         self.clock_read = False  # the lease clock went to the host in this step
         self.ack_due: float | None = None  # when the owner next acknowledges
         self.stats = StatsGathering(ctx.limits.stats_timeout_s)
-        self.phase_watch = PhaseWatch()  # how long an update phase lasts (runtime/health.py)
+        # How long an update phase lasts (runtime/operations/health.py).
+        self.phase_watch = PhaseWatch()
         self.joined = trio.Event()
         self.left = trio.Event()
         if host.joined:
@@ -465,7 +467,7 @@ class Owner:
 
     def _disk_stats(self) -> dict[str, Any]:
         """The data directory's free space as last read, the reserve, and the enqueues
-        refused for it (runtime/disk_space.py)."""
+        refused for it (runtime/durability/disk_space.py)."""
         disk = self.disk
         if disk is None:
             return {}
@@ -476,7 +478,7 @@ class Owner:
         }
 
     def readiness(self) -> Readiness:
-        """Whether this daemon is ready to serve, and if not why (runtime/health.py)."""
+        """Whether this daemon is ready to serve, and if not why (runtime/operations/health.py)."""
         ctx = self.ctx
         started = ctx.ready.is_set() and ctx.links is not None
         return readiness(

@@ -1,6 +1,7 @@
 """Coming back from a crash: the last snapshot, then the input log's records after it, each
 stepped through the host as the first time (the log itself is described in
-:mod:`skueue.runtime.input_log`, its records in :mod:`skueue.runtime.records`).
+:mod:`skueue.runtime.durability.input_log`, its records in
+:mod:`skueue.runtime.durability.records`).
 
 Replaying is "for each record: step".  Nothing goes out while it runs: replies are
 dropped (the clients are gone; those that retry get the first attempt's outcome from the
@@ -20,14 +21,14 @@ from typing import Any
 
 from skueue.host.address import Address
 from skueue.host.inputs import PeerControl, PeerMessage, Restarted
-from skueue.runtime.entry_store import named_records
+from skueue.runtime.durability.entry_store import named_records
+from skueue.runtime.durability.input_log import open_snapshot
+from skueue.runtime.durability.records import UnreadableRecord, input_of
+from skueue.runtime.durability.snapshots import install_outbox, restore
 from skueue.runtime.errors import DaemonError
-from skueue.runtime.input_log import open_snapshot
-from skueue.runtime.link_receiver import Inbound
-from skueue.runtime.link_sender import LinkSender
+from skueue.runtime.network.link_receiver import Inbound
+from skueue.runtime.network.link_sender import LinkSender
 from skueue.runtime.owner import Owner
-from skueue.runtime.records import UnreadableRecord, input_of
-from skueue.runtime.snapshots import install_outbox, restore
 from skueue.runtime.state import log
 
 
@@ -61,7 +62,7 @@ def restore_snapshot(owner: Owner, path: Path) -> None:
 
 def forget_lost_appends(owner: Owner) -> None:
     """Before the replay: the entry store keeps only what the restored state names
-    (runtime/entry_store.py); the replay makes the rest again."""
+    (runtime/durability/entry_store.py); the replay makes the rest again."""
     if owner.entry_store is not None:
         gone = owner.entry_store.keep_only(named_records(owner.host.process))
         if gone:

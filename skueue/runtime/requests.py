@@ -94,8 +94,9 @@ class ClientDesk:
         owner.replies.extend(owner.stats.complete())
 
     def _refuse_for_space(self, client: int, rid: int) -> bool:
-        """Below the disk reserve a new enqueue is refused, retryably (runtime/disk_space.py);
-        a retry of one this daemon already took gets its first outcome, as always."""
+        """Below the disk reserve a new enqueue is refused, retryably
+        (runtime/durability/disk_space.py); a retry of one this daemon already took gets
+        its first outcome, as always."""
         owner = self.owner
         disk = owner.disk
         if disk is None:

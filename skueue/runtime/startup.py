@@ -22,12 +22,12 @@ from skueue.host.host import Host
 from skueue.host.inputs import JoinStart
 from skueue.host.retries import RetryWindow
 from skueue.overlay.ring import build_views
-from skueue.runtime.data_lock import DataDirLock
-from skueue.runtime.disk_space import DiskSpace
-from skueue.runtime.entry_store import ENTRIES_DIRECTORY, SnapshotEntryStore, attach
+from skueue.runtime.durability.data_lock import DataDirLock
+from skueue.runtime.durability.disk_space import DiskSpace
+from skueue.runtime.durability.entry_store import ENTRIES_DIRECTORY, SnapshotEntryStore, attach
+from skueue.runtime.durability.input_log import InputLog, Meta
 from skueue.runtime.errors import DaemonError
-from skueue.runtime.handshake import check_distinct
-from skueue.runtime.input_log import InputLog, Meta
+from skueue.runtime.network.handshake import check_distinct
 from skueue.runtime.owner import Owner
 from skueue.runtime.replay import forget_lost_appends, replay, restore_snapshot
 from skueue.runtime.state import DaemonContext, log
@@ -54,7 +54,7 @@ def open_data_directory(ctx: DaemonContext) -> DataDirectory:
         directory = config.data_root / _directory_name(ctx.process_id)
     if directory is None:
         return DataDirectory()
-    # First, before anything in the directory is read or written (runtime/data_lock.py).
+    # First, before anything in the directory is read or written (runtime/durability/data_lock.py).
     lock = DataDirLock(directory)
     meta = Meta(ctx.process_id, links.nonce, config.structure.value, ())
     input_log = InputLog.open(directory, meta, config.fsync)

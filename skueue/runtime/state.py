@@ -19,10 +19,10 @@ from skueue.host.address import Address
 from skueue.host.directory import Directory
 from skueue.runtime.config import DaemonConfig
 from skueue.runtime.inbox import InboxItem
-from skueue.runtime.link_receiver import Inbound
-from skueue.runtime.peers import PeerLinks
-from skueue.runtime.sessions import ClientSessions
-from skueue.runtime.tallies import Tallies
+from skueue.runtime.network.link_receiver import Inbound
+from skueue.runtime.network.peers import PeerLinks
+from skueue.runtime.network.sessions import ClientSessions
+from skueue.runtime.operations.tallies import Tallies
 
 log = structlog.get_logger("skueued")
 
@@ -57,7 +57,7 @@ class DaemonContext:
         # What this daemon took from each peer's link, across its connections.
         self.inbound: dict[str, Inbound] = {}
         self.session_numbers = itertools.count(1)
-        self.tallies = Tallies()  # what the metrics count (runtime/tallies.py)
+        self.tallies = Tallies()  # what the metrics count (runtime/operations/tallies.py)
 
     def drop_peer_session(self, peer: str) -> None:
         session = self.peer_sessions.get(peer)

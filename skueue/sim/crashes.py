@@ -3,7 +3,7 @@
 
 Theory of operation
 -------------------
-A durable daemon (skueue/runtime/input_log.py, replay.py, snapshots.py) logs every
+A durable daemon (skueue/runtime/durability/input_log.py, replay.py, snapshots.py) logs every
 input of its core (a client request, a peer message, a tick, a leave, a join) and syncs
 the log once per step *before* the step's messages and replies leave; every so often it
 pickles its whole state (a snapshot) and the log starts afresh.  After ``kill -9`` it

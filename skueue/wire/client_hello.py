@@ -21,7 +21,7 @@ class ClientHello:
     # Names the client's session: its requests are unique by (session, rid) across its
     # connections, so that a retry gets the first attempt's outcome (host/retries.py).
     session: str | None = None
-    token: str | None = None  # the client's credential (runtime/client_auth.py)
+    token: str | None = None  # the client's credential (runtime/security/client_auth.py)
 
     def frame(self) -> list[Any]:
         options: dict[str, Any] = {}

@@ -13,7 +13,7 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from skueue.runtime.peer_auth import generate_key
+from skueue.runtime.security.peer_auth import generate_key
 from tests.e2e.certs import make_certs
 from tests.e2e.daemons import Cluster
 from tests.e2e.test_cli import ROOT, RUN_TIMEOUT_S

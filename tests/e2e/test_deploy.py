@@ -29,7 +29,7 @@ from skueue.cluster.launch import (
     pid_alive,
     stop_members,
 )
-from skueue.runtime.peer_auth import generate_key
+from skueue.runtime.security.peer_auth import generate_key
 from tests.e2e.certs import make_certs
 from tests.e2e.daemons import Cluster
 

@@ -266,7 +266,7 @@ WRONG_KINDS = {
 
 def numbered_header(rng: random.Random, count: int) -> Any:
     """The ``["seq", first, count]`` header that numbers a new peer's first frames
-    (runtime/link_receiver.py); now and then a wrong one, which must be refused too."""
+    (runtime/network/link_receiver.py); now and then a wrong one, which must be refused too."""
     if rng.random() < 0.8 or count == 0:
         return ["seq", 1, max(count, 1)]
     return rng.choice(

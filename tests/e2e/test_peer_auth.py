@@ -22,7 +22,7 @@ import pytest
 import skueue.client.blocking
 from skueue.client.errors import RequestRejected
 from skueue.cluster.loadgen import LoadConfig, run_load
-from skueue.runtime.peer_auth import AUTH_FRAME, ClusterKeys, generate_key, new_challenge
+from skueue.runtime.security.peer_auth import AUTH_FRAME, ClusterKeys, generate_key, new_challenge
 from skueue.wire.client_protocol import PROTOCOL_VERSION, ClientHello, RemoveRequest
 from skueue.wire.framing import FrameDecoder, pack
 from tests.e2e.daemons import HOST, Cluster, free_ports, refused

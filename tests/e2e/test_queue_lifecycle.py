@@ -22,7 +22,7 @@ import pytest
 import skueue.client.blocking
 from skueue.client.blocking import BlockingClient
 from skueue.client.errors import RequestRejected
-from skueue.runtime.peer_auth import generate_key
+from skueue.runtime.security.peer_auth import generate_key
 from tests.e2e.daemons import Cluster, stop
 from tests.faults.test_crash_restart import Cluster as DurableCluster
 

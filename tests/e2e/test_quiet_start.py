@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 import skueue.client.blocking
-from skueue.runtime.peer_auth import generate_key
+from skueue.runtime.security.peer_auth import generate_key
 from tests.e2e.certs import Certs, make_certs
 from tests.e2e.daemons import HOST, Cluster, Daemon, free_ports, refused, spawn, stop, wait_ready
 from tests.e2e.test_metrics import scrape

@@ -29,7 +29,7 @@ from skueue.core.effects import Send
 from skueue.core.ops import Structure
 from skueue.core.process import Process
 from skueue.overlay.labels import Kind, node_ref
-from skueue.runtime.peer_auth import generate_key
+from skueue.runtime.security.peer_auth import generate_key
 from skueue.wire.framing import FrameDecoder, pack, pack_many
 from skueue.wire.peer import encode_message
 from tests.e2e.daemons import (

@@ -26,7 +26,7 @@ import skueue.client.blocking
 from skueue.client.errors import NodeUnreachable, RequestRejected
 from skueue.cluster.loadgen import LoadConfig, run_load
 from skueue.runtime.limits import Limits
-from skueue.runtime.peer_auth import generate_key
+from skueue.runtime.security.peer_auth import generate_key
 from tests.e2e.certs import Certs, make_certs
 from tests.e2e.daemons import HOST, Cluster, free_ports, refused, skueued_command
 from tests.e2e.oracle import assert_history_ok

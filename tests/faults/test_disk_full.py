@@ -1,5 +1,5 @@
 """A durable daemon on a small disk (a tmpfs the test mounts): it neither crashes with a
-traceback nor loses an acknowledged element (runtime/disk_space.py).
+traceback nor loses an acknowledged element (runtime/durability/disk_space.py).
 
 - Under its reserve it refuses enqueues, retryably and with the figures, serves the
   dequeues, and takes enqueues again once they freed the space.

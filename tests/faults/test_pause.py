@@ -4,7 +4,7 @@ Four durable ``skueued`` processes, 8 clients with the mixed workload.  One daem
 time is stopped with SIGSTOP and continued with SIGCONT, each in turn: short pauses
 (0.2 to 2 s), and one that outlasts ``peer_ack_timeout_s``, so that the others find
 their links to it stuck (open, but carrying no acks), end them and connect again
-(runtime/link_sender.py, watch_acks).  Then the drain, and the history must pass the
+(runtime/network/link_sender.py, watch_acks).  Then the drain, and the history must pass the
 checkers with every element removed exactly once.  Operations whose outcome a client
 never learned count as indeterminate.
 """

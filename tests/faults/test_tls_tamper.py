@@ -7,7 +7,7 @@ flight, or inserts a chunk the link carried before (a replay), in either directi
 authenticates every record (its MAC covers an implicit sequence number), so the
 receiving daemon refuses the record and the link breaks; the daemons stay up, the links
 reconnect (a new TLS session and key handshake) and send again what was not acknowledged
-(:mod:`skueue.runtime.link_sender`).  8 clients run the mixed workload meanwhile, then a
+(:mod:`skueue.runtime.network.link_sender`).  8 clients run the mixed workload meanwhile, then a
 drain, and the history must pass the checkers with every element removed exactly once.
 
 Without TLS the same flips would reach the frame decoder or, worse, decode into a
@@ -24,7 +24,7 @@ import pytest
 import trio
 
 from skueue.host.address import Address
-from skueue.runtime.peer_auth import generate_key
+from skueue.runtime.security.peer_auth import generate_key
 from tests.e2e.certs import make_certs
 from tests.e2e.daemons import HOST, Daemon, free_ports, spawn, stop, wait_ready
 from tests.e2e.oracle import assert_history_ok

@@ -13,7 +13,7 @@ from cryptography.x509.oid import NameOID
 
 from skueue.cli.skueue import main
 from skueue.runtime.errors import DaemonError
-from skueue.runtime.tls import DaemonTls, TlsFiles
+from skueue.runtime.security.tls import DaemonTls, TlsFiles
 
 
 def unit_of(path: Path) -> str:

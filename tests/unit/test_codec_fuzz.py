@@ -39,12 +39,12 @@ import pytest
 from skueue.core.messages.membership import MEMBERSHIP_KINDS, JoinAcceptedAck, Withdraw
 from skueue.core.messages.stages import MESSAGE_KINDS
 from skueue.overlay.labels import Kind, node_ref
-from skueue.runtime.handshake import parse_peer_hello
 from skueue.runtime.limits import Limits
-from skueue.runtime.link_receiver import Inbound, Numbering
-from skueue.runtime.link_sender import LinkSender
-from skueue.runtime.peer_auth import AUTH_FRAME, ClusterKeys, generate_key, new_challenge
-from skueue.runtime.peers import parse_peer_frame
+from skueue.runtime.network.handshake import parse_peer_hello
+from skueue.runtime.network.link_receiver import Inbound, Numbering
+from skueue.runtime.network.link_sender import LinkSender
+from skueue.runtime.network.peers import parse_peer_frame
+from skueue.runtime.security.peer_auth import AUTH_FRAME, ClusterKeys, generate_key, new_challenge
 from skueue.wire.client_protocol import (
     ClientHello,
     oversized_request_id,

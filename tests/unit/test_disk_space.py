@@ -1,4 +1,5 @@
-"""The disk reserve and the one line for a write the disk refused (runtime/disk_space.py)."""
+"""The disk reserve and the one line for a write the disk refused
+(runtime/durability/disk_space.py)."""
 
 from __future__ import annotations
 
@@ -11,8 +12,13 @@ import pytest
 
 from skueue.cli.skueued import startup_error
 from skueue.cli.skueued_options import build_parser
-from skueue.runtime import disk_space
-from skueue.runtime.disk_space import CHECK_INTERVAL_S, COMPACT_INTERVAL_S, DiskSpace, disk_failure
+from skueue.runtime.durability import disk_space
+from skueue.runtime.durability.disk_space import (
+    CHECK_INTERVAL_S,
+    COMPACT_INTERVAL_S,
+    DiskSpace,
+    disk_failure,
+)
 from skueue.runtime.errors import DaemonError
 from skueue.runtime.limits import Limits
 

@@ -1,4 +1,4 @@
-"""The durable daemon's entry store (skueue.runtime.entry_store): removes wait for the
+"""The durable daemon's entry store (skueue.runtime.durability.entry_store): removes wait for the
 snapshot after them, a restart keeps exactly what the restored state names, and a
 snapshot names records instead of holding elements."""
 
@@ -11,7 +11,13 @@ import attrs
 import pytest
 
 from skueue.core.ops import Redelivered, Structure
-from skueue.runtime.entry_store import SnapshotEntryStore, attach, dump, load, named_records
+from skueue.runtime.durability.entry_store import (
+    SnapshotEntryStore,
+    attach,
+    dump,
+    load,
+    named_records,
+)
 from skueue.runtime.errors import DaemonError
 from skueue.runtime.limits import Limits
 from skueue.sim.cluster import build_cluster

@@ -1,5 +1,5 @@
 """Readiness: in the ring, peers reachable, not stalled in an update phase
-(runtime/health.py; issue 15, item 2)."""
+(runtime/operations/health.py; issue 15, item 2)."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ import pytest
 from skueue.cli.skueue import build_parser
 from skueue.core.ops import Structure
 from skueue.core.stats import NodeStats, ProcessStats
-from skueue.runtime.health import PhaseWatch, readiness
 from skueue.runtime.limits import Limits
+from skueue.runtime.operations.health import PhaseWatch, readiness
 
 STALL_S = Limits().update_phase_stall_s
 

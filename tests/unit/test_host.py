@@ -13,7 +13,7 @@ from skueue.core.ops import Structure
 from skueue.host.effects import DropPeer
 from skueue.host.inputs import PeerMessage, TimedOut
 from skueue.overlay.labels import Kind
-from skueue.runtime.stats import local_stats
+from skueue.runtime.operations.stats import local_stats
 from skueue.wire.client_replies import Done, ErrorReply
 from skueue.wire.peer import decode_message
 from tests.unit.host_driver import HostDriver

@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from skueue.core.ops import Structure
-from skueue.runtime.stats import local_stats
+from skueue.runtime.operations.stats import local_stats
 from tests.unit.host_driver import HostDriver as Host
 from tests.unit.test_blocking_remove import WAITING, replies
 from tests.unit.test_host import one_process_host

@@ -1,5 +1,5 @@
 """The metrics address's HTTP server: bad HTTP never hurts it, every limit holds
-(runtime/http_probe.py; issue 15, items 1 and 2)."""
+(runtime/operations/http_probe.py; issue 15, items 1 and 2)."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ import attrs
 import pytest
 import trio
 
-from skueue.runtime.http_probe import Handler, HttpProbe, Response, text
 from skueue.runtime.limits import Limits
+from skueue.runtime.operations.http_probe import Handler, HttpProbe, Response, text
 
 LIMITS = attrs.evolve(
     Limits(), http_connections_max=2, http_request_bytes_max=256, http_request_timeout_s=0.5

@@ -1,4 +1,4 @@
-"""The write-ahead log of inputs (runtime/input_log.py): records come back whole, a torn
+"""The write-ahead log of inputs (runtime/durability/input_log.py): records come back whole, a torn
 tail is cut, and a directory of another process or version is refused."""
 
 from __future__ import annotations
@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from skueue.runtime.durability.input_log import InputLog, Meta, SyncPolicy, open_snapshot
 from skueue.runtime.errors import DaemonError
-from skueue.runtime.input_log import InputLog, Meta, SyncPolicy, open_snapshot
 
 META = Meta("p1", "nonce-1", "queue", ())
 

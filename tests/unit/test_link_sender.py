@@ -1,6 +1,6 @@
-"""The two ends of a reliable peer link (runtime/link_sender.py, runtime/link_receiver.py):
-frames are numbered, kept until acknowledged, sent again after a reconnect, and the
-receiver takes each number once."""
+"""The two ends of a reliable peer link (runtime/network/link_sender.py,
+runtime/network/link_receiver.py): frames are numbered, kept until acknowledged, sent
+again after a reconnect, and the receiver takes each number once."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ import pytest
 import trio
 import trio.testing
 
-from skueue.runtime.link_receiver import Inbound, Numbering
-from skueue.runtime.link_sender import LinkSender, watch_acks
+from skueue.runtime.network.link_receiver import Inbound, Numbering
+from skueue.runtime.network.link_sender import LinkSender, watch_acks
 from skueue.wire.errors import RemoteProtocolError
 from skueue.wire.framing import FrameDecoder, pack
 

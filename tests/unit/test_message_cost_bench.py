@@ -32,7 +32,7 @@ def test_samples_are_summed_by_the_part_of_their_leaf_frame(tmp_path: Path) -> N
             "__create_fn__.<locals>.__init__ (<string>:4)": 1,
             "KindCodec.encode (skueue/wire/peer_codec.py:70)": 3,
             "packb (msgpack/__init__.py:30)": 2,
-            "LinkSender._write_now (skueue/runtime/link_sender.py:114)": 4,
+            "LinkSender._write_now (skueue/runtime/network/link_sender.py:114)": 4,
             "_GeneratorContextManager.__exit__ (contextlib.py:146)": 1,
         },
     )
@@ -55,7 +55,7 @@ def test_samples_are_summed_by_the_part_of_their_leaf_frame(tmp_path: Path) -> N
 
 def test_the_same_function_on_several_stacks_is_summed(tmp_path: Path) -> None:
     path = tmp_path / "spy.txt"
-    leaf = "write_now (skueue/runtime/reply_writer.py:78)"
+    leaf = "write_now (skueue/runtime/network/reply_writer.py:78)"
     path.write_text(f"{ROOT};a (skueue/runtime/owner.py:1);{leaf} 3\n{ROOT};{leaf} 2\n")
     idle, parts, functions = message_cost.profile_shares(path)
     assert (idle, parts, functions) == (0.0, {"daemon runtime": 1.0}, [("write_now", 1.0)])

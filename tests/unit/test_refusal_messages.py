@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from skueue.runtime.client_auth import refusal_message
+from skueue.runtime.security.client_auth import refusal_message
 
 
 def message(tokens: bool, certificates: bool, token: bool, cert: bool, tls: bool = True) -> str:

@@ -7,7 +7,7 @@ import socket
 
 import trio
 
-from skueue.runtime.reply_writer import ClientSession, Reply, offer, write_now
+from skueue.runtime.network.reply_writer import ClientSession, Reply, offer, write_now
 
 
 def session_on(raw: socket.socket) -> ClientSession:

@@ -1,5 +1,6 @@
-"""The key and token files (runtime/peer_auth.py, runtime/client_auth.py): comments and
-blank lines are skipped, and each mistake is one error naming the option and the line."""
+"""The key and token files (runtime/security/peer_auth.py, runtime/security/client_auth.py):
+comments and blank lines are skipped, and each mistake is one error naming the option and
+the line."""
 
 from __future__ import annotations
 
@@ -7,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from skueue.runtime.client_auth import ClientTokens
 from skueue.runtime.errors import DaemonError
-from skueue.runtime.peer_auth import KEYS_MAX, ClusterKeys, generate_key
+from skueue.runtime.security.client_auth import ClientTokens
+from skueue.runtime.security.peer_auth import KEYS_MAX, ClusterKeys, generate_key
 
 
 def test_a_key_file_takes_comments_and_up_to_keys_max_keys(tmp_path: Path) -> None:

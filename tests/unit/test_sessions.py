@@ -18,7 +18,7 @@ import pytest
 import trio
 
 from skueue.runtime.limits import Limits
-from skueue.runtime.sessions import ClientGone, ClientInput, ClientSessions
+from skueue.runtime.network.sessions import ClientGone, ClientInput, ClientSessions
 from skueue.wire.client_protocol import RemoveRequest, StatsRequest
 from skueue.wire.client_replies import Done, StatsReply
 from skueue.wire.errors import RemoteProtocolError

@@ -1,5 +1,5 @@
 """``skueue stats``' text: each member's line says where and how it keeps its data, and
-how much room its disk has left (runtime/disk_space.py)."""
+how much room its disk has left (runtime/durability/disk_space.py)."""
 
 from __future__ import annotations
 

@@ -1,9 +1,9 @@
 """The metrics' counts on the hot path: histograms, request times, batch cycles
-(runtime/tallies.py; issue 15, item 1)."""
+(runtime/operations/tallies.py; issue 15, item 1)."""
 
 from __future__ import annotations
 
-from skueue.runtime.tallies import LATENCY_BUCKETS_S, Histogram, Tallies
+from skueue.runtime.operations.tallies import LATENCY_BUCKETS_S, Histogram, Tallies
 
 
 def test_a_histogram_counts_per_bucket_and_reports_cumulative_counts() -> None:

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from skueue.runtime.usage import cpu_seconds, rss_bytes, usage
+from skueue.runtime.operations.usage import cpu_seconds, rss_bytes, usage
 
 BUSY_S = 0.05
 

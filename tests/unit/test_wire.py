@@ -27,7 +27,7 @@ from skueue.core.messages.stages import MESSAGE_KINDS, BatchUp, Get, GetReply, G
 from skueue.core.ops import Structure
 from skueue.overlay.labels import Kind, node_ref
 from skueue.overlay.routing import Phase, Route
-from skueue.runtime.peers import parse_peer_frame
+from skueue.runtime.network.peers import parse_peer_frame
 from skueue.sim import rounds
 from skueue.sim.rounds import SyncConfig, SyncSim
 from skueue.wire.errors import RemoteProtocolError

@@ -40,7 +40,7 @@ from typing import Any
 import attrs
 
 from skueue.runtime.errors import DaemonError
-from skueue.runtime.secret_files import entries
+from skueue.runtime.security.secret_files import entries
 from skueue.wire.errors import RemoteProtocolError
 
 KEY_BYTES = 32

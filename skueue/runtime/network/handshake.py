@@ -1,7 +1,7 @@
 """The peer handshake: ``["hello-peer", id, address, nonce]`` from the daemon that opens a
 link, answered with ``["hello-peer", id, address, nonce, handled]``, checked.  With a
 cluster key, each hello ends with ``{"challenge": ..., "proof": ...}`` and the opener's
-first frame proves it knows the key too (:mod:`skueue.runtime.peer_auth`).
+first frame proves it knows the key too (:mod:`skueue.runtime.security.peer_auth`).
 
 A daemon starting a static cluster (``--peers``, its first start) says so in its hellos
 (``{"static": true}`` in the same map): it takes the daemon it greets for a member of
@@ -10,11 +10,11 @@ refuses it for good, with one line saying to use ``--join`` (issue 28, item 2), 
 anything of the cluster changes.
 
 ``handled`` is how many of the opener's frames the answering daemon has handled: the
-opener sends again everything after it (:mod:`skueue.runtime.link_sender`).
+opener sends again everything after it (:mod:`skueue.runtime.network.link_sender`).
 
 The nonce is new at every start of a daemon: a hello that comes back with our own nonce
 was our own (an address of ours in ``--peers``), and a known id with a new nonce is a
-member that restarted (see :meth:`skueue.runtime.peers.PeerLinks.same_incarnation`).
+member that restarted (see :meth:`skueue.runtime.network.peers.PeerLinks.same_incarnation`).
 """
 
 from __future__ import annotations
@@ -26,8 +26,8 @@ import trio
 
 from skueue.host.address import Address, AddressError, parse_address
 from skueue.runtime.errors import DaemonError
-from skueue.runtime.peer_auth import auth_map
-from skueue.runtime.tls import socket_of
+from skueue.runtime.security.peer_auth import auth_map
+from skueue.runtime.security.tls import socket_of
 from skueue.wire.errors import RemoteProtocolError
 
 

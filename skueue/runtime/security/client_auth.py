@@ -24,7 +24,7 @@ from pathlib import Path
 import attrs
 
 from skueue.runtime.errors import DaemonError
-from skueue.runtime.secret_files import entries
+from skueue.runtime.security.secret_files import entries
 
 ROLES = ("client", "admin")
 TOKEN_CHARS_MIN = 16

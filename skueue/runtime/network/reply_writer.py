@@ -21,7 +21,7 @@ import attrs
 import structlog
 import trio
 
-from skueue.runtime.connections import ReadDeadlines, with_waiting
+from skueue.runtime.network.connections import ReadDeadlines, with_waiting
 
 log = structlog.get_logger("skueued")
 
@@ -52,7 +52,7 @@ class ClientSession:
     version: int = 1
     # The client's session id (its requests may come again: host/retries.py).
     session: str | None = None
-    role: str = "admin"  # its token's (runtime/client_auth.py); without tokens, anything
+    role: str = "admin"  # its token's (runtime/security/client_auth.py); without tokens, anything
     closed: bool = False
     outstanding: int = 0  # requests handed to the owner and not answered yet
     queued_elements: int = 0  # elements in replies offered and not yet handed over

@@ -1,6 +1,6 @@
 """The receiving side of a reliable peer link: frame numbers checked, frames already
 taken skipped, and acknowledgements sent back (the sending side is
-:mod:`skueue.runtime.link_sender`).
+:mod:`skueue.runtime.network.link_sender`).
 
 Per peer, this daemon remembers two counts, which outlive its connections:
 

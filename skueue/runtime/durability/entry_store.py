@@ -4,7 +4,7 @@ with the queue (issue 11: 2 x 10^6 elements of 1 KB across 4 daemons in < 200 MB
 
 Theory of operation
 -------------------
-The input log and its snapshots (:mod:`skueue.runtime.input_log`) are what make a daemon
+The input log and its snapshots (:mod:`skueue.runtime.durability.input_log`) are what make a daemon
 durable; this store only moves the elements out of memory, and must agree with them:
 after a crash, the state is the last snapshot plus the replay of the inputs after it.
 
@@ -176,7 +176,7 @@ def load(file: BinaryIO, store: SnapshotEntryStore | None) -> Any:
 
     unpickler = pickle.Unpickler(file)
     unpickler.persistent_load = persistent_load  # type: ignore[method-assign]
-    state, extras = unpickler.load()  # noqa: S301 - our own file (runtime/snapshots.py)
+    state, extras = unpickler.load()  # noqa: S301 - our own file (runtime/durability/snapshots.py)
     if store is not None:
         store.extras = extras or {}
     return state

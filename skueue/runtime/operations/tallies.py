@@ -2,7 +2,7 @@
 
 Counting must not slow an operation down: the owner task adds to plain ints and lists
 here (a dict update, a ``bisect``), and nothing else.  Prometheus metric families are
-built from these only when someone scrapes (:mod:`skueue.runtime.metrics`), so a daemon
+built from these only when someone scrapes (:mod:`skueue.runtime.operations.metrics`), so a daemon
 without ``--metrics`` pays a few increments per request and per batch.
 
 Requests are timed from the step their request is handled in to the step their reply is

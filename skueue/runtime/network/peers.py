@@ -1,5 +1,5 @@
 """Connections to the other daemons: handshake, address book, and one reliable link each
-(:mod:`skueue.runtime.link_sender`: numbered frames, an outbox until acknowledged, a resend
+(:mod:`skueue.runtime.network.link_sender`: numbered frames, an outbox until acknowledged, a resend
 after every reconnect).
 
 Each daemon opens one outgoing connection per peer and writes its frames there; the peer
@@ -31,13 +31,13 @@ from skueue.core.messages.stages import Message
 from skueue.host.address import Address
 from skueue.host.directory import Directory
 from skueue.overlay.labels import Kind
-from skueue.runtime.connections import first_frame
 from skueue.runtime.errors import DaemonError, RefusedForGood
-from skueue.runtime.handshake import PeerGreeting, parse_peer_hello
 from skueue.runtime.limits import Limits
-from skueue.runtime.link_sender import LinkSender, read_acks, watch_acks
-from skueue.runtime.peer_auth import AUTH_FRAME, ClusterKeys, mismatch, new_challenge
-from skueue.runtime.tls import DaemonTls, refused_for_good, tls_failure
+from skueue.runtime.network.connections import first_frame
+from skueue.runtime.network.handshake import PeerGreeting, parse_peer_hello
+from skueue.runtime.network.link_sender import LinkSender, read_acks, watch_acks
+from skueue.runtime.security.peer_auth import AUTH_FRAME, ClusterKeys, mismatch, new_challenge
+from skueue.runtime.security.tls import DaemonTls, refused_for_good, tls_failure
 from skueue.wire.client_replies import REFUSED
 from skueue.wire.errors import RemoteProtocolError
 from skueue.wire.framing import FrameDecoder, pack
@@ -85,7 +85,7 @@ class PeerLinks:
     ) -> None:
         self.process_id = process_id
         self.keys = keys  # the cluster key(s): every link proves both ends hold one
-        self.tls = tls  # TLS on every link (runtime/tls.py); None: plaintext
+        self.tls = tls  # TLS on every link (runtime/security/tls.py); None: plaintext
         self.address = address
         self.limits = limits
         self.nursery = nursery
@@ -221,7 +221,7 @@ class PeerLinks:
     ) -> list[Any]:
         """Our hello; in answer to a peer's, with how many of its frames we handled; with a
         cluster key, our challenge (and, answering, our proof); ``static``: we start a
-        static cluster and take the peer for a member of it (runtime/handshake.py)."""
+        static cluster and take the peer for a member of it (runtime/network/handshake.py)."""
         hello: list[Any] = ["hello-peer", self.process_id, str(self.address), self.nonce]
         if handled is not None:
             hello.append(handled)
@@ -275,7 +275,7 @@ class PeerLinks:
 
     async def _connect(self, address: Address) -> trio.abc.Stream:
         """A new connection to ``address``; with TLS, its handshake done in time and the
-        other end's certificate checked (runtime/tls.py)."""
+        other end's certificate checked (runtime/security/tls.py)."""
         tcp = await trio.open_tcp_stream(address.host, address.port)
         if self.tls is None:
             return tcp

@@ -5,10 +5,10 @@ Theory of operation
 A daemon started with ``--tls-cert FILE --tls-key FILE`` wraps every connection it
 accepts and every peer link it opens in TLS (the standard library's ``ssl`` through
 ``trio.SSLStream``) *before* the first frame: the hellos, the cluster-key handshake
-(:mod:`skueue.runtime.peer_auth`) and every frame after them travel inside it.  So the
+(:mod:`skueue.runtime.security.peer_auth`) and every frame after them travel inside it.  So the
 key handshake still runs (defense in depth), and TLS's record MACs authenticate every
 frame after it: a byte changed or a record replayed on the path breaks the connection,
-which the reliable links make good (:mod:`skueue.runtime.link_sender`).
+which the reliable links make good (:mod:`skueue.runtime.network.link_sender`).
 
 Certificates (``skueue certs`` makes a CA and certificates signed by it) carry a role in
 their subject's organizational unit (``OU``):

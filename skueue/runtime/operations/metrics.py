@@ -3,10 +3,11 @@
 The metric families are built only when someone scrapes, by a custom collector on a
 private :class:`~prometheus_client.CollectorRegistry`, from what the daemon knows
 already: the core's own account (:meth:`Process.stats`), the host's counters, the
-per-queue statistics, the owner's tallies (:mod:`skueue.runtime.tallies`), the links,
-the input log and the client sessions.  The HTTP server (:mod:`skueue.runtime.http_probe`)
-runs in the daemon's trio thread, so the collector reads all of it between two owner
-steps; prometheus_client's own thread server would read it from another thread.
+per-queue statistics, the owner's tallies (:mod:`skueue.runtime.operations.tallies`), the links,
+the input log and the client sessions.  The HTTP server
+(:mod:`skueue.runtime.operations.http_probe`) runs in the daemon's trio thread, so the
+collector reads all of it between two owner steps; prometheus_client's own thread server
+would read it from another thread.
 
 Counters are totals over the life of the data directory where the daemon keeps them
 (operations, per-queue counts: they come back from the snapshot and the replay), and
@@ -33,8 +34,8 @@ from prometheus_client.core import (
 from prometheus_client.registry import Collector
 
 from skueue.host.queue_stats import LEASE_COUNT_NAMES
-from skueue.runtime.http_probe import Handler, HttpProbe, Response, text
-from skueue.runtime.tallies import Histogram
+from skueue.runtime.operations.http_probe import Handler, HttpProbe, Response, text
+from skueue.runtime.operations.tallies import Histogram
 
 if TYPE_CHECKING:
     from skueue.runtime.daemon import Daemon

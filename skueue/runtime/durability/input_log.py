@@ -10,7 +10,7 @@ sends of its own accord, and syncs the log before it sends anything of the same 
 (etcd raft's ``Ready``: saved before messages go out).  At start it replays the log
 through the same code: the process, its peers' frame numbers, the outbox of every link
 and the retry window come back as they were.  Frames sent again are skipped by the peers
-(runtime/link_receiver.py); clients that retry get the first attempt's outcome
+(runtime/network/link_receiver.py); clients that retry get the first attempt's outcome
 (host/retries.py).
 
 Files in the data directory:
@@ -44,7 +44,7 @@ import msgpack
 import structlog
 
 from skueue.runtime.errors import DaemonError
-from skueue.runtime.tallies import FSYNC_BUCKETS_S, Histogram
+from skueue.runtime.operations.tallies import FSYNC_BUCKETS_S, Histogram
 
 log = structlog.get_logger("skueued")
 
@@ -54,7 +54,7 @@ FORMAT = "skueue-input-log"
 # 6: peeks (batches and grants changed; the "v" record); 7: a timeout told to a client
 # (the "T" record; requests in the snapshot remember it); 8: configuring a queue (the "K"
 # record), deletes that say whether the queue existed, structures taken from the queue;
-# 9: every record is a host input (skueue/host/inputs.py, codec in runtime/records.py)
+# 9: every record is a host input (skueue/host/inputs.py, codec in runtime/durability/records.py)
 VERSION = 9
 _HEADER = struct.Struct(">II")
 # The largest record read back (a record holds one client request or one peer frame).
@@ -103,7 +103,7 @@ class Meta:
     addresses: tuple[tuple[str, str], ...] = ()
     # The nonce each peer first said hello with, (id, nonce) each: a restart still
     # knows which incarnation of a peer its link counts belong to, and refuses a peer
-    # that came back without its state (runtime/peers.py, same_incarnation).
+    # that came back without its state (runtime/network/peers.py, same_incarnation).
     incarnations: tuple[tuple[str, str], ...] = ()
 
 

@@ -47,16 +47,15 @@ import structlog
 import trio
 
 from skueue.host.inputs import ClientGone
-from skueue.runtime.client_auth import ClientTokens, refusal_message
-from skueue.runtime.connections import (
+from skueue.runtime.limits import Limits
+from skueue.runtime.network.connections import (
     ConnectionTimeout,
     ReadDeadlines,
     first_frame,
     frames,
     put,
 )
-from skueue.runtime.limits import Limits
-from skueue.runtime.reply_writer import (
+from skueue.runtime.network.reply_writer import (
     DISCONNECTED,
     ClientSession,
     Reply,
@@ -65,7 +64,8 @@ from skueue.runtime.reply_writer import (
     write_now,
     write_replies,
 )
-from skueue.runtime.tls import socket_of
+from skueue.runtime.security.client_auth import ClientTokens, refusal_message
+from skueue.runtime.security.tls import socket_of
 from skueue.wire.client_protocol import (
     ADMIN_REQUESTS,
     ADMIN_ROLE_REQUESTS,
@@ -138,8 +138,8 @@ class ClientSessions:
         tls: bool = False,
     ) -> None:
         self.limits = limits
-        self.tokens = tokens  # None: clients need no token (runtime/client_auth.py)
-        # Clients may show a TLS certificate instead (--tls-client-ca, runtime/tls.py).
+        self.tokens = tokens  # None: clients need no token (runtime/security/client_auth.py)
+        # Clients may show a TLS certificate instead (--tls-client-ca, runtime/security/tls.py).
         self.client_certs = client_certs
         self.tls = tls  # every connection is TLS (a client could have shown a certificate)
         self.inbox = inbox

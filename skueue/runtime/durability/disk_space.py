@@ -72,7 +72,7 @@ class DiskSpace:
     def compact_now(self, now: float, reclaimable: bool) -> bool:
         """Whether to take a snapshot now, before the log is due one: under the reserve,
         with elements dequeued whose records are still on disk (a record goes only once
-        no snapshot names it: runtime/entry_store.py), at most every COMPACT_INTERVAL_S.
+        no snapshot names it: runtime/durability/entry_store.py), at most every COMPACT_INTERVAL_S.
         Without it an idle daemon under the reserve would keep the space for ever."""
         if not reclaimable or now - self.compacted_at < COMPACT_INTERVAL_S:
             return False

@@ -13,7 +13,7 @@ from typing import Any, TypeVar
 import attrs
 import trio
 
-from skueue.runtime.tls import looks_like_tls
+from skueue.runtime.security.tls import looks_like_tls
 from skueue.wire.errors import RemoteProtocolError
 from skueue.wire.framing import HEADER_BYTES, FrameDecoder
 

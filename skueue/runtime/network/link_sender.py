@@ -10,7 +10,7 @@ frames travel as one blob opened by a header frame ``["seq", first, count]``.
 
 - A blob stays in the outbox until the peer acknowledges its last frame
   (``["ack", n]``: every frame up to ``n`` is handled; sent back on the same
-  connection, see :mod:`skueue.runtime.link_receiver`).
+  connection, see :mod:`skueue.runtime.network.link_receiver`).
 - A new connection's handshake says how many frames the peer has handled; the writer
   sends everything after that again, from the start of the blob that holds the next one.
   The peer skips numbers it has already taken, so nothing is lost and nothing is applied
@@ -32,7 +32,7 @@ from collections.abc import Callable
 import attrs
 import trio
 
-from skueue.runtime.connections import frames
+from skueue.runtime.network.connections import frames
 from skueue.wire.errors import RemoteProtocolError
 from skueue.wire.framing import FrameDecoder, pack, pack_many
 

@@ -1,6 +1,6 @@
 """Snapshots of a durable daemon: its whole state at the end of a step, so that its input
 log starts afresh and a restart replays only what came after (issue 11: the snapshot
-bounds the replay time; the input log is in :mod:`skueue.runtime.input_log`).
+bounds the replay time; the input log is in :mod:`skueue.runtime.durability.input_log`).
 
 A snapshot is taken when the log's current segment reaches ``snapshot_log_bytes``: the
 restart then replays at most that many bytes of records on top of the snapshot.
@@ -11,7 +11,7 @@ peer's link, and each link's outbox with its frame numbers.  It is the daemon's 
 own disk, read back only by the same version of skueued (the data directory's meta file
 says which), so it uses pickle; nothing read from the network is ever unpickled.  The
 elements themselves are not in it: the tables' entry store keeps them on its own disk,
-and the snapshot names their records (:mod:`skueue.runtime.entry_store`).
+and the snapshot names their records (:mod:`skueue.runtime.durability.entry_store`).
 """
 
 from __future__ import annotations
@@ -22,10 +22,10 @@ from typing import Any, BinaryIO
 import attrs
 
 from skueue.host.host import Host
-from skueue.runtime.entry_store import SnapshotEntryStore, dump, load
-from skueue.runtime.link_receiver import Inbound
-from skueue.runtime.link_sender import Blob, LinkSender
-from skueue.runtime.peers import PeerLinks
+from skueue.runtime.durability.entry_store import SnapshotEntryStore, dump, load
+from skueue.runtime.network.link_receiver import Inbound
+from skueue.runtime.network.link_sender import Blob, LinkSender
+from skueue.runtime.network.peers import PeerLinks
 
 
 @attrs.define

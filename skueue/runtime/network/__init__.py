@@ -1,0 +1,1 @@
+"""Network: client sessions, peer links and their handshakes, over TCP (and TLS)."""

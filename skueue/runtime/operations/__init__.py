@@ -1,0 +1,1 @@
+"""Operations: metrics, health probes, stats, the daemon's own usage and its logs."""
