@@ -48,6 +48,7 @@ from skueue.client.errors import (
     reason,
 )
 from skueue.client.tls import resolve as resolve_tls
+from skueue.core.errors import RemoteProtocolError
 from skueue.core.ops import PRIORITIES_MAX, queue_name_problem
 from skueue.host.address import AddressError, parse_seed_list
 from skueue.runtime.limits import Limits
@@ -71,7 +72,6 @@ from skueue.wire.client_protocol import (
     StatsRequest,
 )
 from skueue.wire.client_replies import Done, ErrorReply, More, StatsReply, Welcome, parse_reply
-from skueue.wire.errors import RemoteProtocolError
 from skueue.wire.framing import pack
 
 DEFAULT_NODE = "127.0.0.1:7400"

@@ -20,10 +20,10 @@ from skueue.client.errors import (
     error_from,
     reason,
 )
+from skueue.core.errors import RemoteProtocolError
 from skueue.host.address import AddressError, parse_address
 from skueue.wire.client_protocol import ClientHello
 from skueue.wire.client_replies import UNAUTHORIZED, ErrorReply, Welcome, parse_reply
-from skueue.wire.errors import RemoteProtocolError
 from skueue.wire.framing import FrameDecoder, pack
 
 

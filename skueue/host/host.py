@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from skueue.core.errors import PeerError
+from skueue.core.errors import RemoteProtocolError
 from skueue.core.membership.removal import Hold
 from skueue.core.messages.membership import JoinRequest
 from skueue.core.parts.membership_state import HANDOVER_BYTES_MAX
@@ -74,7 +74,6 @@ from skueue.wire.client_protocol import (
     RemoveRequest,
 )
 from skueue.wire.client_replies import INVALID, UNAVAILABLE, Done, ErrorReply
-from skueue.wire.errors import RemoteProtocolError
 
 GOSSIP = frozenset({"member", "members", "departed", "removed"})
 """The control frames the host takes (the rest are the daemon's: stats, removal checks)."""
@@ -246,7 +245,7 @@ class Host:
             return  # a join, routed on, of a member removed since: never placed again
         try:
             self.clients.apply(self.process.handle(self.process.node_ref(to), message))
-        except PeerError as e:
+        except RemoteProtocolError as e:
             # The peer's fault: the core changed nothing; its link goes, so that a peer
             # that sends garbage is not served on.
             self.clients.out.append(DropPeer(peer, str(e), message.describe()))

@@ -16,6 +16,7 @@ from typing import Any
 
 import trio
 
+from skueue.core.errors import RemoteProtocolError
 from skueue.host.inputs import PeerControl, PeerMessage
 from skueue.runtime.connections import ConnectionClosed, frames, next_frame, put
 from skueue.runtime.handshake import PeerGreeting, parse_peer_hello, reachable
@@ -27,7 +28,6 @@ from skueue.runtime.sessions import DISCONNECTED
 from skueue.runtime.state import DaemonContext, log, not_a_member_message, removed_message
 from skueue.runtime.tls import DaemonTls, looks_like_tls, peek, tls_failure
 from skueue.wire.client_replies import REFUSED, ErrorReply
-from skueue.wire.errors import RemoteProtocolError
 from skueue.wire.framing import FrameDecoder, pack
 
 # Closing a connection (a TLS goodbye, an error line) waits no longer than this for a

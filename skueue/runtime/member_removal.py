@@ -35,12 +35,12 @@ from typing import TYPE_CHECKING, Any
 
 import trio
 
+from skueue.core.errors import RemoteProtocolError
 from skueue.host.address import AddressError, parse_address
 from skueue.host.inputs import RemoveMember
 from skueue.runtime.inbox import RemovalProbed
 from skueue.runtime.removal_check import RemovalCheck
 from skueue.wire.client_replies import INVALID, REFUSED, Done, ErrorReply
-from skueue.wire.errors import RemoteProtocolError
 
 if TYPE_CHECKING:
     from skueue.runtime.owner import Owner

@@ -26,6 +26,7 @@ from typing import Any
 import structlog
 import trio
 
+from skueue.core.errors import RemoteProtocolError
 from skueue.core.messages.membership import MembershipMessage
 from skueue.core.messages.stages import Message
 from skueue.host.address import Address
@@ -39,7 +40,6 @@ from skueue.runtime.link_sender import LinkSender, read_acks, watch_acks
 from skueue.runtime.peer_auth import AUTH_FRAME, ClusterKeys, mismatch, new_challenge
 from skueue.runtime.tls import DaemonTls, refused_for_good, tls_failure
 from skueue.wire.client_replies import REFUSED
-from skueue.wire.errors import RemoteProtocolError
 from skueue.wire.framing import FrameDecoder, pack
 from skueue.wire.peer import decode_message
 

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 import trio
 
+from skueue.core.errors import RemoteProtocolError
 from skueue.host.address import AddressError, parse_address
 from skueue.runtime.errors import DaemonError
 from skueue.runtime.inbox import ClientError, JoinReached
@@ -34,7 +35,6 @@ from skueue.wire.client_protocol import (
     StatsRequest,
 )
 from skueue.wire.client_replies import INVALID, UNAVAILABLE, ErrorReply
-from skueue.wire.errors import RemoteProtocolError
 
 if TYPE_CHECKING:
     from skueue.runtime.owner import Owner

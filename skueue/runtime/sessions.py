@@ -46,6 +46,7 @@ import attrs
 import structlog
 import trio
 
+from skueue.core.errors import RemoteProtocolError
 from skueue.host.inputs import ClientGone
 from skueue.runtime.client_auth import ClientTokens, refusal_message
 from skueue.runtime.connections import (
@@ -88,7 +89,6 @@ from skueue.wire.client_replies import (
     ErrorReply,
 )
 from skueue.wire.client_replies import Reply as ClientReply
-from skueue.wire.errors import RemoteProtocolError
 from skueue.wire.framing import (
     HEADER_BYTES,
     BufferBudget,

@@ -7,7 +7,7 @@ from typing import Any
 
 import attrs
 
-from skueue.wire.errors import RemoteProtocolError
+from skueue.core.errors import RemoteProtocolError
 
 PROTOCOL_VERSION = 2
 VERSIONS = (1, 2)  # hellos this daemon serves

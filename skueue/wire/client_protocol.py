@@ -90,6 +90,7 @@ from typing import Any, Protocol
 import attrs
 import msgpack
 
+from skueue.core.errors import RemoteProtocolError
 from skueue.core.ops import (
     DEFAULT_QUEUE,
     DELIVERY_LIMIT_MAX,
@@ -108,7 +109,6 @@ from skueue.wire.client_hello import (
     parse_client_hello,
 )
 from skueue.wire.client_replies import INVALID, TOO_LARGE, Done, ErrorReply, More
-from skueue.wire.errors import RemoteProtocolError
 
 # The hello is client_hello.py's; it is named here too, with the requests.
 __all__ = [

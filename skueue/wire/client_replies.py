@@ -17,7 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from skueue.wire.errors import RemoteProtocolError
+from skueue.core.errors import RemoteProtocolError
 
 # Error codes: what the client may conclude from an error.
 TIMEOUT = "timeout"  # the outcome is unknown

@@ -41,6 +41,7 @@ import trio
 
 from skueue.cluster.loadgen import LoadConfig, run_load
 from skueue.core.batch import Batch, Batches, RunGrant
+from skueue.core.errors import RemoteProtocolError
 from skueue.core.messages.membership import (
     Absorbed,
     AnchorHandover,
@@ -69,7 +70,6 @@ from skueue.overlay.labels import LABEL_SPACE, Kind, NodeRef, node_ref
 from skueue.overlay.routing import Phase, Route
 from skueue.runtime.limits import Limits
 from skueue.wire.client_protocol import parse_request
-from skueue.wire.errors import RemoteProtocolError
 from skueue.wire.framing import FRAME_BYTES_MAX, FrameDecoder, pack
 from skueue.wire.peer import decode_message, encode_message
 from tests.e2e.daemons import Cluster

@@ -9,6 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from skueue.core.errors import RemoteProtocolError
 from skueue.runtime.limits import Limits
 from skueue.wire.client_protocol import (
     PROTOCOL_VERSION,
@@ -33,7 +34,6 @@ from skueue.wire.client_protocol import (
     request_id,
 )
 from skueue.wire.client_replies import Done, ErrorReply, More, StatsReply, Welcome, parse_reply
-from skueue.wire.errors import RemoteProtocolError
 
 LIMITS = Limits(ops_per_request_max=3, value_bytes_max=4)
 INSERT_MAP = 'the 4th field is a map of "prefer_stack", "priority", "queue", "stack"'

@@ -36,6 +36,7 @@ from typing import Any
 import msgpack
 import pytest
 
+from skueue.core.errors import RemoteProtocolError
 from skueue.core.messages.membership import MEMBERSHIP_KINDS, JoinAcceptedAck, Withdraw
 from skueue.core.messages.stages import MESSAGE_KINDS
 from skueue.overlay.labels import Kind, node_ref
@@ -52,7 +53,6 @@ from skueue.wire.client_protocol import (
     parse_request,
 )
 from skueue.wire.client_replies import Done, ErrorReply, More, StatsReply, Welcome, parse_reply
-from skueue.wire.errors import RemoteProtocolError
 from skueue.wire.framing import FrameDecoder, Oversized, pack
 from skueue.wire.peer import CODECS, decode_message, encode_message
 from tests.unit.test_wire import sim_messages, strictly_equal

@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 
+from skueue.core.errors import RemoteProtocolError
 from skueue.core.membership.removal import Hold
 from skueue.runtime.limits import Limits
 from skueue.runtime.removal_check import RemovalCheck
@@ -16,7 +17,6 @@ from skueue.wire.client_protocol import (
     parse_request,
 )
 from skueue.wire.client_replies import INVALID, REFUSED, UNAVAILABLE, ErrorReply
-from skueue.wire.errors import RemoteProtocolError
 
 
 def test_the_request_names_members_within_the_limit() -> None:

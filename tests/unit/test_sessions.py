@@ -17,11 +17,11 @@ import attrs
 import pytest
 import trio
 
+from skueue.core.errors import RemoteProtocolError
 from skueue.runtime.limits import Limits
 from skueue.runtime.sessions import ClientGone, ClientInput, ClientSessions
 from skueue.wire.client_protocol import RemoveRequest, StatsRequest
 from skueue.wire.client_replies import Done, StatsReply
-from skueue.wire.errors import RemoteProtocolError
 from skueue.wire.framing import FrameDecoder, pack
 from tests.e2e.rawclient import RawClient
 
