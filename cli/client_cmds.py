@@ -52,7 +52,7 @@ from skueue.client.api import (
 from skueue.client.errors import RequestRejected
 from skueue.client.tls import client_context
 from skueue.core.ops import DEFAULT_QUEUE, DELIVERY_LIMIT_MAX, PRIORITIES_MAX, queue_name_problem
-from skueue.wire.client_protocol import WAIT_MS_MAX
+from skueue.host.requests import WAIT_MS_MAX
 
 EXIT_EMPTY = 3
 EXIT_UNREACHABLE = 1

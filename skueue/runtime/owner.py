@@ -54,6 +54,7 @@ from skueue.host.inputs import (
     Tick,
 )
 from skueue.host.pending import COUNTER_NAMES
+from skueue.host.replies import UNAVAILABLE, ErrorReply, Welcome
 from skueue.runtime.disk_space import DiskSpace
 from skueue.runtime.entry_store import SnapshotEntryStore
 from skueue.runtime.health import PhaseWatch, Readiness, readiness
@@ -75,7 +76,6 @@ from skueue.runtime.snapshots import capture
 from skueue.runtime.state import DaemonContext, log
 from skueue.runtime.stats import StatsGathering, local_stats
 from skueue.runtime.usage import usage
-from skueue.wire.client_replies import UNAVAILABLE, ErrorReply, Welcome
 from skueue.wire.peer import encode_message
 
 # Acknowledgements of peers' frames go at most this often, or after this many frames.

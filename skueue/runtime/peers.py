@@ -31,6 +31,7 @@ from skueue.core.messages.membership import MembershipMessage
 from skueue.core.messages.stages import Message
 from skueue.host.address import Address
 from skueue.host.directory import Directory
+from skueue.host.replies import REFUSED
 from skueue.overlay.labels import Kind
 from skueue.runtime.connections import first_frame
 from skueue.runtime.errors import DaemonError, RefusedForGood
@@ -39,7 +40,6 @@ from skueue.runtime.limits import Limits
 from skueue.runtime.link_sender import LinkSender, read_acks, watch_acks
 from skueue.runtime.peer_auth import AUTH_FRAME, ClusterKeys, mismatch, new_challenge
 from skueue.runtime.tls import DaemonTls, refused_for_good, tls_failure
-from skueue.wire.client_replies import REFUSED
 from skueue.wire.framing import FrameDecoder, pack
 from skueue.wire.peer import decode_message
 

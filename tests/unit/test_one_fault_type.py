@@ -13,8 +13,7 @@ from skueue.core.ops import Structure
 from skueue.core.process import Process
 from skueue.overlay.ring import build_views
 from skueue.runtime.limits import Limits
-from skueue.wire.client_protocol import parse_request
-from skueue.wire.client_replies import parse_reply
+from skueue.wire.client_codec import decode_reply, decode_request
 from skueue.wire.peer import decode_message
 
 
@@ -36,8 +35,8 @@ def test_a_bad_peer_frame_and_a_bad_client_frame_end_as_one_type() -> None:
     errors = {
         "peer frame": raised(decode_message, ["BatchUp", "not", "fields"]),
         "peer message": raised(process.handle, left, Hurry(middle)),  # forged: "from here"
-        "client request": raised(parse_request, ["insert", 1, "not a list"], Limits()),
-        "client reply": raised(parse_reply, ["done", "no rid", []]),
+        "client request": raised(decode_request, ["insert", 1, "not a list"], Limits()),
+        "client reply": raised(decode_reply, ["done", "no rid", []]),
     }
     for source, error in errors.items():
         assert type(error) is RemoteProtocolError, (source, type(error))
