@@ -102,18 +102,19 @@ def _getter(names: tuple[str, ...]) -> Callable[[Any], tuple[Any, ...]]:
     return operator.attrgetter(*names)
 
 
-def _may_nest(kind: type) -> bool:
-    """A field of ``kind`` may hold a record or a tuple (then its rows are taken apart)."""
+def _nesting(kind: type) -> tuple[int, ...]:
+    """The fields of ``kind`` that may hold a record or a tuple (taken apart in a row)."""
 
     def nests(hint: Any) -> bool:
         return (is_dataclass(hint) or typing.get_origin(hint) is tuple
                 or any(nests(a) for a in typing.get_args(hint)))  # fmt: skip
 
-    return any(nests(h) for h in typing.get_type_hints(kind).values())
+    hints = typing.get_type_hints(kind)
+    return tuple(i for i, name in enumerate(_FIELDS[kind]) if nests(hints[name]))
 
 
 _ROWS = {kind: _getter(names) for kind, names in _FIELDS.items()}
-_NESTING = frozenset(kind for kind in RECORD_KINDS.values() if _may_nest(kind))
+_NESTING = {kind: _nesting(kind) for kind in RECORD_KINDS.values()}
 
 
 def pack(results: Results) -> bytes:
@@ -123,7 +124,11 @@ def pack(results: Results) -> bytes:
         return marshal.dumps((), _MARSHAL_VERSION)
     kind = type(results[0])
     rows = list(map(_ROWS[kind], results))
-    if kind in _NESTING:
+    nesting = _NESTING[kind]
+    if len(nesting) == 1:  # a removed element's lease: most often None
+        (i,) = nesting
+        rows = [row if row[i] is None else tuple(map(_plain, row)) for row in rows]
+    elif nesting:
         rows = [tuple(map(_plain, row)) for row in rows]
     return marshal.dumps((kind.KIND, *rows), _MARSHAL_VERSION)
 
