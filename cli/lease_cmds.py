@@ -34,7 +34,7 @@ from skueue.cli.json_records import json_element
 from skueue.client.api import DEFAULT_REQUEST_TIMEOUT_S, Client
 from skueue.client.consumer import Leased, Message
 from skueue.core.ops import DELIVERY_LIMIT_MAX, dead_letter_problem, dead_letter_queue
-from skueue.wire.client_protocol import LEASE_MS_MAX
+from skueue.host.requests import LEASE_MS_MAX
 
 LIST_LEASE_S = 30.0  # how long `skueue dlq` holds what it shows
 

@@ -19,7 +19,7 @@ from typing import Any
 from skueue.cli.args import fail
 from skueue.cli.client_cmds import add_node_option, add_timeout_option, with_client
 from skueue.client.api import DEFAULT_REQUEST_TIMEOUT_S, Client
-from skueue.wire.client_protocol import MEMBER_NAME_CHARS_MAX, REMOVE_MEMBERS_MAX
+from skueue.host.requests import MEMBER_NAME_CHARS_MAX, REMOVE_MEMBERS_MAX
 
 PROG = "skueue remove-member"
 

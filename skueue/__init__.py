@@ -16,7 +16,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from skueue.client.api import Client, Inserted, Removed, connect
+    from skueue.client.api import Client, connect
     from skueue.client.blocking import BlockingClient, connect_blocking
     from skueue.client.errors import (
         BadAddress,
@@ -27,15 +27,16 @@ if TYPE_CHECKING:
         SkueueError,
     )
     from skueue.cluster.inprocess import LocalCluster, local_cluster
+    from skueue.host.results import Inserted, Removed
 
 _WHERE = {
     "BadAddress": "skueue.client.errors",
     "BlockingClient": "skueue.client.blocking",
     "Client": "skueue.client.api",
-    "Inserted": "skueue.client.api",
+    "Inserted": "skueue.host.results",
     "NodeUnavailable": "skueue.client.errors",
     "NodeUnreachable": "skueue.client.errors",
-    "Removed": "skueue.client.api",
+    "Removed": "skueue.host.results",
     "RequestRejected": "skueue.client.errors",
     "RequestTimeout": "skueue.client.errors",
     "SkueueError": "skueue.client.errors",

@@ -5,8 +5,8 @@
 every module of ``source_modules`` (and their descendants) may import only
 
 - modules of ``source_modules`` themselves (a pure layer imports pure layers), and
-- the external packages named in ``allowed_modules`` (top-level names: ``collections``
-  allows ``collections.abc``).
+- the modules named in ``allowed_modules`` and their descendants (``collections`` allows
+  ``collections.abc``; ``skueue.core`` allows ``skueue.core.ops``, one pure layer another's).
 
 ``exempt_modules`` (each one module, not its descendants) are left out of the sources:
 they get a contract of their own.
@@ -37,7 +37,7 @@ class AllowlistContract(Contract):
         illegal: list[dict[str, Any]] = []
         for importer in sorted(checked):
             for imported in sorted(graph.find_modules_directly_imported_by(importer)):
-                if imported in checked or imported.split(".")[0] in allowed:
+                if imported in checked or _listed(imported, allowed):
                     continue
                 lines = [d["line_number"] for d in graph.get_import_details(
                     importer=importer, imported=imported)]
@@ -56,6 +56,12 @@ class AllowlistContract(Contract):
     def _names(self, field: str) -> list[str]:
         values = getattr(self, field, None) or []
         return [getattr(v, "name", v) for v in values]
+
+
+def _listed(module: str, allowed: set[str]) -> bool:
+    """``module`` or a package above it is in ``allowed``."""
+    parts = module.split(".")
+    return any(".".join(parts[:n]) in allowed for n in range(1, len(parts) + 1))
 
 
 def _with_descendants(graph: grimp.ImportGraph, names: list[str]) -> set[str]:

@@ -5,24 +5,45 @@ call blocks until its reply.
     with skueue.connect_blocking("127.0.0.1:7400") as q:
         q.enqueue(b"job-1")
         item = q.dequeue()                # bytes, or None when the queue was empty
+
+Every method is derived from the async client's coroutine of the same name
+(:func:`blocking`): the same parameters, the same docstring (``help()`` shows both) and,
+for mypy, the same signature (a ``ParamSpec``), so the API is signed once.
+``tests/unit/test_blocking_client.py`` fails when a public coroutine has no twin here.
 """
 
 from __future__ import annotations
 
 import atexit
+import functools
 import ssl
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Callable, Coroutine
 from contextlib import ExitStack
-from functools import partial
 from types import TracebackType
-from typing import Any, TypeVar
+from typing import Any, Concatenate, ParamSpec, TypeVar
 
 from anyio.from_thread import start_blocking_portal
 
-from skueue.client.api import CONNECT_TIMEOUT_S, Inserted, Removed, connect
-from skueue.client.consumer import BlockingConsumer, Leased
+from skueue.client.api import CONNECT_TIMEOUT_S, Client, connect
+from skueue.client.consumer import BlockingConsumer
 
+P = ParamSpec("P")
 T = TypeVar("T")
+
+
+def blocking(
+    method: Callable[Concatenate[Client, P], Coroutine[Any, Any, T]],
+) -> Callable[Concatenate[BlockingClient, P], T]:
+    """The blocking twin of one of :class:`Client`'s coroutines: it runs the coroutine on
+    the connection's thread and waits for it."""
+
+    @functools.wraps(method)
+    def run(self: BlockingClient, *args: P.args, **kwargs: P.kwargs) -> T:
+        return self._portal.call(functools.partial(method, self._client, *args, **kwargs))
+
+    run.__module__, run.__qualname__ = __name__, f"BlockingClient.{method.__name__}"
+    return run
+
 
 class BlockingClient:
     """The same API for plain (non-async) code; each call blocks until its reply.
@@ -42,12 +63,21 @@ class BlockingClient:
             raise
         self._portal = portal
         self._client = client
-        self.process_id = client.process_id
-        self.structure = client.structure
-        self.address = client.address
         # A script that never calls close() must still exit: left to the garbage collector
         # at shutdown, the portal would wait for a thread that is no longer running.
         atexit.register(self.close)
+
+    @property
+    def process_id(self) -> str:
+        return self._client.process_id
+
+    @property
+    def structure(self) -> str:
+        return self._client.structure
+
+    @property
+    def address(self) -> str:
+        return self._client.address
 
     def close(self) -> None:
         """Close the connection and stop its thread; calling it again does nothing.
@@ -63,147 +93,38 @@ class BlockingClient:
     ) -> None:
         self.close()
 
-    def _run(self, method: Callable[..., Awaitable[T]], *args: Any, **kwargs: Any) -> T:
-        """Run one of the async client's calls on the connection's thread."""
-        return self._portal.call(partial(method, *args, **kwargs))
-
-    def enqueue(
-        self,
-        value: bytes,
-        *,
-        queue: str | None = None,
-        structure: str | None = None,
-        priority: int | None = None,
-    ) -> Inserted:
-        return self._run(
-            self._client.enqueue, value, queue=queue, structure=structure, priority=priority
-        )
-
-    def dequeue(
-        self,
-        *,
-        queue: str | None = None,
-        structure: str | None = None,
-        wait: float | None = None,
-        lease: float | None = None,
-        max_deliveries: int | None = None,
-    ) -> Any:
-        """bytes or None; with ``lease``, a Leased or None (see Client.dequeue)."""
-        return self._run(
-            self._client.dequeue, queue=queue, structure=structure, wait=wait,
-            lease=lease, max_deliveries=max_deliveries,
-        )  # fmt: skip
-
-    def ack(self, leased: Leased) -> bool:
-        return self._run(self._client.ack, leased)
-
-    def nack(self, leased: Leased) -> bool:
-        return self._run(self._client.nack, leased)
-
-    def ack_many(self, leased: Sequence[Leased]) -> list[bool]:
-        return self._run(self._client.ack_many, leased)
-
-    def nack_many(self, leased: Sequence[Leased]) -> list[bool]:
-        return self._run(self._client.nack_many, leased)
-
-    def extend(self, leased: Leased, seconds: float) -> bool:
-        return self._run(self._client.extend, leased, seconds)
-
     def consume(self, queue: str | None = None, **options: Any) -> BlockingConsumer:
         """``for msg in q.consume("jobs", prefetch=100, lease=30): ...; msg.ack()``
         (options as in Client.consume; use it in ``with`` to give back the rest)."""
         return BlockingConsumer(self._client.consume(queue, **options), self._portal)
 
-    def enqueue_many(
-        self,
-        values: Sequence[bytes],
-        *,
-        queue: str | None = None,
-        structure: str | None = None,
-        priority: int | None = None,
-    ) -> list[Inserted]:
-        return self._run(
-            self._client.enqueue_many, values, queue=queue, structure=structure, priority=priority
-        )
-
-    def dequeue_many(
-        self,
-        count: int,
-        *,
-        queue: str | None = None,
-        structure: str | None = None,
-        wait: float | None = None,
-        lease: float | None = None,
-        max_deliveries: int | None = None,
-    ) -> Any:
-        """list[bytes]; with ``lease``, list[Leased] (see Client.dequeue_many)."""
-        return self._run(
-            self._client.dequeue_many, count, queue=queue, structure=structure, wait=wait,
-            lease=lease, max_deliveries=max_deliveries,
-        )  # fmt: skip
-
-    def insert(
-        self,
-        values: Sequence[bytes],
-        *,
-        queue: str | None = None,
-        structure: str | None = None,
-        priority: int | None = None,
-    ) -> list[Inserted]:
-        return self._run(
-            self._client.insert, values, queue=queue, structure=structure, priority=priority
-        )
-
-    def remove(
-        self,
-        count: int,
-        *,
-        queue: str | None = None,
-        structure: str | None = None,
-        wait: float | None = None,
-    ) -> list[Removed]:
-        return self._run(self._client.remove, count, queue=queue, structure=structure, wait=wait)
-
-    def create_queue(self, queue: str, **settings: Any) -> bool:
-        return self._portal.call(partial(self._client.create_queue, queue, **settings))
-
-    def configure_queue(self, queue: str, *, max_deliveries: int) -> dict[str, Any]:
-        """See :meth:`Client.configure_queue`."""
-        return self._run(self._client.configure_queue, queue, max_deliveries=max_deliveries)
-
-    def peek(self, *, queue: str | None = None) -> bytes | None:
-        """See :meth:`Client.peek`."""
-        return self._run(self._client.peek, queue=queue)
-
-    def delete_queue(self, queue: str) -> int:
-        return self._portal.call(self._client.delete_queue, queue)
-
-    def stats(self) -> dict[str, Any]:
-        return self._portal.call(self._client.stats)
-
-    def leave(self) -> None:
-        self._portal.call(self._client.leave)
-
-    def join(self, seed: str) -> None:
-        self._portal.call(self._client.join, seed)
-
-    def remove_member(self, *members: str) -> dict[str, Any]:
-        """See :meth:`Client.remove_member`."""
-        return self._portal.call(lambda: self._client.remove_member(*members))
-
-    def push(self, value: bytes, **options: Any) -> Inserted:
-        """See :meth:`Client.push`: a new name becomes a stack."""
-        return self._run(self._client.push, value, **options)
-
-    def push_many(self, values: Sequence[bytes], **options: Any) -> list[Inserted]:
-        return self._run(self._client.push_many, values, **options)
-
-    def pop(self, **options: Any) -> Any:
-        """See :meth:`Client.pop`."""
-        return self._run(self._client.pop, **options)
-
-    def pop_many(self, count: int, **options: Any) -> Any:
-        return self._run(self._client.pop_many, count, **options)
+    # Every public coroutine of Client, as a blocking call (the order is Client's).
+    enqueue = blocking(Client.enqueue)
+    dequeue = blocking(Client.dequeue)
+    enqueue_many = blocking(Client.enqueue_many)
+    dequeue_many = blocking(Client.dequeue_many)
+    lease_many = blocking(Client.lease_many)
+    ack = blocking(Client.ack)
+    ack_many = blocking(Client.ack_many)
+    nack = blocking(Client.nack)
+    nack_many = blocking(Client.nack_many)
+    release = blocking(Client.release)
+    extend = blocking(Client.extend)
+    push = blocking(Client.push)
+    push_many = blocking(Client.push_many)
+    pop = blocking(Client.pop)
+    pop_many = blocking(Client.pop_many)
+    insert = blocking(Client.insert)
+    remove = blocking(Client.remove)
+    create_queue = blocking(Client.create_queue)
+    configure_queue = blocking(Client.configure_queue)
+    peek = blocking(Client.peek)
+    peek_element = blocking(Client.peek_element)
+    delete_queue = blocking(Client.delete_queue)
+    stats = blocking(Client.stats)
+    leave = blocking(Client.leave)
+    join = blocking(Client.join)
+    remove_member = blocking(Client.remove_member)
 
 
 def connect_blocking(

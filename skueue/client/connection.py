@@ -20,10 +20,11 @@ from skueue.client.errors import (
     error_from,
     reason,
 )
+from skueue.core.errors import RemoteProtocolError
 from skueue.host.address import AddressError, parse_address
-from skueue.wire.client_protocol import ClientHello
-from skueue.wire.client_replies import UNAUTHORIZED, ErrorReply, Welcome, parse_reply
-from skueue.wire.errors import RemoteProtocolError
+from skueue.host.replies import UNAUTHORIZED, ErrorReply, Welcome
+from skueue.wire.client_codec import decode_reply
+from skueue.wire.client_hello import ClientHello
 from skueue.wire.framing import FrameDecoder, pack
 
 
@@ -85,7 +86,7 @@ async def _greet(
     ) as e:
         raise NodeUnreachable(f"{target} did not greet us as skueued: {reason(e)}") from None
     try:
-        greeting = parse_reply(welcome)
+        greeting = decode_reply(welcome)
     except RemoteProtocolError:
         greeting = None
     if isinstance(greeting, ErrorReply):

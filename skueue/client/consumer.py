@@ -35,6 +35,8 @@ from typing import TYPE_CHECKING, Any, Protocol
 import anyio
 import attrs
 
+from skueue.host.results import Removed
+
 if TYPE_CHECKING:
     from anyio.from_thread import BlockingPortal
 
@@ -293,10 +295,15 @@ class Consumer:
             await self.client.release(leased, keep=True)
 
 
-def leased_from(result: list[Any], deadline: float, connection: int) -> Leased:
-    """A leased remove's result ``[value, ord, position, lease, deliveries, reason]``."""
-    value, ord_, position, lease, deliveries, reason = result
-    return Leased(value, lease, deliveries, reason, deadline, connection, ord_, position)
+def leased_from(result: Removed, deadline: float, connection: int) -> Leased:
+    """A leased remove's result (with its element and its lease) as the caller gets it."""
+    grant = result.lease
+    if result.value is None or grant is None:
+        raise ValueError(f"not a leased element: {result!r:.80}")
+    return Leased(
+        result.value, grant.lease_id, grant.deliveries, grant.reason, deadline, connection,
+        result.ord, result.position,
+    )  # fmt: skip
 
 
 class BlockingMessage:

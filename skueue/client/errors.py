@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import ssl
 
-from skueue.wire.client_replies import ErrorReply
+from skueue.host.replies import ErrorReply
 
 
 class SkueueError(Exception):
@@ -65,7 +65,7 @@ TLS_HINTS = {
 
 def error_from(reply: ErrorReply, name: str) -> SkueueError:
     """The client error for an error reply."""
-    message, code = reply.message, reply.code
+    message, code = " ".join(reply.message.split()) or "no reason given", reply.code
     if code == "timeout":
         return RequestTimeout(f"{name}: {message}; the outcome is unknown")
     if code == "unavailable":

@@ -24,7 +24,7 @@ from skueue.host.address import Address
 from skueue.runtime.daemon import Daemon, DaemonConfig, bind
 from skueue.runtime.limits import Limits
 from skueue.runtime.operations.logging import configure
-from skueue.wire.client_protocol import PROTOCOL_VERSION
+from skueue.wire.client_hello import PROTOCOL_VERSION
 from skueue.wire.framing import FrameDecoder, pack
 
 START_TIMEOUT_S = 30.0

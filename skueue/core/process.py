@@ -10,7 +10,7 @@ out as ``Send`` effects.  (A driver that wants to count virtual hops as rounds c
 this off with ``local_delivery=False``.)
 
 Peer input: ``handle`` checks the message against the receiving node's state before
-anything changes, and raises :class:`~skueue.core.errors.PeerError` (the sender's fault)
+anything changes, and raises :class:`~skueue.core.errors.RemoteProtocolError` (the sender's fault)
 with the process unchanged; a driver drops the link and carries on.  Messages between
 the process's own nodes are ours: one of them refused is our bug, a loud
 :class:`~skueue.core.errors.ProtocolError`.
@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 
 from skueue.core.dht_bundles import bundle_dht
 from skueue.core.effects import Effect, Send
-from skueue.core.errors import PeerError, ProtocolError
+from skueue.core.errors import ProtocolError, RemoteProtocolError
 from skueue.core.leases import Lease, Leases
 from skueue.core.membership import update_phase as membership
 from skueue.core.membership.removal import Hold, forget_joiner, hold_on
@@ -234,7 +234,7 @@ class Process:
         return sum(n.batching.batches_sent for n in self.nodes.values())
 
     def handle(self, to: NodeRef, message: Message | MembershipMessage) -> list[Effect]:
-        """A message from another process for node ``to``.  Raises :class:`PeerError`,
+        """A message from another process for node ``to``.  Raises :class:`RemoteProtocolError`,
         with this process unchanged, if no correct peer can send it now."""
         if to.process != self.process_id:
             raise ProtocolError(
@@ -243,7 +243,8 @@ class Process:
         sender = getattr(message, "sender", None)
         if self.local_delivery and isinstance(sender, NodeRef) and sender.process == to.process:
             # Our own nodes' messages never cross the network: this one is forged.
-            raise PeerError(f"{to.describe()}: {message.describe()} claims to be from here")
+            forged = f"{to.describe()}: {message.describe()} claims to be from here"
+            raise RemoteProtocolError(forged)
         node = self.nodes[to.kind]
         if node.ring.mode is Mode.DEPARTED and isinstance(message, LOSSY_WHEN_DEPARTED):
             return []
@@ -257,10 +258,11 @@ class Process:
         ):
             # Grants carry no sender; they come from where the batch went, and that is
             # one of our own nodes here, whose messages never cross the network.
-            raise PeerError(f"{to.describe()}: {message.describe()}, but its parent is here")
+            forged = f"{to.describe()}: {message.describe()}, but its parent is here"
+            raise RemoteProtocolError(forged)
         # The boundary: the receiving node checks the peer's message before anything
-        # changes (a PeerError here leaves the process as it was); from here on every
-        # error is ours, including one refused message between our own nodes.
+        # changes (a RemoteProtocolError here leaves the process as it was); from here on
+        # every error is ours, including one refused message between our own nodes.
         return self._out(self._settle(node.handle(message)))
 
     def _settle(self, effects: list[Effect]) -> list[Effect]:
@@ -279,7 +281,7 @@ class Process:
                     continue
                 try:
                     pending.extend(node.handle(effect.message))
-                except PeerError as e:
+                except RemoteProtocolError as e:
                     raise ProtocolError(f"a message between own nodes was refused: {e}") from e
             else:
                 out.append(effect)

@@ -15,7 +15,7 @@ import heapq
 import itertools
 import math
 from collections import Counter
-from typing import Any
+from typing import Literal, cast
 
 from skueue.core.effects import Complete, Effect, Send
 from skueue.core.leases import KEEP, Lease
@@ -23,11 +23,11 @@ from skueue.core.ops import (
     DEFAULT_QUEUE,
     REFUSED_OTHER_STRUCTURE,
     Element,
+    Item,
     OpKind,
     QueueSettings,
     Structure,
     insert_kind,
-    plain,
     plain_or_none,
     remove_kind,
 )
@@ -35,9 +35,10 @@ from skueue.core.process import Process
 from skueue.host.effects import HostEffect, Reply
 from skueue.host.pending import COUNTER_NAMES, Counters, Request
 from skueue.host.queue_stats import QueueStats
+from skueue.host.replies import REFUSED, TIMEOUT, Done, ErrorReply
+from skueue.host.results import Configured, Created, Deleted, Inserted, LeaseGrant, Removed
 from skueue.host.retries import RetryKey, RetryWindow
 from skueue.host.structure_hints import StructureHints, other_kind
-from skueue.wire.client_replies import REFUSED, TIMEOUT, Done, ErrorReply
 
 __all__ = ["COUNTER_NAMES", "Clients", "Counters", "Request"]
 
@@ -142,7 +143,7 @@ class Clients:
         key: RetryKey | None = None,
     ) -> None:
         """Make ``queue`` with these settings (``stack`` None: the daemon's structure),
-        or find it made with them; the result is ``[created]``."""
+        or find it made with them; the result is one :class:`Created`."""
         stack = self._structure(stack) is Structure.STACK
         settings = QueueSettings(stack, max_deliveries, priorities)
         self._submit(client, rid, [(OpKind.CREATE, None)], deadline, key, queue, settings=settings)
@@ -157,7 +158,7 @@ class Clients:
         key: RetryKey | None = None,
     ) -> None:
         """Set the delivery limit of the queue or stack ``queue`` (0: none); the result
-        is ``[structure, max_deliveries, priorities]``, its settings now."""
+        is one :class:`Configured`, its settings now."""
         settings = QueueSettings(max_deliveries=max_deliveries)
         ops: list[tuple[OpKind, Element | None]] = [(OpKind.CONFIGURE, None)]
         self._submit(client, rid, ops, deadline, key, queue, settings=settings)
@@ -171,7 +172,7 @@ class Clients:
         key: RetryKey | None = None,
     ) -> None:
         """Delete ``queue``: what it holds is removed and its name is free
-        (skueue/core/anchor.py); the result is ``[removed, ord]``."""
+        (skueue/core/anchor.py); the result is one :class:`Deleted`."""
         self._submit(client, rid, [(OpKind.DELETE, None)], deadline, key, queue)
 
     def peek(
@@ -183,7 +184,7 @@ class Clients:
         key: RetryKey | None = None,
     ) -> None:
         """The element a dequeue of ``queue`` would return now, left in it
-        (skueue/core/peeks.py); the result is ``[value | None, ord, position]``."""
+        (skueue/core/peeks.py); the result is one :class:`Removed`."""
         self._submit(client, rid, [(OpKind.PEEK, None)], deadline, key, queue)
 
     def _structure(
@@ -220,7 +221,7 @@ class Clients:
         if key is not None and self._retried(client, rid, key, deadline):
             return
         if not ops:
-            self.out.append(Reply(client, Done(rid, [])))
+            self.out.append(Reply(client, Done(rid, ())))
             return
         request = Request(
             client, rid, ops[0][0].inserts, [None] * len(ops), len(ops), key=key,
@@ -354,19 +355,19 @@ class Clients:
         elif request.kind is OpKind.CONFIGURE:
             now = done.settings
             assert now is not None
-            structure = "stack" if now.stack else "queue"
-            request.results[index] = [structure, now.max_deliveries, now.priorities]
+            structure: Literal["queue", "stack"] = "stack" if now.stack else "queue"
+            request.results[index] = Configured(structure, now.max_deliveries, now.priorities)
         elif done.created is not None:  # a create
-            request.results[index] = [done.created]
+            request.results[index] = Created(done.created)
         elif done.removed is not None:  # a delete
             self.queue_stats.count(request.queue, deleted=done.removed)
-            request.results[index] = [done.removed, done.ord]
+            request.results[index] = Deleted(done.removed, done.ord)
         elif request.kind is OpKind.PEEK:  # nothing left the queue: nothing to count
-            request.results[index] = [plain_or_none(done.value), done.ord, done.position]
+            request.results[index] = Removed(_value(done.value), done.ord, done.position)
         elif request.inserts:
             self.counters.inserted += 1
             self.queue_stats.count(request.queue, inserted=1)
-            request.results[index] = [done.ord, done.position]
+            request.results[index] = Inserted(done.ord, done.position)
         else:
             waiting = request.number in self.waits and not request.got
             # A fetch waits with its first remove alone: the others' empties are final.
@@ -377,7 +378,7 @@ class Clients:
                 if not request.fetch:  # a fetch's shortfall is no remove that failed
                     self.counters.empty += 1
                     self.queue_stats.count(request.queue, empty=1)
-                request.results[index] = [None, done.ord, done.position]
+                request.results[index] = Removed(None, done.ord, done.position)
             else:
                 request.got = True
                 if not request.look:
@@ -387,7 +388,7 @@ class Clients:
                 if lease is not None:
                     request.results[index] = self._leased(request, lease, done)
                 else:
-                    request.results[index] = [plain(done.value), done.ord, done.position]
+                    request.results[index] = Removed(_value(done.value), done.ord, done.position)
         request.remaining -= 1
         if request.remaining:
             return
@@ -402,12 +403,12 @@ class Clients:
                 reply = ErrorReply(request.rid, request.refused, REFUSED)
                 self.out.append(Reply(request.client, reply))
             return
-        results = request.results
+        results = tuple(request.results)
         if request.fetch:  # the elements alone
-            results = [r for r in results if r[0] is not None]
+            results = tuple(r for r in results if r.value is not None)
         # Leased elements are not lost with an undelivered reply: their leases return them.
         removed = 0 if request.lease_ms or request.kind is OpKind.PEEK else sum(
-            1 for r in results if not request.inserts and r[0] is not None
+            1 for r in results if isinstance(r, Removed) and r.value is not None
         )
         if request.key is not None:
             del self.retry_running[request.key]
@@ -422,7 +423,7 @@ class Clients:
         if delivered:
             self.out.append(Reply(request.client, Done(request.rid, results)))
 
-    def _leased(self, request: Request, lease: Lease, done: Complete) -> list[Any]:
+    def _leased(self, request: Request, lease: Lease, done: Complete) -> Removed:
         """A leased remove's result; the lease is its client's (if it is gone already,
         the owner returns the element: :attr:`orphan_leases`)."""
         lease.holder = request.client
@@ -432,8 +433,8 @@ class Clients:
             self.looks.add(lease.lease_id)
         else:
             self.queue_stats.count_lease(request.queue, "leased")
-        lease_fields = [lease.lease_id, lease.deliveries, lease.reason]
-        return [lease.value, done.ord, done.position, *lease_fields]
+        grant = LeaseGrant(lease.lease_id, lease.deliveries, lease.reason)
+        return Removed(_value(lease.value), done.ord, done.position, grant)
 
     def _try_other_structure(self, request: Request, index: int, done: Complete) -> bool:
         """A refusal for the other structure of an operation whose structure the host
@@ -575,6 +576,11 @@ class Clients:
         """Once no request of a gone client is pending, stop remembering it."""
         if not self.pending_requests[client]:
             self.gone_clients.discard(client)
+
+
+def _value(item: Item | None) -> bytes | None:
+    """An element as its client gets it: the value alone (a daemon's are bytes)."""
+    return cast("bytes | None", plain_or_none(item))
 
 
 def _answered(request: Request) -> bool:

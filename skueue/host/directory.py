@@ -28,12 +28,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from skueue.core.errors import RemoteProtocolError
 from skueue.core.messages.membership import JoinRequest
 from skueue.core.ops import QUEUES_MAX, queue_name_ok
 from skueue.host.address import Address, AddressError, parse_address
 from skueue.host.pending import COUNTER_NAMES
 from skueue.host.queue_stats import COUNT_NAMES
-from skueue.wire.errors import RemoteProtocolError
 
 MEMBERS_MAX = 4096  # far above any cluster we run; bounds what a bad peer can make us hold
 

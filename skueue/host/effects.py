@@ -12,7 +12,7 @@ from typing import Any
 
 from skueue.core.effects import Send
 from skueue.host.inputs import Frame
-from skueue.wire.client_replies import Reply as ClientReply
+from skueue.host.replies import Reply as ClientReply
 
 
 @dataclass(frozen=True, slots=True)

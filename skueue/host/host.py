@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from skueue.core.errors import PeerError
+from skueue.core.errors import RemoteProtocolError
 from skueue.core.membership.removal import Hold
 from skueue.core.messages.membership import JoinRequest
 from skueue.core.parts.membership_state import HANDOVER_BYTES_MAX
@@ -60,9 +60,8 @@ from skueue.host.inputs import (
     Tick,
     TimedOut,
 )
-from skueue.host.retries import RetryWindow
-from skueue.overlay.labels import Kind, node_ref
-from skueue.wire.client_protocol import (
+from skueue.host.replies import INVALID, UNAVAILABLE, Done, ErrorReply
+from skueue.host.requests import (
     ClientRequest,
     ConfigureRequest,
     CreateRequest,
@@ -73,8 +72,9 @@ from skueue.wire.client_protocol import (
     PeekRequest,
     RemoveRequest,
 )
-from skueue.wire.client_replies import INVALID, UNAVAILABLE, Done, ErrorReply
-from skueue.wire.errors import RemoteProtocolError
+from skueue.host.results import LeaseAnswer
+from skueue.host.retries import RetryWindow
+from skueue.overlay.labels import Kind, node_ref
 
 GOSSIP = frozenset({"member", "members", "departed", "removed"})
 """The control frames the host takes (the rest are the daemon's: stats, removal checks)."""
@@ -172,8 +172,8 @@ class Host:
         clients = self.clients
         if isinstance(request, LeaseRequest):
             held = clients.leases_held(client, list(request.leases))
-            done = clients.end_leases(request.kind, held, request.lease_ms)
-            self._reply(client, Done(rid, [i in done for i in request.leases]))
+            done = clients.end_leases(request.how, held, request.lease_ms)
+            self._reply(client, Done(rid, tuple(LeaseAnswer(i in done) for i in request.leases)))
             return
         if isinstance(request, LeaveRequest):
             self._leave(client, rid)
@@ -246,7 +246,7 @@ class Host:
             return  # a join, routed on, of a member removed since: never placed again
         try:
             self.clients.apply(self.process.handle(self.process.node_ref(to), message))
-        except PeerError as e:
+        except RemoteProtocolError as e:
             # The peer's fault: the core changed nothing; its link goes, so that a peer
             # that sends garbage is not served on.
             self.clients.out.append(DropPeer(peer, str(e), message.describe()))
@@ -350,7 +350,7 @@ class Host:
                 )
                 self._reply(client, ErrorReply(rid, message, INVALID))
                 return
-            self._reply(client, Done(rid, []))
+            self._reply(client, Done(rid, ()))
             self.left = True
             self.clients.out.append(Left(alone=True))
             return
@@ -369,13 +369,13 @@ class Host:
             self.joined = True
             self.clients.out.append(Joined())
             for client, rid in self.join_waiters:
-                self._reply(client, Done(rid, []))
+                self._reply(client, Done(rid, ()))
             self.join_waiters.clear()
         if process.departed and not self.left:
             self.left = True
             self.clients.out.append(Left(alone=False))
             for client, rid in self.leave_waiters:
-                self._reply(client, Done(rid, []))
+                self._reply(client, Done(rid, ()))
             self.leave_waiters.clear()
 
     def alone_and_empty(self) -> str | None:

@@ -29,8 +29,8 @@ from typing import Any, ClassVar
 
 from skueue.core.messages.membership import MembershipMessage
 from skueue.core.messages.stages import Message
+from skueue.host.requests import ClientRequest
 from skueue.overlay.labels import Kind
-from skueue.wire.client_protocol import ClientRequest
 
 Frame = list[Any]
 """A control frame between daemons (gossip, stats, removal checks): a msgpack array."""

@@ -21,11 +21,15 @@ count in ``dropped_results``.
 
 from __future__ import annotations
 
+import marshal
+import operator
+import typing
 from collections import OrderedDict
-from dataclasses import dataclass, field
+from collections.abc import Callable
+from dataclasses import dataclass, field, fields, is_dataclass
 from typing import Any
 
-import msgpack
+from skueue.host.results import RECORD_KINDS, Results
 
 RetryKey = tuple[str, int]  # (client session, request id)
 
@@ -40,9 +44,9 @@ REQUEST_OVERHEAD_BYTES = 240
 
 @dataclass(slots=True)
 class Finished:
-    # The results, packed with msgpack: a result as a list ([ord, position]) took 144 B
-    # of memory, about ten times its packed size, and a window of enqueue results held
-    # that way was a third of a durable daemon's memory.  Unpacked only for a retry.
+    # The results, packed (:func:`pack`): a result as a Python object took about ten
+    # times its packed size, and a window of enqueue results held that way was a third
+    # of a durable daemon's memory.  Unpacked only for a retry.
     packed: bytes
     delivered: bool  # the reply went to a connected client at least once
     removed: int  # elements it removed (lost with it if never delivered)
@@ -51,8 +55,8 @@ class Finished:
     def bytes(self) -> int:
         return len(self.packed) + REQUEST_OVERHEAD_BYTES
 
-    def results(self) -> list[Any]:
-        return msgpack.unpackb(self.packed)
+    def results(self) -> Results:
+        return unpack(self.packed)
 
 
 @dataclass(slots=True)
@@ -65,10 +69,10 @@ class RetryWindow:
     def get(self, key: RetryKey) -> Finished | None:
         return self.finished.get(key)
 
-    def finish(self, key: RetryKey, results: list[Any], delivered: bool, removed: int) -> int:
+    def finish(self, key: RetryKey, results: Results, delivered: bool, removed: int) -> int:
         """Remember a finished request; the elements lost by forgetting older ones that
         no client received."""
-        finished = self.finished[key] = Finished(msgpack.packb(results), delivered, removed)
+        finished = self.finished[key] = Finished(pack(results), delivered, removed)
         self.bytes += finished.bytes
         lost = 0
         while self.finished and (
@@ -80,3 +84,75 @@ class RetryWindow:
                 lost += old.removed
         return lost
 
+
+# -- packing ----------------------------------------------------------------------------
+# In memory only (never stored or sent), so any compact form will do: ``marshal``'s,
+# which is the interpreter's own, fast and pure.  Version 2, which has no references
+# between objects: the packed size then depends on the values alone, and the window
+# forgets the same requests when a replay fills it again.
+_MARSHAL_VERSION = 2
+_FIELDS = {kind: tuple(f.name for f in fields(kind)) for kind in RECORD_KINDS.values()}
+
+
+def _getter(names: tuple[str, ...]) -> Callable[[Any], tuple[Any, ...]]:
+    """A record's fields as a tuple, at C speed."""
+    if len(names) == 1:
+        one = operator.attrgetter(names[0])
+        return lambda r: (one(r),)
+    return operator.attrgetter(*names)
+
+
+def _nesting(kind: type) -> tuple[int, ...]:
+    """The fields of ``kind`` that may hold a record or a tuple (taken apart in a row)."""
+
+    def nests(hint: Any) -> bool:
+        return (is_dataclass(hint) or typing.get_origin(hint) is tuple
+                or any(nests(a) for a in typing.get_args(hint)))  # fmt: skip
+
+    hints = typing.get_type_hints(kind)
+    return tuple(i for i, name in enumerate(_FIELDS[kind]) if nests(hints[name]))
+
+
+_ROWS = {kind: _getter(names) for kind, names in _FIELDS.items()}
+_NESTING = {kind: _nesting(kind) for kind in RECORD_KINDS.values()}
+
+
+def pack(results: Results) -> bytes:
+    """``(KIND, (field, ...), ...)``: the results' kind once (a request's are of one),
+    then each result's fields; a record inside a field as ``[KIND, field, ...]``."""
+    if not results:
+        return marshal.dumps((), _MARSHAL_VERSION)
+    kind = type(results[0])
+    rows = list(map(_ROWS[kind], results))
+    nesting = _NESTING[kind]
+    if len(nesting) == 1:  # a removed element's lease: most often None
+        (i,) = nesting
+        rows = [row if row[i] is None else tuple(map(_plain, row)) for row in rows]
+    elif nesting:
+        rows = [tuple(map(_plain, row)) for row in rows]
+    return marshal.dumps((kind.KIND, *rows), _MARSHAL_VERSION)
+
+
+def unpack(packed: bytes) -> Results:
+    plain = marshal.loads(packed)
+    if not plain:
+        return ()
+    kind = RECORD_KINDS[plain[0]]
+    return tuple(kind(*map(_record, row)) for row in plain[1:])
+
+
+def _plain(value: Any) -> Any:
+    names = _FIELDS.get(type(value))
+    if names is not None:
+        return [value.KIND, *[_plain(getattr(value, n)) for n in names]]
+    if type(value) is tuple:
+        return tuple(map(_plain, value))
+    return value
+
+
+def _record(value: Any) -> Any:
+    if type(value) is list:
+        return RECORD_KINDS[value[0]](*map(_record, value[1:]))
+    if type(value) is tuple:
+        return tuple(map(_record, value))
+    return value

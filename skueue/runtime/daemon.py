@@ -24,6 +24,7 @@ import trio
 
 from skueue.host.address import Address
 from skueue.host.host import Host
+from skueue.host.replies import Welcome
 from skueue.runtime.config import DaemonConfig
 from skueue.runtime.errors import DaemonError
 from skueue.runtime.incoming import IncomingConnections
@@ -34,8 +35,8 @@ from skueue.runtime.owner import Owner
 from skueue.runtime.resources import files_needed, raise_open_files_limit
 from skueue.runtime.startup import DataDirectory, new_directory, open_data_directory, start_owner
 from skueue.runtime.state import DaemonContext, log
-from skueue.wire.client_protocol import PROTOCOL_VERSION, limits_for_clients
-from skueue.wire.client_replies import Welcome
+from skueue.wire.client_hello import PROTOCOL_VERSION
+from skueue.wire.client_protocol import limits_for_clients
 
 __all__ = ["Daemon", "DaemonConfig", "bind"]
 
@@ -99,9 +100,9 @@ class Daemon:
         nursery.start_soon(probe(self).serve, listeners)
         log.info("serving metrics", address=str(served), paths="/metrics /healthz /readyz")
 
-    def welcome(self) -> list[Any]:
+    def welcome(self) -> Welcome:
         return Welcome(self.ctx.process_id, self.config.structure.value, PROTOCOL_VERSION,
-                       limits_for_clients(self.ctx.limits)).frame()  # fmt: skip
+                       limits_for_clients(self.ctx.limits))  # fmt: skip
 
     def readiness(self) -> Readiness:
         if self.owner is None:

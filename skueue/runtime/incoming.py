@@ -16,7 +16,9 @@ from typing import Any
 
 import trio
 
+from skueue.core.errors import RemoteProtocolError
 from skueue.host.inputs import PeerControl, PeerMessage
+from skueue.host.replies import REFUSED, ErrorReply
 from skueue.runtime.inbox import LinkClosed, PeerHello
 from skueue.runtime.network.connections import ConnectionClosed, frames, next_frame, put
 from skueue.runtime.network.handshake import PeerGreeting, parse_peer_hello, reachable
@@ -26,8 +28,7 @@ from skueue.runtime.network.sessions import DISCONNECTED
 from skueue.runtime.security.peer_auth import AUTH_FRAME, mismatch, new_challenge
 from skueue.runtime.security.tls import DaemonTls, looks_like_tls, peek, tls_failure
 from skueue.runtime.state import DaemonContext, log, not_a_member_message, removed_message
-from skueue.wire.client_replies import REFUSED, ErrorReply
-from skueue.wire.errors import RemoteProtocolError
+from skueue.wire.client_codec import encode_reply
 from skueue.wire.framing import FrameDecoder, pack
 
 # Closing a connection (a TLS goodbye, an error line) waits no longer than this for a
@@ -89,10 +90,10 @@ class IncomingConnections:
             else:
                 raise RemoteProtocolError(f"expected a hello, got {hello!r:.60}")
         except Refusal as e:  # said in the log already, in its own words
-            await _try_send(stream, pack(ErrorReply(None, str(e), e.code).frame()))
+            await _try_send(stream, pack(encode_reply(ErrorReply(None, str(e), e.code))))
         except RemoteProtocolError as e:
             log.warning("bad input, closing connection", error=str(e))
-            await _try_send(stream, pack(ErrorReply(None, str(e)).frame()))
+            await _try_send(stream, pack(encode_reply(ErrorReply(None, str(e)))))
         except DISCONNECTED as e:
             # An abrupt disconnect: nothing to answer.  Under TLS it may also be a record
             # that failed its MAC (changed or replayed on the path): that is worth a line.
@@ -121,7 +122,7 @@ class IncomingConnections:
                     # Its hello is read first: closing with unread bytes would reset
                     # the connection, and the reset could overtake our answer.
                     await tcp.receive_some(self.ctx.limits.hello_bytes_max)
-                await _try_send(tcp, pack(ErrorReply(None, PLAINTEXT_REFUSAL).frame()))
+                await _try_send(tcp, pack(encode_reply(ErrorReply(None, PLAINTEXT_REFUSAL))))
                 return None
             stream = trio.SSLStream(tcp, tls.server, server_side=True)
             try:

@@ -35,12 +35,13 @@ from typing import TYPE_CHECKING, Any
 
 import trio
 
+from skueue.core.errors import RemoteProtocolError
 from skueue.host.address import AddressError, parse_address
 from skueue.host.inputs import RemoveMember
+from skueue.host.replies import INVALID, REFUSED, Done, ErrorReply
+from skueue.host.results import MembersRemoved, RemovedMember
 from skueue.runtime.inbox import RemovalProbed
 from skueue.runtime.removal_check import RemovalCheck
-from skueue.wire.client_replies import INVALID, REFUSED, Done, ErrorReply
-from skueue.wire.errors import RemoteProtocolError
 
 if TYPE_CHECKING:
     from skueue.runtime.owner import Owner
@@ -76,7 +77,7 @@ class MemberRemoval:
             else:
                 members.append(member)
         if not members:
-            owner.reply(client, Done(rid, [_result([], gone, {})]))
+            owner.reply(client, Done(rid, (_result([], gone, {}),)))
             return
         addresses = {m: directory.address(m) for m in members}
         assert owner.ctx.nursery is not None
@@ -120,7 +121,7 @@ class MemberRemoval:
             return
         members = tuple(m for m in members if directory.is_member(m))
         if not members:  # removed meanwhile (another request): done
-            owner.reply(client, Done(rid, [_result([], [], {})]))
+            owner.reply(client, Done(rid, (_result([], [], {}),)))
             return
         own = owner.ctx.process_id
         others = [p for p in directory.others() if p not in members]
@@ -184,7 +185,7 @@ class MemberRemoval:
             for member in check.members:
                 owner.enter(RemoveMember(member))
             result = _result(list(check.members), [], held, check.addresses)
-            owner.reply(check.client, Done(check.rid, [result]))
+            owner.reply(check.client, Done(check.rid, (result,)))
 
     def seconds_to_deadline(self, now: float) -> float:
         if not self.checks:
@@ -197,11 +198,9 @@ def _result(
     gone: list[str],
     held: dict[str, str],
     addresses: dict[str, str] | None = None,
-) -> dict[str, Any]:
+) -> MembersRemoved:
     """The answer to the client: what was removed and what it held; what was gone already."""
-    return {
-        "removed": [
-            {"member": m, "address": (addresses or {}).get(m), "held": held[m]} for m in removed
-        ],
-        "gone_already": gone,
-    }
+    return MembersRemoved(
+        tuple(RemovedMember(m, (addresses or {}).get(m), held[m]) for m in removed),
+        tuple(gone),
+    )

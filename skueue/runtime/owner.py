@@ -54,6 +54,7 @@ from skueue.host.inputs import (
     Tick,
 )
 from skueue.host.pending import COUNTER_NAMES
+from skueue.host.replies import UNAVAILABLE, ErrorReply, Welcome
 from skueue.runtime.durability.disk_space import DiskSpace
 from skueue.runtime.durability.entry_store import SnapshotEntryStore
 from skueue.runtime.durability.input_log import InputLog
@@ -75,7 +76,6 @@ from skueue.runtime.operations.stats import StatsGathering, local_stats
 from skueue.runtime.operations.usage import usage
 from skueue.runtime.requests import ClientDesk, request_kind
 from skueue.runtime.state import DaemonContext, log
-from skueue.wire.client_replies import UNAVAILABLE, ErrorReply, Welcome
 from skueue.wire.peer import encode_message
 
 # Acknowledgements of peers' frames go at most this often, or after this many frames.

@@ -14,7 +14,7 @@ from typing import Any
 import attrs
 
 from skueue.core.membership.removal import Hold
-from skueue.wire.client_replies import REFUSED, UNAVAILABLE
+from skueue.host.replies import REFUSED, UNAVAILABLE
 
 WHY_CHARS_MAX = 300  # a member's reason, as shown to the operator
 

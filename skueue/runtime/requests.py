@@ -15,11 +15,10 @@ from typing import TYPE_CHECKING, Any
 
 import trio
 
+from skueue.core.errors import RemoteProtocolError
 from skueue.host.address import AddressError, parse_address
-from skueue.runtime.errors import DaemonError
-from skueue.runtime.inbox import ClientError, JoinReached
-from skueue.runtime.state import log
-from skueue.wire.client_protocol import (
+from skueue.host.replies import INVALID, UNAVAILABLE, ErrorReply
+from skueue.host.requests import (
     ClientRequest,
     ConfigureRequest,
     CreateRequest,
@@ -33,8 +32,9 @@ from skueue.wire.client_protocol import (
     RemoveRequest,
     StatsRequest,
 )
-from skueue.wire.client_replies import INVALID, UNAVAILABLE, ErrorReply
-from skueue.wire.errors import RemoteProtocolError
+from skueue.runtime.errors import DaemonError
+from skueue.runtime.inbox import ClientError, JoinReached
+from skueue.runtime.state import log
 
 if TYPE_CHECKING:
     from skueue.runtime.owner import Owner
@@ -160,8 +160,8 @@ def request_kind(request: ClientRequest) -> str:
             return "insert"
         case RemoveRequest(wait_ms=wait_ms):
             return "remove" if wait_ms is None else "remove_blocking"
-        case LeaseRequest(kind=kind):
-            return str(kind)
+        case LeaseRequest(how=how):
+            return str(how)
         case StatsRequest():
             return "stats"
         case CreateRequest():

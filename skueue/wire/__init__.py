@@ -1,1 +1,2 @@
-"""The wire: framing, the client protocol and the peer codec."""
+"""The wire: framing, and the codecs derived from the classes they carry (the client
+protocol's from skueue.host, the peer messages' from skueue.core.messages)."""

@@ -7,10 +7,10 @@ from typing import Any
 
 import attrs
 
-from skueue.wire.errors import RemoteProtocolError
+from skueue.core.errors import RemoteProtocolError
 
-PROTOCOL_VERSION = 2
-VERSIONS = (1, 2)  # hellos this daemon serves
+PROTOCOL_VERSION = 3
+VERSIONS = (3,)  # hellos this daemon serves (version 3: issue 29, wire/client_protocol.py)
 
 
 @attrs.frozen

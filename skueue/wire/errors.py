@@ -1,27 +1,12 @@
-"""Errors split by blame (h11 style).
+"""TLS trouble in one line, for the daemon's and the client's messages alike.
 
-:class:`RemoteProtocolError` is bad input from a peer or a client: the runtime logs one
-warning, answers an error where somebody waits, closes that connection and keeps
-serving everyone else.  Anything else raised inside the runtime is our own bug and
-fails loudly.
+(Bad input from a peer or a client is :class:`skueue.core.errors.RemoteProtocolError`,
+one type from the core's checks up to the wire's codecs.)
 """
 
 from __future__ import annotations
 
 import ssl
-
-
-class RemoteProtocolError(Exception):
-    """The other side sent something we cannot accept.
-
-    ``rid`` is the request id of the client request it concerns, when there is one, so
-    that the error reply reaches the caller waiting for it.
-    """
-
-    def __init__(self, message: str, rid: int | None = None) -> None:
-        super().__init__(message)
-        self.message = message
-        self.rid = rid
 
 
 def tls_file_error(e: BaseException) -> str:

@@ -10,6 +10,7 @@ from functools import lru_cache
 from typing import Any
 
 from skueue.core.batch import Batch, Batches, RunGrant
+from skueue.core.errors import RemoteProtocolError
 from skueue.core.ops import (
     DELIVERY_LIMIT_MAX,
     PRIORITIES_MAX,
@@ -21,7 +22,6 @@ from skueue.core.ops import (
 )
 from skueue.overlay.labels import LABEL_SPACE, Kind, NodeRef, node_ref
 from skueue.overlay.routing import Phase, Route
-from skueue.wire.errors import RemoteProtocolError
 
 PROCESS_ID_CHARS_MAX = 256
 RUNS_MAX = 1 << 16  # a batch longer than this is not one a correct peer sends

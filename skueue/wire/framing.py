@@ -23,7 +23,7 @@ from typing import Any
 import attrs
 import msgpack
 
-from skueue.wire.errors import RemoteProtocolError
+from skueue.core.errors import RemoteProtocolError
 
 FRAME_BYTES_MAX = 16 * 1024 * 1024
 _HEADER = struct.Struct(">I")

@@ -24,13 +24,13 @@ from collections.abc import Callable
 from typing import Any
 
 from skueue.core.batch import Batches, RunGrant
+from skueue.core.errors import RemoteProtocolError
 from skueue.core.messages.field_types import Items, QueueNameRule, Range
 from skueue.core.messages.membership import MEMBERSHIP_KINDS, MembershipMessage
 from skueue.core.messages.stages import MESSAGE_KINDS, Message
 from skueue.core.ops import Redelivered
 from skueue.overlay.labels import NodeRef
 from skueue.overlay.routing import Route
-from skueue.wire.errors import RemoteProtocolError
 from skueue.wire.fields import (
     _bool,
     _int,

@@ -21,6 +21,7 @@ import trio
 from skueue.host.address import Address
 from skueue.runtime.daemon import Daemon, DaemonConfig
 from skueue.runtime.limits import Limits
+from skueue.wire.client_hello import PROTOCOL_VERSION
 from skueue.wire.framing import HEADER_BYTES, pack
 
 HOST = "127.0.0.1"
@@ -64,8 +65,8 @@ class RawClient:
         return cls(await trio.open_tcp_stream(host, port))
 
     async def hello(self, *rest: Any) -> Any:
-        """Say hello (``["hello-client", *rest]``, default version 2); return the answer."""
-        await self.send(["hello-client", *(rest or (2,))])
+        """Say hello (``["hello-client", *rest]``, default this version); return the answer."""
+        await self.send(["hello-client", *(rest or (PROTOCOL_VERSION,))])
         return await self.receive()
 
     async def send(self, frame: Any) -> None:
@@ -100,3 +101,10 @@ class RawClient:
 
     async def aclose(self) -> None:
         await self.stream.aclose()
+
+
+def records(frame: Any) -> list[Any]:
+    """The results of a ``more`` or ``done`` frame as records (each the list of its fields),
+    without the kind they travel with (``[KIND, record, ...]``: skueue/host/results.py)."""
+    results = frame[2]
+    return list(results[1:])

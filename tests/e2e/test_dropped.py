@@ -27,8 +27,9 @@ import trio
 
 from skueue.runtime.daemon import Daemon
 from skueue.runtime.limits import Limits
+from skueue.wire.client_hello import PROTOCOL_VERSION
 from skueue.wire.framing import HEADER_BYTES, pack
-from tests.e2e.rawclient import RawClient, address, inproc_daemon
+from tests.e2e.rawclient import RawClient, address, inproc_daemon, records
 
 pytestmark = pytest.mark.trio
 
@@ -59,7 +60,9 @@ class Counting:
             frame: Any = msgpack.unpackb(bytes(self.buffer[HEADER_BYTES : HEADER_BYTES + length]))
             del self.buffer[: HEADER_BYTES + length]
             kind, rid = frame[0], frame[1]
-            values = sum(1 for r in frame[2] if r[0] is not None) if kind in ("more", "done") else 0
+            values = 0
+            if kind in ("more", "done"):
+                values = sum(1 for r in records(frame) if r[0] is not None)
             self.parts[rid] = self.parts.get(rid, 0) + values
             if kind != "more":
                 self.received += self.parts.pop(rid)
@@ -107,7 +110,7 @@ async def connect_small(daemon: Daemon) -> Counting:
     sock.settimeout(5)
     sock.connect(address(daemon))  # loopback: at once
     client = Counting(sock)  # trio makes the socket non-blocking
-    await client.stream.send_all(pack(["hello-client", 2]))
+    await client.stream.send_all(pack(["hello-client", PROTOCOL_VERSION]))
     await client.read_replies(1)  # the welcome
     assert client.received == 0
     client.replies = 0
@@ -182,7 +185,7 @@ async def test_removed_minus_dropped_is_exactly_what_vanishing_clients_received(
             results = []
             while True:
                 frame = await drainer.receive()
-                results += frame[2]
+                results += records(frame)
                 if frame[0] == "done":
                     break
             values = [r for r in results if r[0] is not None]

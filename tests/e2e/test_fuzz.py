@@ -41,6 +41,7 @@ import trio
 
 from skueue.cluster.loadgen import LoadConfig, run_load
 from skueue.core.batch import Batch, Batches, RunGrant
+from skueue.core.errors import RemoteProtocolError
 from skueue.core.messages.membership import (
     Absorbed,
     AnchorHandover,
@@ -68,8 +69,8 @@ from skueue.dht.keys import position_key
 from skueue.overlay.labels import LABEL_SPACE, Kind, NodeRef, node_ref
 from skueue.overlay.routing import Phase, Route
 from skueue.runtime.limits import Limits
-from skueue.wire.client_protocol import parse_request
-from skueue.wire.errors import RemoteProtocolError
+from skueue.wire.client_codec import decode_request
+from skueue.wire.client_hello import PROTOCOL_VERSION
 from skueue.wire.framing import FRAME_BYTES_MAX, FrameDecoder, pack
 from skueue.wire.peer import decode_message, encode_message
 from tests.e2e.daemons import Cluster
@@ -281,7 +282,7 @@ def without_acks(replies: list[Any]) -> list[Any]:
 
 
 def bad_client_request(rng: random.Random) -> Any:
-    """A request frame that ``parse_request`` rejects (checked here), never a valid insert."""
+    """A request frame that ``decode_request`` rejects (checked here), never a valid insert."""
     limits = Limits()
     base: list[list[Any]] = [
         ["insert", 1, [b"a", b"b"]],
@@ -321,7 +322,7 @@ def bad_client_request(rng: random.Random) -> Any:
     while True:
         candidate = rng.choice(fixed) if rng.random() < 0.4 else mutate(rng.choice(base), rng)
         try:
-            parse_request(candidate, limits)
+            decode_request(candidate, limits)
         except RemoteProtocolError:
             return candidate
         # A mutation that is still a valid request (maybe an insert): never send it.
@@ -451,7 +452,7 @@ class Fuzzer:
         """A hello, maybe a few good requests, then a bad one: answered with an error."""
         good = rng.randrange(3)
         bad = bad_client_request(rng)
-        frames = [["hello-client", 1]]
+        frames = [["hello-client", PROTOCOL_VERSION]]
         frames += [["remove", 100 + i, 1] for i in range(good)]  # the queue is empty
         blob = b"".join(frame_bytes(f) for f in frames)
         blob += malformed_payload(rng) if rng.random() < 0.15 else frame_bytes(bad)
@@ -464,7 +465,8 @@ class Fuzzer:
         assert replies[0][0] == "welcome" or len(replies) == 1, replies
         # Replies to the good requests may be dropped with the connection, never garbled.
         done = [r for r in replies if r[0] == "done"]
-        assert len(done) <= good and all(r[2] == [[None, r[2][0][1], None]] for r in done), done
+        empty = [["removed", [None, r[2][1][1], None]] for r in done]  # value and position None
+        assert len(done) <= good and [r[2] for r in done] == empty, done
         self.tally.error_replies += 1
         return 1
 
@@ -561,12 +563,12 @@ class Fuzzer:
         hello = rng.choice(
             [
                 b"",
-                frame_bytes(["hello-client", 1]),
+                frame_bytes(["hello-client", PROTOCOL_VERSION]),
                 frame_bytes(["hello-peer", "fuzz-cut", "127.0.0.1:9"]),
             ]
         )
         if not hello:
-            cut = frame_bytes(["hello-client", 1])[: rng.randrange(1, 8)]
+            cut = frame_bytes(["hello-client", PROTOCOL_VERSION])[: rng.randrange(1, 8)]
         async with await self.connect() as stream:
             await self.send(stream, hello + cut)
             if rng.random() < 0.5:
@@ -580,7 +582,7 @@ class Fuzzer:
     async def abandon_with_requests(self, rng: random.Random) -> int:
         """A client that sends requests and resets before reading any reply."""
         count = rng.randrange(1, 100)
-        blob = frame_bytes(["hello-client", 1]) + b"".join(
+        blob = frame_bytes(["hello-client", PROTOCOL_VERSION]) + b"".join(
             frame_bytes(["remove", i, rng.randrange(1, 20)] if i % 7 else ["stats", i])
             for i in range(count)
         )

@@ -22,8 +22,10 @@ import pytest
 import skueue.client.blocking
 from skueue.client.errors import RequestRejected
 from skueue.cluster.loadgen import LoadConfig, run_load
+from skueue.host.requests import RemoveRequest
 from skueue.runtime.security.peer_auth import AUTH_FRAME, ClusterKeys, generate_key, new_challenge
-from skueue.wire.client_protocol import PROTOCOL_VERSION, ClientHello, RemoveRequest
+from skueue.wire.client_codec import encode_request
+from skueue.wire.client_hello import PROTOCOL_VERSION, ClientHello
 from skueue.wire.framing import FrameDecoder, pack
 from tests.e2e.daemons import HOST, Cluster, free_ports, refused
 from tests.e2e.oracle import assert_history_ok
@@ -275,7 +277,7 @@ def test_clients_that_never_read_their_replies_cost_bounded_memory(
         s.setblocking(False)
         for rid in range(1, SLOW_READ_REQUESTS + 1):
             try:  # the daemon stops reading this connection once it has enough of it
-                s.sendall(pack(RemoveRequest(rid, 10).frame()))
+                s.sendall(pack(encode_request(RemoveRequest(rid, 10))))
             except BlockingIOError:
                 break
         slow.append(s)

@@ -9,6 +9,7 @@ test can step the same inputs through a fresh host, as a restart's replay does.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections import defaultdict
 from typing import Any
@@ -29,10 +30,8 @@ from skueue.host.inputs import (
     PeerMessage,
     Tick,
 )
-from skueue.host.retries import RetryKey, RetryWindow
-from skueue.overlay.labels import Kind
-from skueue.overlay.ring import build_views
-from skueue.wire.client_protocol import (
+from skueue.host.replies import Reply as ClientReply
+from skueue.host.requests import (
     ConfigureRequest,
     CreateRequest,
     DeleteRequest,
@@ -40,7 +39,9 @@ from skueue.wire.client_protocol import (
     LeaseRequest,
     RemoveRequest,
 )
-from skueue.wire.client_replies import Reply as ClientReply
+from skueue.host.retries import RetryKey, RetryWindow
+from skueue.overlay.labels import Kind
+from skueue.overlay.ring import build_views
 
 
 def one_process_host(
@@ -49,6 +50,11 @@ def one_process_host(
     views = {n.kind: v for n, v in build_views([pid]).items() if n.process == pid}
     directory = Directory(pid, Address("127.0.0.1", 1))
     return Host(Process.create(pid, views, structure), directory, retry_window=window)
+
+
+def fields(reply: ClientReply) -> tuple[Any, ...]:
+    """A reply as ``(kind, field, ...)``: ``("done", rid, (Inserted(...), ...))``."""
+    return (reply.KIND, *(getattr(reply, f.name) for f in dataclasses.fields(reply)))
 
 
 class HostDriver:
@@ -97,7 +103,7 @@ class HostDriver:
         key: RetryKey | None = None, queue: str | None = None, stack: bool | None = None,
         priority: int | None = None, prefer_stack: bool | None = None,
     ) -> None:
-        request = InsertRequest(rid, list(values), queue, stack, priority, prefer_stack)
+        request = InsertRequest(rid, tuple(values), queue, stack, priority, prefer_stack)
         self.request(client, request, deadline, key)
 
     def remove(
@@ -124,9 +130,9 @@ class HostDriver:
     def delete(self, client: int, rid: int, queue: str) -> None:
         self.request(client, DeleteRequest(rid, queue))
 
-    def lease(self, client: int, rid: int, kind: str, leases: list[int],
+    def lease(self, client: int, rid: int, how: Any, leases: list[int],
               lease_ms: int | None = None) -> None:
-        self.request(client, LeaseRequest(kind, rid, leases, lease_ms))
+        self.request(client, LeaseRequest(rid, how, tuple(leases), lease_ms))
 
     def client_gone(self, client: int) -> None:
         self.step(ClientGone(client))
@@ -152,14 +158,14 @@ class HostDriver:
             self.step(item)
         return made
 
-    def settle(self, ticks_max: int = 50) -> list[tuple[int, list[Any]]]:
+    def settle(self, ticks_max: int = 50) -> list[tuple[int, tuple[Any, ...]]]:
         """Tick until no operation is pending (bounded); every client reply produced, as
-        the frame that goes on the wire.  A one-process cluster sends nothing to peers."""
-        frames: list[tuple[int, list[Any]]] = []
+        :func:`fields` of it.  A one-process cluster sends nothing to peers."""
+        frames: list[tuple[int, tuple[Any, ...]]] = []
         for _ in range(ticks_max):
             peers, replies = self.take_frames()
             assert not any(peers.values()), f"a one-process cluster sent to peers: {peers}"
-            frames += [(client, reply.frame()) for client, reply in replies]
+            frames += [(client, fields(reply)) for client, reply in replies]
             if not self.clients.pending_ops:
                 return frames
             self.tick()

@@ -13,16 +13,18 @@ from skueue.core.ops import OpKind, Structure
 from skueue.core.process import TickDue
 from skueue.sim.cluster import build_cluster, process_ids
 from tests.unit.host_driver import HostDriver as Host
+from tests.unit.host_driver import fields
 from tests.unit.test_host import one_process_host
 
 WAITING = 100.0  # a wait's end far after anything these tests do
 
 
-def replies(host: Host, ticks: int = 20) -> list[tuple[int, list[Any]]]:
-    out: list[tuple[int, list[Any]]] = []
+def replies(host: Host, ticks: int = 20) -> list[tuple[int, tuple[Any, ...]]]:
+    """The replies of ``ticks`` ticks, as tests/unit/host_driver.py's ``fields``."""
+    out: list[tuple[int, tuple[Any, ...]]] = []
     for _ in range(ticks):
         host.tick()
-        out += [(client, reply.frame()) for client, reply in host.take_frames()[1]]
+        out += [(client, fields(reply)) for client, reply in host.take_frames()[1]]
     return out
 
 
@@ -51,9 +53,10 @@ def test_a_waiting_remove_gets_the_next_element_and_nothing_else_answers_it() ->
     assert host.clients.pending_ops == 1
     host.insert(client=2, rid=7, values=[b"job"])
     got = dict(replies(host))
-    inserted_ord = got[2][2][0][0]
-    value, ord_, position = got[1][2][0]
-    assert got[1][:2] == ["done", 1] and value == b"job" and ord_ > inserted_ord
+    inserted_ord = got[2][2][0].ord
+    removed = got[1][2][0]
+    value, ord_, position = removed.value, removed.ord, removed.position
+    assert got[1][:2] == ("done", 1) and value == b"job" and ord_ > inserted_ord
     assert position is not None and host.clients.pending_ops == 0
     stats = host.clients.queue_stats.as_dict()["default"]
     assert (stats["removed"], stats["empty"]) == (1, 0)  # the empty attempts are not results
@@ -72,7 +75,7 @@ def test_a_wait_that_ends_answers_empty() -> None:
     assert len(frames) == 1
     client, (kind, rid, results) = frames[0]
     assert (client, kind, rid) == (1, "done", 1)
-    assert results[0][0] is None and results[0][1] >= 0  # empty, with its rank
+    assert results[0].value is None and results[0].ord >= 0  # empty, with its rank
 
 
 def test_a_blocking_batch_answers_once_one_element_came() -> None:
@@ -82,7 +85,7 @@ def test_a_blocking_batch_answers_once_one_element_came() -> None:
     host.insert(client=2, rid=3, values=[b"only"])
     frames = [f for c, f in replies(host) if c == 1]
     assert len(frames) == 1 and frames[0][1] == 2
-    values = [r[0] for r in frames[0][2]]
+    values = [r.value for r in frames[0][2]]
     assert values.count(b"only") == 1 and values.count(None) == 2
 
 
@@ -101,7 +104,7 @@ def test_the_wait_of_a_client_that_went_away_ends_and_takes_nothing_later() -> N
     assert replies(host) == []  # answered empty, to nobody
     host.insert(client=3, rid=5, values=[b"kept"])
     frames = dict(replies(host))
-    assert frames[2][2][0][0] == b"kept"  # the consumer that stayed got it
+    assert frames[2][2][0].value == b"kept"  # the consumer that stayed got it
     assert host.clients.counters.dropped_results == 0
 
 

@@ -17,7 +17,10 @@ import trio
 
 import skueue
 import skueue.client.api
-from skueue.wire.client_protocol import PROTOCOL_VERSION
+from skueue.host.replies import Done, More
+from skueue.host.results import Inserted, Removed, Result
+from skueue.wire.client_codec import encode_reply
+from skueue.wire.client_hello import PROTOCOL_VERSION
 from tests.unit.fake_daemon import CLOSE, FakeDaemon
 
 TEST_DEADLINE_S = 10.0
@@ -30,13 +33,18 @@ def cluster() -> Iterator[skueue.LocalCluster]:
         yield c
 
 
+def done(rid: int, *results: Result) -> list[Any]:
+    """A ``done`` frame, as a daemon encodes it."""
+    return encode_reply(Done(rid, results))
+
+
 def echo(frame: list[Any]) -> list[Any]:
-    """Answer like a daemon of protocol 2 would: inserts get ranks, removes find empty."""
+    """Answer like a daemon of protocol 3 would: inserts get ranks, removes find empty."""
     kind, rid = frame[0], frame[1]
     if kind == "insert":
-        return [["done", rid, [[i, i] for i in range(len(frame[2]))]]]
+        return [done(rid, *(Inserted(i, i) for i in range(len(frame[2]))))]
     if kind == "remove":
-        return [["done", rid, [[None, i, None] for i in range(frame[2])]]]
+        return [done(rid, *(Removed(None, i, None) for i in range(frame[2])))]
     return [["stats", rid, {"processes": 1}]]
 
 
@@ -71,7 +79,7 @@ async def test_request_timeout_option_is_used_and_sent_in_the_hello() -> None:
                     await q.dequeue_many(3)
                 waited = trio.current_time() - t0
     # The client waits the timeout plus a grace for the daemon's own timeout error.
-    assert 0.2 <= waited < 0.2 + skueue.client.api.REPLY_GRACE_S + 1.0
+    assert 0.2 <= waited < 0.2 + skueue.client.multiplex.REPLY_GRACE_S + 1.0
     [(kind, version, options)] = fake.hellos
     assert (kind, version, options["request_timeout_ms"]) == ("hello-client", PROTOCOL_VERSION, 200)
     assert len(options["session"]) == 32  # the session its retries are known by
@@ -86,7 +94,7 @@ async def test_a_late_reply_after_a_timeout_is_ignored_and_the_connection_lives_
         if len(answered) == 1:
             return []  # the first request stalls ...
         # ... and its reply arrives late, just before the second one's.
-        return [["done", answered[0], [[7, 7]]], *echo(frame)]
+        return [done(answered[0], Inserted(7, 7)), *echo(frame)]
 
     with FakeDaemon(late) as fake, trio.fail_after(TEST_DEADLINE_S):
         async with skueue.connect(fake.address, request_timeout_s=0.2) as q:
@@ -95,7 +103,7 @@ async def test_a_late_reply_after_a_timeout_is_ignored_and_the_connection_lives_
             assert await q.enqueue(b"b") == skueue.Inserted(0, 0)
 
 
-# -- the wire contract of protocol 2 ------------------------------------------------------
+# -- the wire contract of protocol 3 ------------------------------------------------------
 
 
 @pytest.mark.trio
@@ -113,9 +121,9 @@ async def test_replies_in_pieces_are_concatenated() -> None:
     def pieces(frame: list[Any]) -> list[Any]:
         rid = frame[1]
         return [
-            ["more", rid, [[b"a", 1, 10], [b"b", 2, 11]]],
-            ["more", rid, [[b"c", 3, 12]]],
-            ["done", rid, [[None, 4, None]]],
+            encode_reply(More(rid, (Removed(b"a", 1, 10), Removed(b"b", 2, 11)))),
+            encode_reply(More(rid, (Removed(b"c", 3, 12),))),
+            done(rid, Removed(None, 4, None)),
         ]
 
     with FakeDaemon(pieces, limits={"ops_per_request_max": 100}) as fake:

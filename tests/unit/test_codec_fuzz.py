@@ -36,8 +36,34 @@ from typing import Any
 import msgpack
 import pytest
 
+from skueue.core.errors import RemoteProtocolError
 from skueue.core.messages.membership import MEMBERSHIP_KINDS, JoinAcceptedAck, Withdraw
 from skueue.core.messages.stages import MESSAGE_KINDS
+from skueue.host.replies import Done, ErrorReply, More, StatsReply, Welcome
+from skueue.host.requests import (
+    ConfigureRequest,
+    CreateRequest,
+    DeleteRequest,
+    InsertRequest,
+    JoinClusterRequest,
+    LeaseRequest,
+    LeaveRequest,
+    PeekRequest,
+    RemoveMemberRequest,
+    RemoveRequest,
+    StatsRequest,
+)
+from skueue.host.results import (
+    Configured,
+    Created,
+    Deleted,
+    Inserted,
+    LeaseAnswer,
+    LeaseGrant,
+    MembersRemoved,
+    Removed,
+    RemovedMember,
+)
 from skueue.overlay.labels import Kind, node_ref
 from skueue.runtime.limits import Limits
 from skueue.runtime.network.handshake import parse_peer_hello
@@ -45,14 +71,9 @@ from skueue.runtime.network.link_receiver import Inbound, Numbering
 from skueue.runtime.network.link_sender import LinkSender
 from skueue.runtime.network.peers import parse_peer_frame
 from skueue.runtime.security.peer_auth import AUTH_FRAME, ClusterKeys, generate_key, new_challenge
-from skueue.wire.client_protocol import (
-    ClientHello,
-    oversized_request_id,
-    parse_client_hello,
-    parse_request,
-)
-from skueue.wire.client_replies import Done, ErrorReply, More, StatsReply, Welcome, parse_reply
-from skueue.wire.errors import RemoteProtocolError
+from skueue.wire.client_codec import decode_reply, decode_request, encode_reply, encode_request
+from skueue.wire.client_hello import ClientHello, parse_client_hello
+from skueue.wire.client_protocol import oversized_request_id
 from skueue.wire.framing import FrameDecoder, Oversized, pack
 from skueue.wire.peer import CODECS, decode_message, encode_message
 from tests.unit.test_wire import sim_messages, strictly_equal
@@ -221,11 +242,11 @@ def client_request(frame: Any) -> None:
     if isinstance(frame, Oversized):
         oversized_request_id(frame.prefix)
         return
-    parse_request(frame, LIMITS)
+    decode_request(frame, LIMITS)
 
 
 def client_reply(frame: Any) -> None:
-    parse_reply(frame)
+    decode_reply(frame)
 
 
 HELLOS = [
@@ -233,33 +254,48 @@ HELLOS = [
     ["hello-peer", "p1", "127.0.0.1:7400", "feedfacefeedface", {"challenge": new_challenge()}],
     ["hello-peer", "p1", "127.0.0.1:7400", "feedfacefeedface", 12,
      {"challenge": new_challenge(), "proof": "ab" * 32}],
-    ClientHello(2, 5.0, True, "s" * 32, "t" * 32).frame(),
-    ClientHello(1).frame(),
+    ClientHello(3, 5.0, True, "s" * 32, "t" * 32).frame(),
+    ClientHello(3).frame(),
     [AUTH_FRAME, "ab" * 32],
     ["seq", 3, 2],
     ["ack", 2],
 ]  # fmt: skip
 REQUESTS = [
-    ["insert", 1, [b"a", b"bc"]],
-    ["insert", 2, [b"a"], {"queue": "jobs", "stack": True}],
-    ["remove", 3, 2, {"queue": "jobs", "wait_ms": 100, "lease_ms": 1000, "max_deliveries": 3}],
-    ["remove", 4, 1],
-    ["ack", 5, [1, 2]],
-    ["nack", 6, [3]],
-    ["extend", 7, [4], 5000],
-    ["keep", 8, [5]],
-    ["stats", 9],
-    ["stats", 10, {"queue": "jobs"}],
-    ["leave", 11],
-    ["join", 12, "127.0.0.1:7400"],
-]
+    *(encode_request(r) for r in [
+        InsertRequest(1, (b"a", b"bc")),
+        InsertRequest(2, (b"a",), "jobs", True, 3, None),
+        RemoveRequest(3, 2, "jobs", None, 100, 1000, 3),
+        RemoveRequest(4, 1),
+        RemoveRequest(5, 9, "jobs.dlq", None, None, 1000, None, True, fetch=True, look=True),
+        LeaseRequest(6, "ack", (1, 2)),
+        LeaseRequest(7, "extend", (4,), 5000),
+        CreateRequest(8, "jobs", False, 3, 4),
+        ConfigureRequest(9, "jobs", 5),
+        DeleteRequest(10, "jobs"),
+        PeekRequest(11, "jobs"),
+        StatsRequest(12),
+        LeaveRequest(13),
+        JoinClusterRequest(14, "127.0.0.1:7400"),
+        RemoveMemberRequest(15, ("p1", "10.0.0.1:7400")),
+    ]),
+    ["stats", 16, {"queue": "jobs"}],
+]  # fmt: skip
 REPLIES = [
-    Welcome("p", "queue", 2, {"frame_bytes_max": 100}).frame(),
-    More(3, [[b"a", 1, 2]]).frame(),
-    Done(4, [[None, 1, None], [b"x", 2, 3]]).frame(),
-    StatsReply(5, {"processes": 1}).frame(),
-    ErrorReply(6, "no", "timeout").frame(),
-    ErrorReply(None, "bye", None).frame(),
+    encode_reply(r)
+    for r in [
+        Welcome("p", "queue", 3, {"frame_bytes_max": 100}),
+        More(3, (Removed(b"a", 1, 2),)),
+        Done(4, (Removed(None, 1, None), Removed(b"x", 2, 3, LeaseGrant(5, 2, "nack")))),
+        Done(5, (Inserted(1, 2), Inserted(3, 4))),
+        Done(6, (Created(True),)),
+        Done(7, (Configured("queue", 5, 1),)),
+        Done(8, (Deleted(2, 9),)),
+        Done(9, (LeaseAnswer(True), LeaseAnswer(False))),
+        Done(10, (MembersRemoved((RemovedMember("p1", None, "nothing"),), ("p2",)),)),
+        StatsReply(11, {"processes": 1}),
+        ErrorReply(12, "no", "timeout"),
+        ErrorReply(None, "bye", None),
+    ]
 ]
 
 

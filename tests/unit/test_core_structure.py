@@ -17,7 +17,7 @@ import pytest
 
 import skueue.core.node.virtual_node as virtual_node
 from skueue.core.batch import Batch
-from skueue.core.errors import PeerError, ProtocolError
+from skueue.core.errors import ProtocolError, RemoteProtocolError
 from skueue.core.messages.stages import BatchUp
 from skueue.core.ops import Op, OpKind, Structure
 from skueue.core.process import Process
@@ -86,16 +86,16 @@ def test_misuse_by_the_driver_is_a_protocol_error_not_a_peer_error() -> None:
     with pytest.raises(ProtocolError) as elsewhere:
         p.handle(other.node_ref(Kind.LEFT), BatchUp(other.node_ref(Kind.MIDDLE), Batch(), 0))
     for e in (stack_op.value, elsewhere.value):
-        assert not isinstance(e, PeerError), e
+        assert not isinstance(e, RemoteProtocolError), e
     p.leave()
     with pytest.raises(ProtocolError) as leaving:
         p.submit(p.new_op(OpKind.ENQUEUE, "x"))
-    assert not isinstance(leaving.value, PeerError)
+    assert not isinstance(leaving.value, RemoteProtocolError)
 
 
 def test_a_refusal_after_the_check_passed_is_our_bug(monkeypatch: pytest.MonkeyPatch) -> None:
     """Once a peer's message passed its check, the node may already have changed: a
-    PeerError from there on would blame the peer for our bug, so it comes out as a plain
+    RemoteProtocolError from there on would blame the peer for our bug, so it comes out as a plain
     ProtocolError."""
     processes = cluster()
     p, q = list(processes.values())[:2]
@@ -105,11 +105,11 @@ def test_a_refusal_after_the_check_passed_is_our_bug(monkeypatch: pytest.MonkeyP
 
     def refuses_late(self: Any, message: Any) -> Any:
         self.batching.hurried = True  # a change first
-        raise PeerError("refused after a change")
+        raise RemoteProtocolError("refused after a change")
 
     monkeypatch.setattr(virtual_node, "check", passes)
     monkeypatch.setattr(virtual_node.VirtualNode, "_handle", refuses_late)
     with pytest.raises(ProtocolError) as raised:
         p.handle(p.node_ref(Kind.LEFT), BatchUp(q.node_ref(Kind.MIDDLE), Batch(), 0))
-    assert not isinstance(raised.value, PeerError)
+    assert not isinstance(raised.value, RemoteProtocolError)
     assert "refused after a change" in str(raised.value)

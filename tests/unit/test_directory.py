@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import pytest
 
+from skueue.core.errors import RemoteProtocolError
 from skueue.core.messages.membership import JoinRequest
 from skueue.core.messages.stages import Hurry
 from skueue.host.address import Address
 from skueue.host.directory import MEMBERS_MAX, Directory, vouches
 from skueue.overlay.labels import Kind, node_ref
-from skueue.wire.errors import RemoteProtocolError
 
 A, B, C = Address("10.0.0.1", 1), Address("10.0.0.2", 2), Address("10.0.0.3", 3)
 

@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from skueue.wire.errors import RemoteProtocolError
+from skueue.core.errors import RemoteProtocolError
 from skueue.wire.framing import (
     FRAME_BYTES_MAX,
     HEADER_BYTES,

@@ -10,10 +10,10 @@ from typing import Any
 from hypothesis import given
 from hypothesis import strategies as st
 
+from skueue.core.errors import RemoteProtocolError
 from skueue.runtime.network.handshake import parse_peer_hello
 from skueue.runtime.security.client_auth import ClientTokens
 from skueue.runtime.security.peer_auth import ClusterKeys, generate_key
-from skueue.wire.errors import RemoteProtocolError
 
 KEYS = ClusterKeys((bytes.fromhex(generate_key()),))
 OTHER = ClusterKeys((bytes.fromhex(generate_key()),))

@@ -1,4 +1,4 @@
-"""The sans-IO host over a one-process cluster: requests in, reply frames out.
+"""The sans-IO host over a one-process cluster: requests in, replies out (typed results).
 
 In a one-process cluster every message stays inside the process, so the host produces
 client frames only, and a few ticks complete everything; no sockets, no trio.
@@ -12,9 +12,10 @@ from skueue.core.messages.stages import GetReply
 from skueue.core.ops import Structure
 from skueue.host.effects import DropPeer
 from skueue.host.inputs import PeerMessage, TimedOut
+from skueue.host.replies import Done, ErrorReply
+from skueue.host.results import Inserted
 from skueue.overlay.labels import Kind
 from skueue.runtime.operations.stats import local_stats
-from skueue.wire.client_replies import Done, ErrorReply
 from skueue.wire.peer import decode_message
 from tests.unit.host_driver import HostDriver
 from tests.unit.host_driver import one_process_host as make_host
@@ -31,17 +32,17 @@ def test_insert_then_remove_reply_with_ord_and_position() -> None:
     assert len(frames) == 1
     client, (kind, rid, results) = frames[0]
     assert (client, kind, rid) == (1, "done", 10)
-    assert [len(r) for r in results] == [2, 2]
-    (ord_a, pos_a), (ord_b, pos_b) = results
+    assert [type(r) for r in results] == [Inserted, Inserted]
+    (ord_a, pos_a), (ord_b, pos_b) = ((r.ord, r.position) for r in results)
     assert ord_a < ord_b and pos_a is not None and pos_b is not None and pos_a != pos_b
 
     host.remove(client=1, rid=11, count=3)
     frames = host.settle()
     assert [(c, f[0], f[1]) for c, f in frames] == [(1, "done", 11)]
     results = frames[0][1][2]
-    assert [r[0] for r in results] == [b"a", b"b", None]  # FIFO, then empty
-    assert [r[2] for r in results] == [pos_a, pos_b, None]  # an empty result has no position
-    assert ord_b < results[0][1] < results[1][1] < results[2][1]
+    assert [r.value for r in results] == [b"a", b"b", None]  # FIFO, then empty
+    assert [r.position for r in results] == [pos_a, pos_b, None]  # an empty one has none
+    assert ord_b < results[0].ord < results[1].ord < results[2].ord
     assert host.clients.counters.as_dict() == {
         "inserted": 2,
         "removed": 2,
@@ -58,7 +59,7 @@ def test_a_stack_pops_last_in_first_out() -> None:
     host.settle()
     host.remove(1, 2, 4)
     ((_, (_, _, results)),) = host.settle()
-    assert [r[0] for r in results] == [b"z", b"y", b"x", None]
+    assert [r.value for r in results] == [b"z", b"y", b"x", None]
 
 
 def test_requests_of_several_clients_get_their_own_replies() -> None:
@@ -68,13 +69,13 @@ def test_requests_of_several_clients_get_their_own_replies() -> None:
     host.remove(3, 9, 1)
     frames = sorted(host.settle(), key=lambda cf: cf[0])
     assert [(c, f[0], f[1]) for c, f in frames] == [(1, "done", 5), (2, "done", 5), (3, "done", 9)]
-    assert frames[2][1][2][0][0] == b"one"  # first in, first out, across clients
+    assert frames[2][1][2][0].value == b"one"  # first in, first out, across clients
 
 
 def test_an_empty_request_is_answered_at_once() -> None:
     host = one_process_host()
     host.insert(1, 3, [])
-    assert host.take_frames()[1] == [(1, Done(3, []))]
+    assert host.take_frames()[1] == [(1, Done(3, ()))]
 
 
 def test_a_gone_clients_results_are_dropped_and_counted() -> None:
@@ -91,7 +92,7 @@ def test_a_gone_clients_results_are_dropped_and_counted() -> None:
 
     host.remove(3, 1, 3)  # others are served on: c and late remain
     ((_, (_, _, results)),) = host.settle()
-    assert [r[0] for r in results] == [b"c", b"late", None]
+    assert [r.value for r in results] == [b"c", b"late", None]
 
 
 def test_a_gone_client_is_forgotten_once_nothing_of_it_is_pending() -> None:
@@ -129,7 +130,7 @@ def test_a_message_from_a_peer_that_nobody_waits_for_costs_that_peer_its_link() 
     assert [type(e) for e in effects] == [DropPeer] and effects[0].peer == "p9"
     host.remove(1, 2, 1)
     ((_, (_, _, results)),) = host.settle()
-    assert results[0][0] == b"a"
+    assert results[0].value == b"a"
 
 
 def test_stats_describe_the_process() -> None:
@@ -192,7 +193,7 @@ def test_a_sessions_remove_that_timed_out_counts_its_element_when_it_completes(
     assert host.clients.counters.dropped_results == 1
     # Remembered for a client that never read the timeout: a retry still gets it.
     finished = host.clients.retry_window.get(("session", 2))
-    assert finished is not None and finished.results()[0][0] == b"x"
+    assert finished is not None and finished.results()[0].value == b"x"
     # ... and it is not counted a second time when the window forgets it.
     host.clients.retry_window.requests_max = 0
-    assert host.clients.retry_window.finish(("other", 1), [], True, 0) == 0
+    assert host.clients.retry_window.finish(("other", 1), (), True, 0) == 0

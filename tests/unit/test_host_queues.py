@@ -13,6 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from skueue.core.ops import Structure
+from skueue.host.results import Configured
 from skueue.runtime.operations.stats import local_stats
 from tests.unit.host_driver import HostDriver as Host
 from tests.unit.test_blocking_remove import WAITING, replies
@@ -36,7 +37,7 @@ def test_a_waiting_fetch_tries_with_one_remove_and_counts_no_empty_results() -> 
     (number,) = host.clients.waits
     host.end_wait(number)
     ((_, frame),) = replies(host)
-    assert frame == ["done", 1, []], "a fetch answers with the elements alone"
+    assert frame == ("done", 1, ()), "a fetch answers with the elements alone"
     assert host.clients.counters.empty == 0
     assert host.clients.queue_stats.as_dict().get("default", {}).get("empty", 0) == 0
 
@@ -47,12 +48,12 @@ def test_a_fetch_gets_what_the_queue_has_and_waits_for_what_comes() -> None:
     host.settle()
     host.remove(client=1, rid=2, count=10, wait_until=WAITING, fetch=True)
     ((_, _, got),) = results(host)
-    assert [r[0] for r in got] == [b"a", b"b", b"c"]
+    assert [r.value for r in got] == [b"a", b"b", b"c"]
     host.remove(client=1, rid=3, count=10, wait_until=WAITING, fetch=True)
     assert replies(host, ticks=5) == []
     host.insert(client=2, rid=4, values=[b"late"])
     frames = dict(replies(host))
-    assert [r[0] for r in frames[1][2]] == [b"late"], "delivered in the enqueue's cycles"
+    assert [r.value for r in frames[1][2]] == [b"late"], "delivered in the enqueue's cycles"
     assert host.clients.counters.empty == 0 and host.clients.counters.removed == 4
 
 
@@ -63,13 +64,13 @@ def test_without_a_structure_an_operation_takes_its_queues() -> None:
     host.settle()
     host.remove(client=1, rid=2, count=1, queue="undo")  # known here: a stack
     ((_, _, got),) = results(host)
-    assert got[0][0] == b"edit-2"
+    assert got[0].value == b"edit-2"
     host.clients.hints.forget("undo")  # as on another member, that has not seen it yet
     host.insert(client=1, rid=3, values=[b"edit-3", b"edit-4"], queue="undo")
     assert results(host)[0][0] == "done"
     host.remove(client=1, rid=4, count=3, queue="undo")
     ((_, _, got),) = results(host)
-    assert [r[0] for r in got] == [b"edit-4", b"edit-3", b"edit-1"], "popped: top first"
+    assert [r.value for r in got] == [b"edit-4", b"edit-3", b"edit-1"], "popped: top first"
     assert host.clients.counters.empty == 0
     stats = local_stats(host.host)["queues"]["undo"]
     assert stats["structure"] == "stack" and stats["size"] == 0
@@ -82,7 +83,7 @@ def test_a_guess_for_the_wrong_structure_is_tried_again_once_as_the_other() -> N
     host.clients.hints.forget("undo")
     host.remove(client=1, rid=2, count=1, queue="undo", wait_until=WAITING)
     ((_, _, got),) = results(host)
-    assert got[0][0] == b"x", "a blocking remove switches too"
+    assert got[0].value == b"x", "a blocking remove switches too"
     assert host.clients.hints.get("undo") is True, "learned from the refusal"
     # A client that names the structure is held to it.
     host.remove(client=1, rid=3, count=1, queue="undo", stack=False)
@@ -96,7 +97,7 @@ def test_a_push_to_a_new_name_makes_a_stack_and_an_enqueue_a_queue() -> None:
     host.insert(client=1, rid=2, values=[b"a"], queue="enqueued")
     host.settle()
     host.remove(client=1, rid=3, count=1, queue="enqueued", prefer_stack=True)  # a pop
-    assert results(host)[0][2][0][0] == b"a", "a pop on a queue dequeues"
+    assert results(host)[0][2][0].value == b"a", "a pop on a queue dequeues"
     queues = local_stats(host.host)["queues"]
     assert (queues["pushed"]["structure"], queues["enqueued"]["structure"]) == ("stack", "queue")
 
@@ -106,7 +107,7 @@ def test_a_configure_changes_the_limit_and_a_missing_name_is_an_error() -> None:
     host.insert(client=1, rid=1, values=[b"build-42"], queue="jobs")
     host.settle()
     host.configure(client=1, rid=2, queue="jobs", max_deliveries=5)
-    assert results(host) == [["done", 2, [["queue", 5, 1]]]]
+    assert results(host) == [("done", 2, (Configured("queue", 5, 1),))]
     assert local_stats(host.host)["queues"]["jobs"]["max_deliveries"] == 5
     host.configure(client=1, rid=3, queue="nothing", max_deliveries=5)
     ((kind, _, message, code),) = results(host)
@@ -132,19 +133,20 @@ def test_dead_letters_count_as_inserted_and_a_look_removes_nothing() -> None:
     host.insert(client=1, rid=2, values=[b"poison"], queue="work")
     host.settle()
     host.remove(client=1, rid=3, count=1, queue="work", lease_ms=LEASE_MS)
-    ((_, _, ((_, _, _, lease, _, _),)),) = results(host)
+    ((_, _, (leased,)),) = results(host)
+    lease = leased.lease.lease_id
     host.lease(1, 90, "nack", [lease])  # past the limit: to work.dlq
     host.settle()
     for rid in (4, 5):  # skueue dlq work: a look
         host.remove(client=1, rid=rid, count=100, queue="work.dlq", lease_ms=LEASE_MS,
                     fetch=True, look=True)  # fmt: skip
         ((_, _, got),) = results(host)
-        assert [r[0] for r in got] == [b"poison"]
-        host.lease(1, 90, "keep", [got[0][3]])
+        assert [r.value for r in got] == [b"poison"]
+        host.lease(1, 90, "keep", [got[0].lease.lease_id])
         host.settle()
     host.remove(client=1, rid=6, count=100, queue="work.dlq", lease_ms=LEASE_MS, fetch=True)
     ((_, _, got),) = results(host)  # skueue dlq work --move
-    host.lease(1, 90, "ack", [got[0][3]])
+    host.lease(1, 90, "ack", [got[0].lease.lease_id])
     dlq = host.clients.queue_stats.as_dict()["work.dlq"]
     counts = {k: dlq[k] for k in ("inserted", "removed", "leased", "acked", "empty")}
     assert counts == {"inserted": 1, "removed": 1, "leased": 1, "acked": 1, "empty": 0}
@@ -160,7 +162,7 @@ def test_a_look_that_is_acked_after_all_counts_as_a_delivery() -> None:
     host.remove(client=1, rid=2, count=1, queue="q", lease_ms=LEASE_MS, look=True)
     ((_, _, got),) = results(host)
     assert host.clients.queue_stats.as_dict()["q"]["removed"] == 0
-    host.lease(1, 90, "ack", [got[0][3]])
+    host.lease(1, 90, "ack", [got[0].lease.lease_id])
     q = host.clients.queue_stats.as_dict()["q"]
     assert (q["removed"], q["leased"], q["acked"]) == (1, 1, 1)
     assert host.clients.looks == set()

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from skueue.core.effects import Complete, Effect, Send
-from skueue.core.errors import PeerError
+from skueue.core.errors import RemoteProtocolError
 from skueue.core.messages.stages import Hurry
 from skueue.core.ops import OpKind, Structure
 from skueue.core.process import Process, TickDue
@@ -120,7 +120,7 @@ def test_a_hint_claiming_to_come_from_the_same_process_is_refused() -> None:
     processes = paced_cluster(Structure.QUEUE, hurry=True)
     p = processes[ADDRESSES[0]]
     left, middle = (p.node_ref(k) for k in sorted(p.nodes)[:2])
-    with pytest.raises(PeerError):
+    with pytest.raises(RemoteProtocolError):
         p.handle(left, Hurry(middle))
 
 

@@ -1,13 +1,15 @@
 """The layers hold: a declarative contract (import-linter) and a fresh interpreter.
 
 The contract lives in ``pyproject.toml`` (``[tool.importlinter]``): the core, the overlay
-and the DHT import no I/O, clocks, randomness or wire format; the core is below the wire,
-the wire below the runtime, the runtime below the client and the clusters, and those
-below the CLI; nothing imports the CLI; the checkers, simulators and analysis run without
-the runtime; and no sibling modules or packages import each other in a cycle.
+and the DHT import only what is listed, and so does the host layer, by a list of its own
+(no I/O, clocks, randomness or wire format); the core is below the host, the host below
+the wire, the wire below the runtime, the runtime below the client and the clusters, and
+those below the CLI; nothing imports the CLI; the checkers, simulators and analysis run
+without the runtime; and no sibling modules or packages import each other in a cycle.
 
 The contract is shown to be able to fail: on a copy of the package, a core module that
-imports trio and an import cycle each break it.
+imports trio, a host module that imports socket, msgpack or the wire, and an import cycle
+each break it.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-PURE_PACKAGES = ["skueue.core", "skueue.overlay", "skueue.dht"]
+PURE_PACKAGES = ["skueue.core", "skueue.host", "skueue.overlay", "skueue.dht"]
 # What importing the pure layers may not add to a bare interpreter's modules.
 # (attrs imports threading, which is why the core's classes are stdlib dataclasses.)
 FORBIDDEN_ROOTS = {"trio", "anyio", "msgpack", "structlog", "socket", "asyncio", "threading",
@@ -45,7 +47,7 @@ def test_the_layering_contract_holds() -> None:
     out = lint_imports(ROOT)
     assert out.returncode == 0, out.stdout + out.stderr
     assert "BROKEN" not in out.stdout
-    assert "Contracts: 6 kept, 0 broken." in out.stdout
+    assert "Contracts: 7 kept, 0 broken." in out.stdout
 
 
 def copy_of_the_package(tmp_path: Path) -> Path:
@@ -85,6 +87,31 @@ def test_the_purity_contract_is_an_allowlist(tmp_path: Path, module: str) -> Non
     assert f"skueue.core.batch -> {module}" in out.stdout
 
 
+@pytest.mark.parametrize("module", ["socket", "msgpack", "attrs", "time", "random"])
+def test_the_host_layer_is_held_to_an_allowlist(tmp_path: Path, module: str) -> None:
+    copy = copy_of_the_package(tmp_path)
+    add_import(copy / "skueue/host/clients.py", f"import {module}")
+    out = lint_imports(copy, pythonpath=copy)
+    assert out.returncode != 0, out.stdout
+    assert "The host is pure: it imports only what is listed BROKEN" in out.stdout
+    assert f"skueue.host.clients -> {module}" in out.stdout
+
+
+@pytest.mark.parametrize("module", ["skueue.wire.client_codec", "skueue.runtime.limits"])
+def test_the_host_layer_imports_neither_the_wire_nor_the_runtime(
+    tmp_path: Path, module: str
+) -> None:
+    """The wire's codecs are derived from the host's classes, never the other way round;
+    the daemon drives the host, the host knows nothing of it."""
+    copy = copy_of_the_package(tmp_path)
+    add_import(copy / "skueue/host/replies.py", f"import {module}")
+    out = lint_imports(copy, pythonpath=copy)
+    assert out.returncode != 0, out.stdout
+    assert "The host is pure: it imports only what is listed BROKEN" in out.stdout
+    assert "skueue.host is not allowed to import skueue." in out.stdout  # the layers
+    assert f"skueue.host.replies -> {module}" in out.stdout
+
+
 def test_the_contract_fails_on_an_import_cycle(tmp_path: Path) -> None:
     copy = copy_of_the_package(tmp_path)
     # ops is imported by process (through batch); importing process back closes a cycle.
@@ -118,7 +145,7 @@ def modules_after(imports: list[str]) -> set[str]:
 def test_importing_the_pure_layers_loads_no_io_in_a_fresh_interpreter() -> None:
     names = pure_modules()
     assert {"skueue.core.process", "skueue.core.batch", "skueue.overlay.routing",
-            "skueue.dht.table"} <= set(names)
+            "skueue.dht.table", "skueue.host.requests", "skueue.host.replies"} <= set(names)
     added = modules_after(names) - modules_after([])
     loaded = sorted(m for m in added if m.split(".")[0] in FORBIDDEN_ROOTS)
     assert not loaded, f"importing the pure layers loaded {loaded}"

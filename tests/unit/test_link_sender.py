@@ -11,9 +11,9 @@ import pytest
 import trio
 import trio.testing
 
+from skueue.core.errors import RemoteProtocolError
 from skueue.runtime.network.link_receiver import Inbound, Numbering
 from skueue.runtime.network.link_sender import LinkSender, watch_acks
-from skueue.wire.errors import RemoteProtocolError
 from skueue.wire.framing import FrameDecoder, pack
 
 

@@ -14,12 +14,12 @@ from typing import Annotated
 
 import pytest
 
+from skueue.core.errors import RemoteProtocolError
 from skueue.core.messages.field_types import Entry, Items, Range
 from skueue.core.messages.membership import MEMBERSHIP_KINDS, StageDone
 from skueue.core.messages.stages import MESSAGE_KINDS
 from skueue.overlay.labels import Kind, NodeRef, node_ref
 from skueue.overlay.routing import Route
-from skueue.wire.errors import RemoteProtocolError
 from skueue.wire.peer import CODECS, KindCodec, decode_message, encode_message
 
 

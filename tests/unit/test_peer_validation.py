@@ -3,7 +3,7 @@
 Errors split by blame (ARCHITECTURE.md, style rule 4): every message kind is checked
 before the receiving node changes any state, and anything wrong (counts that do not fit
 the batch they answer, runs of the wrong shape, stale stages, unknown senders, messages
-impossible in the current state) raises one :class:`PeerError`.  After it the process
+impossible in the current state) raises one :class:`RemoteProtocolError`.  After it the process
 must be exactly as before (its full ``repr`` is the snapshot), its next ``tick`` must not
 raise, and the run must go on to finish with a history that passes the checkers and
 every element out exactly once.
@@ -29,7 +29,7 @@ from hypothesis.control import currently_in_test_context
 
 from skueue.check.checker import check
 from skueue.core.batch import Batch, Batches, RunGrant
-from skueue.core.errors import PeerError
+from skueue.core.errors import RemoteProtocolError
 from skueue.core.membership.state import LOSSY_WHEN_DEPARTED
 from skueue.core.messages.membership import (
     MEMBERSHIP_KINDS,
@@ -286,7 +286,7 @@ def assert_refused(process: Process, label: str, to: NodeRef, message: Any) -> N
         # Harmless when the receiver is gone: dropped by design, and nothing changes.
         assert process.handle(to, message) == []
     else:
-        with pytest.raises(PeerError):
+        with pytest.raises(RemoteProtocolError):
             process.handle(to, message)
     assert repr(process) == before, f"{label}: state changed by a refused message"
     assert process.describe() == summary, f"{label}: summary changed by a refused message"
@@ -491,7 +491,7 @@ def random_of(cls: Any, pids: list[str], rng: random.Random) -> Any:
 @pytest.mark.parametrize("seed", range(8))
 def test_messages_with_random_fields_are_refused_cleanly_or_taken(seed: int) -> None:
     """Any message a peer can put on the wire, with fields drawn at random: either the
-    receiver refuses it with :class:`PeerError` and nothing changed, or it takes it.
+    receiver refuses it with :class:`RemoteProtocolError` and nothing changed, or it takes it.
     Nothing else (no ValueError, KeyError, IndexError, AssertionError, ProtocolError)."""
     rng = random.Random(seed)
     config = AsyncConfig(5, rng.choice(list(Structure)), 40, 0.6, seed, joins=2, leaves=1)
@@ -511,7 +511,7 @@ def test_messages_with_random_fields_are_refused_cleanly_or_taken(seed: int) -> 
         before = repr(process)
         try:
             process.handle(to, message)
-        except PeerError:
+        except RemoteProtocolError:
             assert repr(process) == before, f"seed {seed}: refused but changed: {message!r}"
         tried += 1
     assert tried > 10

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import importlib
 import inspect
+import pkgutil
 
 import pytest
 
 import skueue
-from skueue.client import api
+import skueue.client
+from skueue.client.errors import SkueueError
 
 
 def test_every_exported_name_resolves_to_its_home_module() -> None:
@@ -19,9 +22,14 @@ def test_every_exported_name_resolves_to_its_home_module() -> None:
 
 
 def test_every_error_the_client_raises_is_exported() -> None:
-    errors = {name for name, value in inspect.getmembers(api, inspect.isclass)
-              if issubclass(value, api.SkueueError) and value.__module__ == api.__name__
-              and not name.startswith("_")}
+    """Wherever in the client package an error class is defined."""
+    modules = [importlib.import_module(f"skueue.client.{m.name}")
+               for m in pkgutil.iter_modules(skueue.client.__path__)]  # fmt: skip
+    errors = {name for module in modules
+              for name, value in inspect.getmembers(module, inspect.isclass)
+              if issubclass(value, SkueueError) and value.__module__ == module.__name__
+              and not name.startswith("_")}  # fmt: skip
+    assert {"SkueueError", "RequestTimeout", "BadAddress"} <= errors
     assert errors <= set(skueue.__all__), errors - set(skueue.__all__)
 
 

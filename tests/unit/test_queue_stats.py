@@ -7,9 +7,9 @@ import math
 
 import pytest
 
+from skueue.core.errors import RemoteProtocolError
 from skueue.host.directory import parse_departure
 from skueue.host.queue_stats import RATE_SAMPLE_S, RATE_WINDOWS_S, QueueStats, merge
-from skueue.wire.errors import RemoteProtocolError
 
 
 def test_a_steady_rate_is_what_every_average_converges_to() -> None:

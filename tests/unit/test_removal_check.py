@@ -7,21 +7,19 @@ from typing import Any
 
 import pytest
 
+from skueue.core.errors import RemoteProtocolError
 from skueue.core.membership.removal import Hold
+from skueue.host.replies import INVALID, REFUSED, UNAVAILABLE, ErrorReply
+from skueue.host.requests import REMOVE_MEMBERS_MAX, RemoveMemberRequest
 from skueue.runtime.limits import Limits
 from skueue.runtime.removal_check import RemovalCheck
-from skueue.wire.client_protocol import (
-    REMOVE_MEMBERS_MAX,
-    RemoveMemberRequest,
-    parse_request,
-)
-from skueue.wire.client_replies import INVALID, REFUSED, UNAVAILABLE, ErrorReply
-from skueue.wire.errors import RemoteProtocolError
+from skueue.wire.client_codec import decode_request as parse_request
+from skueue.wire.client_codec import encode_request
 
 
 def test_the_request_names_members_within_the_limit() -> None:
     request = RemoveMemberRequest(7, ("a", "10.0.0.1:7400"))
-    assert parse_request(request.frame(), Limits()) == request
+    assert parse_request(encode_request(request), Limits()) == request
     assert parse_request(["remove-member", 1, ["a", "a"]], Limits()) == RemoveMemberRequest(
         1, ("a",)
     )

@@ -11,11 +11,11 @@ import pytest
 import skueue.client.api
 from skueue.client.api import REQUEST_TIMEOUT_S_MAX
 from skueue.runtime.limits import Limits
-from skueue.wire.client_protocol import ClientHello, parse_client_hello
+from skueue.wire.client_hello import PROTOCOL_VERSION, ClientHello, parse_client_hello
 
 
 def test_a_timeout_under_a_millisecond_is_one_millisecond_on_the_wire() -> None:
-    frame = ClientHello(2, request_timeout_s=0.0001).frame()
+    frame = ClientHello(PROTOCOL_VERSION, request_timeout_s=0.0001).frame()
     assert frame[2]["request_timeout_ms"] == 1
     assert parse_client_hello(frame).request_timeout_s == 0.001
 

@@ -3,8 +3,10 @@ first attempt's outcome and never a second effect."""
 
 from __future__ import annotations
 
+from skueue.host.results import Inserted, Removed
 from skueue.host.retries import RetryWindow
 from tests.unit.host_driver import HostDriver as Host
+from tests.unit.host_driver import fields
 from tests.unit.test_host import one_process_host
 
 
@@ -45,7 +47,7 @@ def test_a_dequeue_whose_reply_was_lost_gives_its_element_to_the_retry() -> None
     assert host.clients.counters.dropped_results == 0
     host.remove(3, 2, 1, key=("s", 2))
     [(client, (kind, rid, results))] = host.settle()
-    assert (client, kind, rid) == (3, "done", 2) and results[0][0] == b"x"
+    assert (client, kind, rid) == (3, "done", 2) and results[0].value == b"x"
     assert host.clients.counters.removed == 1
 
 
@@ -58,7 +60,7 @@ def test_a_retry_of_a_running_request_takes_it_over() -> None:
     assert host.clients.counters.retried == 1
     frames = host.settle()
     assert [(c, f[0], f[1]) for c, f in frames] == [(2, "done", 8)]
-    assert frames[0][1][2][0][0] == b"y"
+    assert frames[0][1][2][0].value == b"y"
 
 
 def test_requests_of_other_sessions_or_without_one_are_never_confused() -> None:
@@ -73,13 +75,13 @@ def test_requests_of_other_sessions_or_without_one_are_never_confused() -> None:
 
 def test_the_window_forgets_the_oldest_and_counts_undelivered_elements_lost() -> None:
     window = RetryWindow(requests_max=2, bytes_max=1 << 20)
-    assert window.finish(("s", 1), [[b"e", 1, 1]], delivered=False, removed=1) == 0
-    assert window.finish(("s", 2), [[1, 2]], delivered=True, removed=0) == 0
-    assert window.finish(("s", 3), [[1, 3]], delivered=True, removed=0) == 1  # s/1 forgotten
+    assert window.finish(("s", 1), (Removed(b"e", 1, 1),), delivered=False, removed=1) == 0
+    assert window.finish(("s", 2), (Inserted(1, 2),), delivered=True, removed=0) == 0
+    assert window.finish(("s", 3), (Inserted(1, 3),), delivered=True, removed=0) == 1  # s/1 gone
     assert window.get(("s", 1)) is None and window.get(("s", 3)) is not None
     small = RetryWindow(requests_max=100, bytes_max=500)
-    small.finish(("s", 1), [[b"x" * 100, 1, 1]], delivered=True, removed=1)
-    small.finish(("s", 2), [[b"x" * 100, 2, 2]], delivered=True, removed=1)
+    small.finish(("s", 1), (Removed(b"x" * 100, 1, 1),), delivered=True, removed=1)
+    small.finish(("s", 2), (Removed(b"x" * 100, 2, 2),), delivered=True, removed=1)
     assert list(small.finished) == [("s", 2)] and small.bytes <= 500
 
 
@@ -87,7 +89,7 @@ def test_a_request_that_timed_out_gets_its_real_outcome_when_sent_again() -> Non
     host = one_process_host()
     host.insert(1, 3, [b"z"], deadline=1.0, key=("s", 3))
     host.due(2.0, "slow")
-    [(_, (kind, rid, _message, *_))] = [(c, r.frame()) for c, r in host.take_frames()[1]]
+    [(_, (kind, rid, _message, *_))] = [(c, fields(r)) for c, r in host.take_frames()[1]]
     assert (kind, rid) == ("error", 3)
     host.insert(1, 3, [b"z"], key=("s", 3))
     [(client, (kind, rid, results))] = host.settle()
@@ -105,8 +107,8 @@ def test_the_window_counts_what_its_results_really_take_in_memory() -> None:
     try:
         before = tracemalloc.get_traced_memory()[0]
         for rid in range(200):
-            inserts = [[10**9 + rid * 100 + i, 10**12 + i] for i in range(100)]
-            removes = [[bytes(100), 10**9 + i, 10**12 + i] for i in range(100)]
+            inserts = tuple(Inserted(10**9 + rid * 100 + i, 10**12 + i) for i in range(100))
+            removes = tuple(Removed(bytes(100), 10**9 + i, 10**12 + i) for i in range(100))
             window.finish(("s", 2 * rid), inserts, True, 0)
             window.finish(("s", 2 * rid + 1), removes, True, 100)
         used = tracemalloc.get_traced_memory()[0] - before

@@ -17,11 +17,13 @@ import attrs
 import pytest
 import trio
 
+from skueue.core.errors import RemoteProtocolError
+from skueue.host.replies import Done, StatsReply, Welcome
+from skueue.host.requests import RemoveRequest, StatsRequest
+from skueue.host.results import Removed
 from skueue.runtime.limits import Limits
 from skueue.runtime.network.sessions import ClientGone, ClientInput, ClientSessions
-from skueue.wire.client_protocol import RemoveRequest, StatsRequest
-from skueue.wire.client_replies import Done, StatsReply
-from skueue.wire.errors import RemoteProtocolError
+from skueue.wire.client_hello import PROTOCOL_VERSION
 from skueue.wire.framing import FrameDecoder, pack
 from tests.e2e.rawclient import RawClient
 
@@ -48,7 +50,7 @@ class Harness:
 @asynccontextmanager
 async def serving(limits: Limits) -> AsyncIterator[Harness]:
     inbox_send, inbox = trio.open_memory_channel[Any](1000)
-    sessions = ClientSessions(limits, inbox_send, lambda: ["welcome", "p", "queue", 2, {}])
+    sessions = ClientSessions(limits, inbox_send, lambda: Welcome("p", "queue", 3, {}))
 
     async def on_connection(stream: trio.SocketStream) -> None:
         decoder = FrameDecoder(limits.frame_bytes_max)
@@ -78,12 +80,12 @@ async def serving(limits: Limits) -> AsyncIterator[Harness]:
                     case RemoveRequest(rid=rid, count=count):
                         if harness.hold is not None:
                             await harness.hold.wait()
-                        results = [[VALUE, i, i] for i in range(count)]
+                        results = tuple(Removed(VALUE, i, i) for i in range(count))
                         sessions.deliver(item.client, Done(rid, results))
                     case StatsRequest(rid=rid):
                         sessions.deliver(item.client, StatsReply(rid, {}))
                     case request:
-                        sessions.deliver(item.client, Done(request.rid, []))
+                        sessions.deliver(item.client, Done(request.rid, ()))
 
         nursery.start_soon(owner)
         try:
@@ -94,7 +96,7 @@ async def serving(limits: Limits) -> AsyncIterator[Harness]:
 
 async def hello(h: Harness, options: dict[str, Any] | None = None) -> RawClient:
     c = await h.client()
-    welcome = await c.hello(2, options or {})
+    welcome = await c.hello(PROTOCOL_VERSION, options or {})
     assert welcome[0] == "welcome", welcome
     return c
 
@@ -103,7 +105,7 @@ async def test_admin_connections_have_slots_of_their_own_for_admin_requests_only
     async with serving(Limits(clients_max=1, admin_clients_max=1)) as h:
         first = await hello(h)
         late = await h.client()
-        refused = await late.hello(2, {})
+        refused = await late.hello(PROTOCOL_VERSION, {})
         assert refused[:2] == ["error", None] and refused[3] == "unavailable"
         assert "too many clients (limit 1)" in refused[2]
         admin = await hello(h, {"admin": True})
@@ -115,7 +117,7 @@ async def test_admin_connections_have_slots_of_their_own_for_admin_requests_only
         await admin.send(["stats", 3])  # still served
         assert (await admin.receive())[:2] == ["stats", 3]
         second = await h.client()
-        refused = await second.hello(2, {"admin": True})
+        refused = await second.hello(PROTOCOL_VERSION, {"admin": True})
         assert refused[0] == "error" and "too many admin clients (limit 1)" in refused[2]
         assert not first.closed
 
@@ -123,13 +125,13 @@ async def test_admin_connections_have_slots_of_their_own_for_admin_requests_only
 async def test_the_hello_options_are_kept_on_the_session() -> None:
     async with serving(Limits()) as h:
         kept = [await hello(h, {"request_timeout_ms": 1500}), await hello(h, {"admin": True})]
-        v1 = await h.client()
-        assert (await v1.hello(1))[0] == "welcome"
+        plain = await h.client()
+        assert (await plain.hello(PROTOCOL_VERSION))[0] == "welcome"
         sessions = list(h.sessions.clients.values())
         assert [(s.request_timeout_s, s.admin, s.version) for s in sessions] == [
-            (1.5, False, 2),
-            (None, True, 2),
-            (None, False, 1),
+            (1.5, False, 3),
+            (None, True, 3),
+            (None, False, 3),
         ]
         assert len(kept) == 2
 
@@ -137,10 +139,10 @@ async def test_the_hello_options_are_kept_on_the_session() -> None:
 async def test_an_unsupported_version_is_refused_in_one_line() -> None:
     async with serving(Limits()) as h:
         c = await h.client()
-        await c.send(["hello-client", 3])
+        await c.send(["hello-client", 2])  # version 2's frames are not version 3's
         closing = await c.until_closed()
         assert len(closing) == 1 and closing[0][:2] == ["error", None]
-        assert "version 3 is not supported" in closing[0][2]
+        assert "version 2 is not supported" in closing[0][2]
         assert not h.sessions.clients
 
 
@@ -158,7 +160,7 @@ async def test_connections_that_have_not_said_hello_are_bounded() -> None:
         assert "the oldest" in closing[0][2]
         await trio.sleep(0.1)
         assert h.sessions.hello_pending == 2  # the second and the third
-        await third.send(["hello-client", 2])
+        await third.send(["hello-client", PROTOCOL_VERSION])
         with trio.fail_after(3):
             while h.sessions.hello_pending != 1:
                 await trio.sleep(0.01)
@@ -203,7 +205,7 @@ async def test_a_hello_and_a_large_request_in_one_write_are_served() -> None:
     """The hello's size limit is for the hello alone."""
     async with serving(Limits(hello_bytes_max=100)) as h:
         c = await h.client()
-        await c.stream.send_all(pack(["hello-client", 2]) + pack(["insert", 1, [b"x" * 5000]]))
+        await c.stream.send_all(pack(["hello-client", 3]) + pack(["insert", 1, [b"x" * 5000]]))
         assert (await c.receive())[0] == "welcome"
         assert await c.receive() == ["done", 1, []]
 
@@ -225,7 +227,7 @@ async def test_a_client_that_does_not_read_is_closed_and_its_elements_counted_dr
     limits = Limits(reply_write_timeout_s=0.3, idle_connection_timeout_s=60)
     async with serving(limits) as h:
         c = await h.client(rcvbuf=4096)
-        await c.hello(2, {})
+        await c.hello(PROTOCOL_VERSION, {})
         requests = 20
         await c.stream.send_all(b"".join(pack(["remove", i, 50]) for i in range(requests)))
         with trio.fail_after(5):

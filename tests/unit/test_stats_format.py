@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from skueue.cli.client_cmds import format_stats
+from skueue.cli.stats_format import format_stats
 
 MIB = 1024 * 1024
 

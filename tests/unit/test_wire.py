@@ -23,6 +23,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from skueue.core.batch import Batch, Batches, RunGrant
+from skueue.core.errors import RemoteProtocolError
 from skueue.core.messages.stages import MESSAGE_KINDS, BatchUp, Get, GetReply, Grants, Put, PutAck
 from skueue.core.ops import Structure
 from skueue.overlay.labels import Kind, node_ref
@@ -30,7 +31,6 @@ from skueue.overlay.routing import Phase, Route
 from skueue.runtime.network.peers import parse_peer_frame
 from skueue.sim import rounds
 from skueue.sim.rounds import SyncConfig, SyncSim
-from skueue.wire.errors import RemoteProtocolError
 from skueue.wire.peer import decode_message, encode_message
 from tests.unit.test_hurry import hurry_messages
 from tests.unit.test_queue_delete import queue_change_messages

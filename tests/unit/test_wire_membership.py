@@ -6,13 +6,13 @@ from __future__ import annotations
 import msgpack
 import pytest
 
+from skueue.core.errors import RemoteProtocolError
 from skueue.core.membership.state import NODE_BYTES_MAX, split_entries
 from skueue.core.messages.membership import MEMBERSHIP_KINDS, Departing, HandoverPart
 from skueue.core.ops import Structure
 from skueue.core.parts.membership_state import HANDOVER_BYTES_MAX
 from skueue.overlay.labels import Kind, node_ref
 from skueue.sim.adversary import AsyncConfig, AsyncSim
-from skueue.wire.errors import RemoteProtocolError
 from skueue.wire.framing import FRAME_BYTES_MAX, pack
 from skueue.wire.peer import decode_message, encode_message
 

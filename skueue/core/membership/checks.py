@@ -2,7 +2,7 @@
 Leave and the update phase (SPEC §8).
 
 :func:`check` runs before :func:`skueue.core.membership.update_phase.handle` changes
-anything: a message it refuses raises :class:`PeerError`, the sender's fault, and the node
+anything: a message it refuses raises :class:`RemoteProtocolError`, the sender's fault, and the node
 stays as it was.  So every field the handlers rely on (a stage, a sender that is due, a
 handover's pieces and entries) is held against the node's state here, once.
 """
@@ -13,7 +13,7 @@ import itertools
 from collections.abc import Iterable
 from typing import NoReturn
 
-from skueue.core.errors import PeerError
+from skueue.core.errors import RemoteProtocolError
 from skueue.core.levels import LEVEL_POSITION_MAX
 from skueue.core.membership.state import in_interval
 from skueue.core.messages.field_types import PARTS_MAX, QueueCounters
@@ -49,11 +49,11 @@ from skueue.overlay.labels import Kind, NodeRef
 
 
 def _refuse(node: NodeState, why: str) -> NoReturn:
-    raise PeerError(f"{node.me.describe()}: {why}")
+    raise RemoteProtocolError(f"{node.me.describe()}: {why}")
 
 
 def check(node: NodeState, msg: MembershipMessage) -> None:
-    """Raise :class:`PeerError` if ``msg`` cannot come from a correct peer now."""
+    """Raise :class:`RemoteProtocolError` if ``msg`` cannot come from a correct peer now."""
     ph = node.member.phase
     member = node.ring.mode is Mode.MEMBER
     match msg:

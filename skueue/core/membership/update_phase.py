@@ -40,7 +40,7 @@ all of it.
 
 Every message is checked (:mod:`skueue.core.membership.checks`) before anything
 changes: a message a correct peer cannot send to this node in its state raises
-:class:`~skueue.core.errors.PeerError`.
+:class:`~skueue.core.errors.RemoteProtocolError`.
 
 Where this differs from the paper, on purpose: the paper moves a joiner's data at once
 and forwards later DHT requests, and lets a leaver go at once behind a replacement node

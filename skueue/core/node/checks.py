@@ -2,7 +2,7 @@
 (SPEC §6, §7); membership messages go to :mod:`skueue.core.membership.checks`.
 
 :func:`check` runs before the node changes anything: a message it refuses raises
-:class:`PeerError`, the sender's fault, and the node stays exactly as it was.
+:class:`RemoteProtocolError`, the sender's fault, and the node stays exactly as it was.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from typing import NoReturn
 from skueue.core.batch import combine_all
 from skueue.core.batch_checks import batches_problem, grant_problem
 from skueue.core.creates_deletes import creation_problem, deletion_problem
-from skueue.core.errors import PeerError
+from skueue.core.errors import RemoteProtocolError
 from skueue.core.membership import update_phase as membership
 from skueue.core.membership.state import in_interval
 from skueue.core.messages.field_types import KeyOwner
@@ -40,11 +40,11 @@ from skueue.overlay.routing import is_responsible
 
 
 def refuse(node: NodeState, why: str) -> NoReturn:
-    raise PeerError(f"{node.me.describe()}: {why}")
+    raise RemoteProtocolError(f"{node.me.describe()}: {why}")
 
 
 def check(node: NodeState, message: Message | MembershipMessage) -> None:
-    """Raise :class:`PeerError` if ``message`` cannot come from a correct peer now."""
+    """Raise :class:`RemoteProtocolError` if ``message`` cannot come from a correct peer now."""
     if node.ring.mode is Mode.DEPARTED:
         refuse(node, f"has left; got {message.describe()}")
     match message:

@@ -27,7 +27,7 @@ runs.
 
 Every message is checked against the node's state before anything changes
 (:mod:`skueue.core.node.checks`): what a correct peer can never send here raises
-:class:`PeerError` and leaves the node exactly as it was.
+:class:`RemoteProtocolError` and leaves the node exactly as it was.
 
 Nothing here reads a clock, a socket or the global ring; the same inputs in the same
 order give the same effects.
@@ -45,7 +45,7 @@ from skueue.core.batch import (
 )
 from skueue.core.creates_deletes import Creation, Deletion, split_creations, split_deletions
 from skueue.core.effects import Complete, Effect, Send
-from skueue.core.errors import PeerError, ProtocolError
+from skueue.core.errors import ProtocolError, RemoteProtocolError
 from skueue.core.intake import CREATE_KINDS, Assignment
 from skueue.core.membership import update_phase as membership
 from skueue.core.membership.removal import note_relayed
@@ -86,7 +86,7 @@ from skueue.dht.keys import position_key
 from skueue.overlay.labels import NodeRef
 from skueue.overlay.routing import next_hop, start_route
 
-__all__ = ["PeerError", "ProtocolError", "VirtualNode"]
+__all__ = ["RemoteProtocolError", "ProtocolError", "VirtualNode"]
 
 
 class VirtualNode(NodeState):
@@ -160,13 +160,13 @@ class VirtualNode(NodeState):
         )
 
     def handle(self, message: Message | MembershipMessage) -> list[Effect]:
-        """Check, then apply.  A :class:`PeerError` comes only from the check, with the
+        """Check, then apply.  A :class:`RemoteProtocolError` comes only from the check, with the
         node unchanged; once the message passed it, a refusal is our bug."""
         check(self, message)
         try:
             effects = self._handle(message)
             return effects + membership.progress(self)
-        except PeerError as e:
+        except RemoteProtocolError as e:
             raise ProtocolError(f"a checked message was refused while applied: {e}") from e
 
     def _handle(self, message: Message | MembershipMessage) -> list[Effect]:

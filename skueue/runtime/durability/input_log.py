@@ -54,8 +54,9 @@ FORMAT = "skueue-input-log"
 # 6: peeks (batches and grants changed; the "v" record); 7: a timeout told to a client
 # (the "T" record; requests in the snapshot remember it); 8: configuring a queue (the "K"
 # record), deletes that say whether the queue existed, structures taken from the queue;
-# 9: every record is a host input (skueue/host/inputs.py, codec in runtime/durability/records.py)
-VERSION = 9
+# 9: every record is a host input (skueue/host/inputs.py, codec in runtime/durability/records.py);
+# 10: client requests in their version 3 wire form (skueue/host/requests.py)
+VERSION = 10
 _HEADER = struct.Struct(">II")
 # The largest record read back (a record holds one client request or one peer frame).
 RECORD_BYTES_MAX = 64 * 1024 * 1024

@@ -16,10 +16,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from skueue.core.errors import RemoteProtocolError
 from skueue.host.inputs import INPUT_KINDS, Input
+from skueue.host.replies import ErrorReply
 from skueue.overlay.labels import Kind
-from skueue.wire.client_protocol import parse_request
-from skueue.wire.client_replies import ErrorReply
+from skueue.wire.client_codec import decode_request, encode_request
 from skueue.wire.peer import decode_message, encode_message
 
 
@@ -38,7 +39,7 @@ class _LogLimits:
 
 
 def _request_of(x: Any) -> Any:
-    request = parse_request(x, _LogLimits())
+    request = decode_request(x, _LogLimits())
     if isinstance(request, ErrorReply):
         raise UnreadableRecord(f"a logged request: {request.message}")
     return request
@@ -49,7 +50,7 @@ _PLAIN: tuple[Encode, Encode] = (lambda x: x, lambda x: x)
 _BY_TYPE: dict[str, tuple[Encode, Encode]] = {
     "Kind": (int, Kind),
     "Message | MembershipMessage": (encode_message, decode_message),
-    "ClientRequest": (lambda r: r.frame(), _request_of),
+    "ClientRequest": (encode_request, _request_of),
 }
 """Encoders and decoders of the field types that are not plain msgpack values, by the
 annotation's text (the classes use postponed annotations)."""
@@ -97,7 +98,7 @@ def input_of(record: Any) -> Input:
     try:
         values = [decode(x) for decode, x in zip(codec.decoders, record[1:], strict=True)]
         item: Input = codec.kind(*values)
-    except (TypeError, ValueError) as e:
+    except (TypeError, ValueError, RemoteProtocolError) as e:
         raise UnreadableRecord(
             f"a record this version cannot replay ({e}): {record!r:.80}"
         ) from None

@@ -13,8 +13,8 @@ from typing import Any, TypeVar
 import attrs
 import trio
 
+from skueue.core.errors import RemoteProtocolError
 from skueue.runtime.security.tls import looks_like_tls
-from skueue.wire.errors import RemoteProtocolError
 from skueue.wire.framing import HEADER_BYTES, FrameDecoder
 
 T = TypeVar("T")

@@ -24,11 +24,11 @@ from typing import Any
 import attrs
 import trio
 
+from skueue.core.errors import RemoteProtocolError
 from skueue.host.address import Address, AddressError, parse_address
 from skueue.runtime.errors import DaemonError
 from skueue.runtime.security.peer_auth import auth_map
 from skueue.runtime.security.tls import socket_of
-from skueue.wire.errors import RemoteProtocolError
 
 
 @attrs.frozen

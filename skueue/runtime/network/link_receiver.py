@@ -24,7 +24,7 @@ from typing import Any
 import attrs
 import trio
 
-from skueue.wire.errors import RemoteProtocolError
+from skueue.core.errors import RemoteProtocolError
 from skueue.wire.framing import pack
 
 

@@ -32,8 +32,8 @@ from collections.abc import Callable
 import attrs
 import trio
 
+from skueue.core.errors import RemoteProtocolError
 from skueue.runtime.network.connections import frames
-from skueue.wire.errors import RemoteProtocolError
 from skueue.wire.framing import FrameDecoder, pack, pack_many
 
 # A writer joins what waits into one send up to about this many bytes.

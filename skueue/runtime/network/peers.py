@@ -26,10 +26,12 @@ from typing import Any
 import structlog
 import trio
 
+from skueue.core.errors import RemoteProtocolError
 from skueue.core.messages.membership import MembershipMessage
 from skueue.core.messages.stages import Message
 from skueue.host.address import Address
 from skueue.host.directory import Directory
+from skueue.host.replies import REFUSED
 from skueue.overlay.labels import Kind
 from skueue.runtime.errors import DaemonError, RefusedForGood
 from skueue.runtime.limits import Limits
@@ -38,8 +40,6 @@ from skueue.runtime.network.handshake import PeerGreeting, parse_peer_hello
 from skueue.runtime.network.link_sender import LinkSender, read_acks, watch_acks
 from skueue.runtime.security.peer_auth import AUTH_FRAME, ClusterKeys, mismatch, new_challenge
 from skueue.runtime.security.tls import DaemonTls, refused_for_good, tls_failure
-from skueue.wire.client_replies import REFUSED
-from skueue.wire.errors import RemoteProtocolError
 from skueue.wire.framing import FrameDecoder, pack
 from skueue.wire.peer import decode_message
 

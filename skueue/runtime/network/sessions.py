@@ -46,7 +46,20 @@ import attrs
 import structlog
 import trio
 
+from skueue.core.errors import RemoteProtocolError
 from skueue.host.inputs import ClientGone
+from skueue.host.replies import (
+    INVALID,
+    TIMEOUT,
+    TOO_LARGE,
+    UNAUTHORIZED,
+    UNAVAILABLE,
+    Done,
+    ErrorReply,
+    Welcome,
+)
+from skueue.host.replies import Reply as ClientReply
+from skueue.host.requests import ADMIN_REQUESTS, ADMIN_ROLE_REQUESTS, ClientRequest
 from skueue.runtime.limits import Limits
 from skueue.runtime.network.connections import (
     ConnectionTimeout,
@@ -66,29 +79,9 @@ from skueue.runtime.network.reply_writer import (
 )
 from skueue.runtime.security.client_auth import ClientTokens, refusal_message
 from skueue.runtime.security.tls import socket_of
-from skueue.wire.client_protocol import (
-    ADMIN_REQUESTS,
-    ADMIN_ROLE_REQUESTS,
-    ClientHello,
-    ClientRequest,
-    oversized_request_id,
-    parse_client_hello,
-    parse_request,
-    reply_elements,
-    reply_frames,
-    request_id,
-)
-from skueue.wire.client_replies import (
-    INVALID,
-    TIMEOUT,
-    TOO_LARGE,
-    UNAUTHORIZED,
-    UNAVAILABLE,
-    Done,
-    ErrorReply,
-)
-from skueue.wire.client_replies import Reply as ClientReply
-from skueue.wire.errors import RemoteProtocolError
+from skueue.wire.client_codec import decode_request, encode_reply, reply_elements, reply_frames
+from skueue.wire.client_hello import parse_client_hello
+from skueue.wire.client_protocol import oversized_request_id, request_id
 from skueue.wire.framing import (
     HEADER_BYTES,
     BufferBudget,
@@ -132,7 +125,7 @@ class ClientSessions:
         self,
         limits: Limits,
         inbox: trio.MemorySendChannel[Any],
-        welcome: Callable[[], list[Any]],
+        welcome: Callable[[], Welcome],
         tokens: ClientTokens | None = None,
         client_certs: bool = False,
         tls: bool = False,
@@ -228,15 +221,15 @@ class ClientSessions:
         stream: trio.abc.Stream,
         decoder: FrameDecoder,
         rest: list[Any],
-        hello: Any = None,
+        hello: Any,
         cert_role: str | None = None,
         cert_shown: bool = False,
     ) -> None:
         """Serve one client that said ``hello``, until it disconnects or misbehaves.
-        (Without ``hello``: a version 1 client with no options.)  ``cert_role``: what
+        ``cert_role``: what
         its TLS client certificate makes it (None: it showed none that counts);
         ``cert_shown``: it showed one (that counts or not), for the refusal's words."""
-        greeting = ClientHello(1) if hello is None else parse_client_hello(hello)
+        greeting = parse_client_hello(hello)
         role = cert_role
         if role is None and self.tokens is not None:
             role = self.tokens.role_of(greeting.token)
@@ -252,13 +245,13 @@ class ClientSessions:
             )
             log.warning("refused a client without a good token or certificate", why=message)
             with trio.move_on_after(REFUSAL_SEND_S), contextlib.suppress(*DISCONNECTED):
-                await stream.send_all(pack(ErrorReply(None, message, UNAUTHORIZED).frame()))
+                await stream.send_all(pack(encode_reply(ErrorReply(None, message, UNAUTHORIZED))))
             return
         refusal = self._refusal(greeting.admin)
         if refusal is not None:
             log.warning("refused a client", error=refusal)
             with trio.move_on_after(REFUSAL_SEND_S), contextlib.suppress(*DISCONNECTED):
-                await stream.send_all(pack(ErrorReply(None, refusal, UNAVAILABLE).frame()))
+                await stream.send_all(pack(encode_reply(ErrorReply(None, refusal, UNAVAILABLE))))
             return
         client = next(self.client_ids)
         self.accepted += 1
@@ -274,7 +267,7 @@ class ClientSessions:
         )
         self.clients[client] = session
         self.admins += session.admin
-        offer(session, Reply(pack(self.welcome())))  # a fresh channel: it has room
+        offer(session, Reply(pack(encode_reply(self.welcome()))))  # a fresh channel: room
         decoder.skip_oversized = True
         try:
             async with trio.open_nursery() as nursery:
@@ -288,7 +281,7 @@ class ClientSessions:
                     nursery.cancel_scope.cancel()  # gone: nobody is left to write to
                 else:
                     # Closing: what is queued goes out first, then the error line.
-                    offer(session, Reply(pack(ending.frame())))
+                    offer(session, Reply(pack(encode_reply(ending))))
                     await send.aclose()
         finally:
             decoder.release()
@@ -354,7 +347,7 @@ class ClientSessions:
                 self._answer(session, ErrorReply(rid, message, TOO_LARGE))
                 continue
             try:
-                request = parse_request(frame, limits)
+                request = decode_request(frame, limits)
             except RemoteProtocolError as e:
                 raise _Ending(e.message, request_id(frame), INVALID) from None
             if isinstance(request, ErrorReply):
@@ -390,13 +383,14 @@ class ClientSessions:
 
     def _answer(self, session: ClientSession, reply: ClientReply) -> None:
         """An answer of the session's own (no request went to the owner)."""
-        self._queue(session, Reply(pack(reply.frame())))
+        self._queue(session, Reply(pack(encode_reply(reply))))
 
     def _encode(self, reply: ClientReply) -> bytes:
-        blob = pack(reply.frame())
+        blob = pack(encode_reply(reply))
         if len(blob) - HEADER_BYTES <= self.limits.frame_bytes_max or not isinstance(reply, Done):
             return blob
-        return pack_many(part.frame() for part in reply_frames(reply, self.limits.frame_bytes_max))
+        pieces = reply_frames(reply, self.limits.frame_bytes_max)
+        return pack_many(encode_reply(part) for part in pieces)
 
     def _queue(self, session: ClientSession, reply: Reply) -> None:
         left = write_now(session, reply)

@@ -14,7 +14,7 @@ import attrs
 
 from skueue.host.host import Host
 from skueue.host.queue_stats import merge, nothing
-from skueue.wire.client_replies import StatsReply
+from skueue.host.replies import StatsReply
 
 
 def local_stats(host: Host) -> dict[str, Any]:

@@ -39,9 +39,9 @@ from typing import Any
 
 import attrs
 
+from skueue.core.errors import RemoteProtocolError
 from skueue.runtime.errors import DaemonError
 from skueue.runtime.security.secret_files import entries
-from skueue.wire.errors import RemoteProtocolError
 
 KEY_BYTES = 32
 KEYS_MAX = 4  # keys one file may hold (a rotation needs two)
