@@ -42,7 +42,6 @@ system could not be measured or lost, duplicated or left messages.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import os
 import platform
@@ -51,7 +50,6 @@ import sys
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import asdict, dataclass
-from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
 
@@ -62,18 +60,10 @@ ROOT = BENCH.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(BENCH))
 
-import durable_peers  # noqa: E402
-from durable_peers import (  # noqa: E402
-    HOST,
-    RABBITMQ_BIN,
-    RabbitMQ,
-    first_line,
-    head,
-    no_interrupt,
-    on_interrupt,
-    run_async,
-)
-from redis_compare import command_line  # noqa: E402
+from bench_support import command_line, first_line, package_version  # noqa: E402
+from durable_peers import head  # noqa: E402
+from interrupts import no_interrupt, on_interrupt, run_async, why_failed  # noqa: E402
+from rabbitmq_node import Rabbit, RabbitMQ, measure_on_node, messages_left, persistent  # noqa: E402
 
 import skueue  # noqa: E402
 from skueue.cluster.launch import launch, skueued_command  # noqa: E402
@@ -88,7 +78,6 @@ LATENCY_QUEUE = "bench-latency"
 LEASE_S = 60.0
 IDLE_S = 3.0  # a throughput consumer stops after this long without a message
 PHASE_TIMEOUT_S = 600.0
-SETTLE_TIMEOUT_S = 10.0
 DEFAULT_JSON = BENCH / "results" / "consume_compare.json"
 
 
@@ -332,51 +321,6 @@ def measure_skueue(c: Config) -> dict[str, Any]:
 # -- RabbitMQ ----------------------------------------------------------------------------
 
 
-class Rabbit:
-    """Connections to one node, all closed by :meth:`close`."""
-
-    def __init__(self, port: int) -> None:
-        self.url = f"amqp://guest:guest@{HOST}:{port}/"
-        self.connections: list[Any] = []
-
-    async def channel(self, **options: Any) -> Any:
-        import aio_pika
-
-        with anyio.fail_after(30):
-            connection = await aio_pika.connect(self.url)
-        self.connections.append(connection)
-        return await connection.channel(**options)
-
-    async def quorum_queue(self, channel: Any, name: str) -> None:
-        await channel.queue_delete(name)
-        await channel.declare_queue(name, durable=True, arguments={"x-queue-type": "quorum"})
-
-    async def close(self, keep: int = 0) -> None:
-        """Close every connection but the first ``keep``."""
-        for connection in self.connections[keep:]:
-            with contextlib.suppress(Exception), anyio.move_on_after(10):
-                await connection.close()
-        del self.connections[keep:]
-
-
-def persistent(body: bytes) -> Any:
-    import aio_pika
-
-    return aio_pika.Message(body, delivery_mode=aio_pika.DeliveryMode.PERSISTENT)
-
-
-async def rabbitmq_left(channel: Any, name: str, expected: int) -> int:
-    """Messages still ready in the queue once the closed consumers' acks have settled."""
-    deadline = time.monotonic() + SETTLE_TIMEOUT_S
-    while True:
-        with anyio.fail_after(30):
-            queue = await channel.declare_queue(name, passive=True)
-        left = int(queue.declaration_result.message_count or 0)
-        if left <= max(0, expected) or time.monotonic() > deadline:
-            return left
-        await anyio.sleep(0.1)
-
-
 async def rabbitmq_throughput(node: Rabbit, c: Config) -> dict[str, Any]:
     setup = await node.channel()
     await node.quorum_queue(setup, THROUGHPUT_QUEUE)
@@ -421,7 +365,7 @@ async def rabbitmq_throughput(node: Rabbit, c: Config) -> dict[str, Any]:
         timed_out("rabbitmq throughput", len(got), c.messages)
     seconds = (last[0] or time.perf_counter()) - start
     await node.close(keep=1)  # the consumers' connections: unacked messages would go back
-    left = await rabbitmq_left(setup, THROUGHPUT_QUEUE, c.messages - len(set(got)))
+    left = await messages_left(setup, THROUGHPUT_QUEUE, c.messages - len(set(got)))
     await setup.queue_delete(THROUGHPUT_QUEUE)
     return {
         "fill_per_second": c.messages / fill_seconds,
@@ -461,10 +405,10 @@ async def rabbitmq_latency(node: Rabbit, c: Config) -> dict[str, Any]:
     return latency_row(c, arrivals, sending)
 
 
-async def rabbitmq_run(port: int, c: Config) -> dict[str, Any]:
+async def rabbitmq_run(server: RabbitMQ, c: Config) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for phase, run in (("throughput", rabbitmq_throughput), ("latency", rabbitmq_latency)):
-        node = Rabbit(port)
+        node = Rabbit(server.port)
         try:
             out[phase] = await run(node, c)
         finally:
@@ -474,17 +418,10 @@ async def rabbitmq_run(port: int, c: Config) -> dict[str, Any]:
 
 
 def measure_rabbitmq(c: Config) -> dict[str, Any]:
-    node = RabbitMQ()
-    try:
-        node.start()
-        result = run_async(rabbitmq_run, node.port, c)
-        server = first_line([str(RABBITMQ_BIN / "rabbitmqctl"), "version"], "", node.env())
-    finally:
-        with no_interrupt():
-            node.stop()
+    result, server = measure_on_node(rabbitmq_run, c)
     return {
         **result,
-        "server": f"RabbitMQ {server}".strip(),
+        "server": server,
         "setup": "quorum queue, persistent messages, publisher confirms",
     }
 
@@ -631,13 +568,6 @@ def report_text(report: dict[str, Any]) -> str:
     return "\n\n".join(p for p in parts if p)
 
 
-def package_version(name: str) -> str:
-    try:
-        return version(name)
-    except PackageNotFoundError:
-        return "not installed"
-
-
 def versions(results: dict[str, dict[str, Any]]) -> dict[str, str]:
     found = {"python": platform.python_version()}
     found.update({p: package_version(p) for p in ("skueue", "anyio", "aio-pika", "aiormq")})
@@ -678,9 +608,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         try:
             results[system] = measure[system](c)
         except (Exception, SystemExit) as e:  # one system failing does not stop the other
-            if durable_peers.INTERRUPTED[0]:
-                raise KeyboardInterrupt from e
-            why = f"{type(e).__name__}: {e}" if str(e) else type(e).__name__
+            why = why_failed(e)
             failures.append(f"{system}: {why}")
             print(f"{system} not measured: {why}", file=sys.stderr, flush=True)
     cores = os.cpu_count()

@@ -70,7 +70,6 @@ duplicated or left messages, or Skueue's history is not linearizable.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import contextlib
 import json
 import os
@@ -81,10 +80,10 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Awaitable, Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import anyio
 import attrs
@@ -94,9 +93,20 @@ ROOT = BENCH.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(BENCH))
 
-import redis_compare  # noqa: E402
-from bench_support import ensure_package  # noqa: E402
-from redis_compare import command_line, cpu_seconds, free_port  # noqa: E402
+from bench_support import (  # noqa: E402
+    HOST,
+    command_line,
+    cpu_seconds,
+    ensure_package,
+    ensure_redis,
+    first_line,
+    free_port,
+    log_tail,
+    start_redis,
+    stop_popen,
+)
+from interrupts import no_interrupt, on_interrupt, run_async, why_failed  # noqa: E402
+from rabbitmq_node import RabbitMQ, measure_on_node, messages_left  # noqa: E402
 
 from skueue.check.checker import check  # noqa: E402
 from skueue.cluster.launch import LaunchedCluster, launch, skueued_command  # noqa: E402
@@ -111,16 +121,12 @@ from skueue.cluster.loadgen import (  # noqa: E402
     shares,
 )
 
-HOST = "127.0.0.1"
-T = TypeVar("T")
 SYSTEMS = ("skueue", "redis", "rabbitmq", "nats")
 MODES = ("batch", "one")
 DURABILITIES = ("always", "everysec")
 DAEMONS = 4
 DEFAULT_MESSAGES = 30_000
 DEFAULT_OUT = ROOT / "bench" / "results" / "durable_peers.json"
-START_TIMEOUT_S = 120.0
-STOP_TIMEOUT_S = 60.0
 SETTLE_TIMEOUT_S = 10.0
 
 # What each system is told for each durability, and how the table names it.
@@ -256,110 +262,6 @@ def progress(row: dict[str, Any]) -> None:
         file=sys.stderr,
         flush=True,
     )
-
-
-INTERRUPTED = [False]
-RUNNING: list[asyncio.Task[Any] | None] = [None]
-
-
-def on_interrupt(signum: int, frame: Any) -> None:
-    """Ctrl-C.  Inside a measurement, the measuring task is cancelled (as asyncio.run's
-    own handler would do, which this one keeps out), so that clients close cleanly;
-    :func:`run_async` then raises KeyboardInterrupt whatever the cancellation turned into
-    (nats-py's publish_async turns it into an error of its own).  Elsewhere, or at the
-    second Ctrl-C, KeyboardInterrupt is raised at once."""
-    task = RUNNING[0]
-    if INTERRUPTED[0] or task is None or task.done():
-        INTERRUPTED[0] = True
-        raise KeyboardInterrupt
-    INTERRUPTED[0] = True
-    task.get_loop().call_soon_threadsafe(task.cancel)
-
-
-def run_async(func: Callable[..., Awaitable[T]], *args: Any) -> T:
-    """``anyio.run(func, *args)`` on asyncio (aio-pika and nats-py need it), interruptible."""
-
-    async def measuring() -> T:
-        RUNNING[0] = asyncio.current_task()
-        try:
-            return await func(*args)
-        finally:
-            RUNNING[0] = None
-
-    try:
-        result = anyio.run(measuring, backend="asyncio")
-    except BaseException:
-        if INTERRUPTED[0]:
-            raise KeyboardInterrupt from None
-        raise
-    if INTERRUPTED[0]:
-        raise KeyboardInterrupt
-    return result
-
-
-@contextlib.contextmanager
-def no_interrupt() -> Iterator[None]:
-    """Ctrl-C is held off while a server is being stopped, so that none is left behind."""
-    try:
-        previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
-    except ValueError:  # not the main thread
-        yield
-        return
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGINT, previous)
-
-
-def kill_pid(pid: int, timeout_s: float = 5.0) -> None:
-    """SIGTERM, then SIGKILL after ``timeout_s``, to one process we started."""
-    for signum in (signal.SIGTERM, signal.SIGKILL):
-        try:
-            os.kill(pid, signum)
-        except ProcessLookupError:
-            return
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
-            with contextlib.suppress(ChildProcessError):
-                if os.waitpid(pid, os.WNOHANG)[0]:
-                    return
-            if not Path(f"/proc/{pid}").exists() or proc_state(pid) == "Z":
-                return
-            time.sleep(0.05)
-
-
-def proc_state(pid: int) -> str | None:
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except (OSError, IndexError):
-        return None
-
-
-def stop_popen(proc: subprocess.Popen[bytes], timeout_s: float = 10.0) -> None:
-    if proc.poll() is None:
-        proc.terminate()
-        try:
-            proc.wait(timeout=timeout_s)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(timeout=timeout_s)
-
-
-def first_line(argv: Sequence[str], default: str, env: dict[str, str] | None = None) -> str:
-    """The first line a command prints (a version, say), or ``default``."""
-    with contextlib.suppress(OSError, subprocess.SubprocessError):
-        done = subprocess.run(argv, capture_output=True, timeout=30, env=env, check=True)
-        lines = done.stdout.decode(errors="replace").strip().splitlines()
-        if lines:
-            return lines[0].strip()
-    return default
-
-
-def log_tail(path: Path, lines: int = 5) -> str:
-    try:
-        return " | ".join(path.read_text(errors="replace").strip().splitlines()[-lines:])
-    except OSError:
-        return ""
 
 
 # -- Skueue ------------------------------------------------------------------------------
@@ -518,8 +420,8 @@ def measure_redis(durability: str, modes: Sequence[str], w: Workload) -> list[di
     directory = tempfile.mkdtemp(prefix="durable-peers-redis-")
     rows = []
     try:
-        binary = redis_compare.ensure_redis()
-        proc, port = redis_compare.start_redis(binary, durability, directory)
+        binary = ensure_redis()
+        proc, port = start_redis(binary, durability, directory)
         try:
             for mode in modes:
                 row = run_async(redis_row, port, proc.pid, durability, mode, w)
@@ -536,105 +438,7 @@ def measure_redis(durability: str, modes: Sequence[str], w: Workload) -> list[di
 
 # -- RabbitMQ ----------------------------------------------------------------------------
 
-RABBITMQ_BIN = Path("/usr/lib/rabbitmq/bin")
 RABBITMQ_QUEUE = "durable-peers"
-
-
-class RabbitMQ:
-    """A RabbitMQ node of our own: its whole environment in a temporary directory."""
-
-    def __init__(self) -> None:
-        self.dir = Path(tempfile.mkdtemp(prefix="durable-peers-rabbitmq-"))
-        self.port, self.dist_port, self.epmd_port = free_port(), free_port(), free_port()
-        self.proc: subprocess.Popen[bytes] | None = None
-        self.pid_file = self.dir / "beam.pid"
-        self.log = self.dir / "server.log"
-
-    def env(self) -> dict[str, str]:
-        d = str(self.dir)
-        return dict(
-            os.environ,
-            HOME=d,
-            RABBITMQ_NODENAME="bench@localhost",
-            RABBITMQ_NODE_IP_ADDRESS=HOST,
-            RABBITMQ_NODE_PORT=str(self.port),
-            RABBITMQ_DIST_PORT=str(self.dist_port),
-            ERL_EPMD_PORT=str(self.epmd_port),
-            ERL_EPMD_ADDRESS=HOST,
-            RABBITMQ_MNESIA_BASE=f"{d}/mnesia",
-            RABBITMQ_LOG_BASE=f"{d}/log",
-            RABBITMQ_CONFIG_FILE=f"{d}/rabbitmq",
-            RABBITMQ_ENABLED_PLUGINS_FILE=f"{d}/enabled_plugins",
-            RABBITMQ_PID_FILE=str(self.pid_file),
-        )
-
-    def ctl(self, *args: str, timeout_s: float) -> subprocess.CompletedProcess[bytes]:
-        return subprocess.run(
-            [str(RABBITMQ_BIN / "rabbitmqctl"), *args],
-            env=self.env(),
-            capture_output=True,
-            timeout=timeout_s,
-        )
-
-    def start(self) -> None:
-        ensure_package("rabbitmq-server", "rabbitmq-server", str(RABBITMQ_BIN / "rabbitmq-server"))
-        (self.dir / "enabled_plugins").write_text("[].\n")
-        (self.dir / "rabbitmq.conf").write_text("loopback_users = none\nlog.file.level = warning\n")
-        with open(self.log, "wb") as log:
-            self.proc = subprocess.Popen(
-                [str(RABBITMQ_BIN / "rabbitmq-server")],
-                env=self.env(),
-                stdin=subprocess.DEVNULL,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,  # Ctrl-C reaches us alone; we stop it
-            )
-        try:
-            waited = self.ctl(
-                "wait",
-                "--timeout",
-                str(int(START_TIMEOUT_S)),
-                str(self.pid_file),
-                timeout_s=START_TIMEOUT_S + 30,
-            )
-        except subprocess.TimeoutExpired:
-            raise RuntimeError(f"rabbitmq did not start in {START_TIMEOUT_S:g} s") from None
-        if waited.returncode != 0:
-            why = (waited.stderr or waited.stdout).decode(errors="replace").strip()
-            raise RuntimeError(f"rabbitmq did not start: {why[-300:]} {log_tail(self.log)}")
-
-    def beam_pid(self) -> int:
-        return int(self.pid_file.read_text().split()[0])
-
-    def epmd_pids(self) -> list[int]:
-        """The epmd this node started: ours by its ERL_EPMD_PORT (nobody else's)."""
-        mark = f"ERL_EPMD_PORT={self.epmd_port}".encode()
-        found = []
-        for proc in Path("/proc").iterdir():
-            if not proc.name.isdigit():
-                continue
-            try:
-                if (proc / "comm").read_text().strip() != "epmd":
-                    continue
-                if mark in (proc / "environ").read_bytes().split(b"\0"):
-                    found.append(int(proc.name))
-            except OSError:
-                continue
-        return found
-
-    def stop(self) -> None:
-        beam = None
-        with contextlib.suppress(OSError, ValueError, IndexError):
-            beam = self.beam_pid()
-        if self.proc is not None and self.proc.poll() is None:
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                self.ctl("stop", str(self.pid_file), timeout_s=STOP_TIMEOUT_S)
-            if beam is not None:
-                kill_pid(beam)
-            stop_popen(self.proc)
-        for pid in self.epmd_pids():
-            kill_pid(pid)
-        shutil.rmtree(self.dir, ignore_errors=True)
 
 
 async def rabbitmq_row(node: RabbitMQ, w: Workload) -> dict:
@@ -713,7 +517,7 @@ async def rabbitmq_row(node: RabbitMQ, w: Workload) -> dict:
         for queue, tag in consumers:
             with anyio.fail_after(30):
                 await queue.cancel(tag)
-        left = await ready_count(setup, w.messages - len(set(got)))
+        left = await messages_left(setup, RABBITMQ_QUEUE, w.messages - len(set(got)))
         return make_row(
             "rabbitmq", "always", "confirm", w, produce, consume, cpu, tally(sent, got, left)
         )
@@ -723,30 +527,11 @@ async def rabbitmq_row(node: RabbitMQ, w: Workload) -> dict:
                 await connection.close()
 
 
-async def ready_count(channel: Any, expected: int) -> int:
-    """Messages still in the queue, once acks have settled (or after SETTLE_TIMEOUT_S)."""
-    deadline = time.monotonic() + SETTLE_TIMEOUT_S
-    while True:
-        with anyio.fail_after(30):
-            queue = await channel.declare_queue(RABBITMQ_QUEUE, passive=True)
-        left = int(queue.declaration_result.message_count or 0)
-        if left <= max(0, expected) or time.monotonic() > deadline:
-            return left
-        await anyio.sleep(0.1)
-
-
 def measure_rabbitmq(w: Workload) -> list[dict]:
-    node = RabbitMQ()
-    try:
-        node.start()
-        row = run_async(rabbitmq_row, node, w)
-        version = first_line([str(RABBITMQ_BIN / "rabbitmqctl"), "version"], "", node.env())
-        row["server"] = f"RabbitMQ {version}".strip()
-        progress(row)
-        return [row]
-    finally:
-        with no_interrupt():
-            node.stop()
+    row, server = measure_on_node(rabbitmq_row, w)
+    row["server"] = server
+    progress(row)
+    return [row]
 
 
 # -- NATS JetStream ----------------------------------------------------------------------
@@ -1135,9 +920,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         try:
             rows += measure(system, durability, args.modes, w)
         except (Exception, SystemExit) as e:  # one peer failing does not stop the others
-            if INTERRUPTED[0]:
-                raise KeyboardInterrupt from e
-            why = f"{type(e).__name__}: {e}" if str(e) else type(e).__name__
+            why = why_failed(e)
             failures.append(f"{system} ({durability}): {why}")
             print(f"{system} ({durability}) not measured: {why}", file=sys.stderr, flush=True)
     machine = f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}"
