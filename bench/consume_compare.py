@@ -61,7 +61,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(BENCH))
 
 from bench_support import command_line, first_line, package_version  # noqa: E402
-from durable_peers import head  # noqa: E402
+from durable_peers_rows import head  # noqa: E402
 from interrupts import no_interrupt, on_interrupt, run_async, why_failed  # noqa: E402
 from rabbitmq_node import Rabbit, RabbitMQ, measure_on_node, messages_left, persistent  # noqa: E402
 

@@ -66,7 +66,7 @@ sys.path.insert(0, str(BENCH))
 
 import interrupts  # noqa: E402
 from bench_support import command_line, first_line, package_version  # noqa: E402
-from durable_peers import head  # noqa: E402
+from durable_peers_rows import head  # noqa: E402
 from interrupts import no_interrupt, on_interrupt, run_async  # noqa: E402
 from rabbitmq_node import Rabbit, RabbitMQ, measure_on_node, persistent  # noqa: E402
 
