@@ -1,4 +1,5 @@
-"""What the benchmarks against Redis share: CPU from /proc, pinning, a Redis of their own.
+"""What the benchmarks against other systems share: CPU from /proc, pinning, a Redis of
+their own, stopping the processes they start, what the reports say about the setup.
 
 - :func:`cpu_seconds`: user + system CPU of processes (all their threads) from
   ``/proc/<pid>/stat``, in clock ticks (10 ms per process on Linux);
@@ -7,7 +8,10 @@
 - :func:`ensure_redis` and :func:`start_redis`: Debian's ``redis-server`` (installed
   through apt where missing), or a binary given by path with its libraries in a folder
   beside it, started on a free loopback port in a directory of the caller's;
-- :func:`command_line`, :func:`describe_machine`, :func:`fs_type`: for the reports.
+- :func:`stop_popen`, :func:`kill_pid`, :func:`log_tail`: stopping a server we started
+  (its own child, or one it left behind) and saying why it did not start;
+- :func:`command_line`, :func:`describe_machine`, :func:`fs_type`, :func:`first_line`,
+  :func:`package_version`: for the reports.
 
 bench/ is not a package: scripts put this folder on ``sys.path`` and import it by name.
 """
@@ -19,11 +23,13 @@ import os
 import platform
 import shlex
 import shutil
+import signal
 import socket
 import subprocess
 import sys
 import time
 from collections.abc import Collection, Sequence
+from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
 HOST = "127.0.0.1"
@@ -148,12 +154,54 @@ def start_redis(
 
 
 def stop_redis(proc: subprocess.Popen[bytes]) -> None:
-    proc.terminate()
+    stop_popen(proc, REDIS_STOP_TIMEOUT_S)
+
+
+# -- processes we started ----------------------------------------------------------------
+
+
+def stop_popen(proc: subprocess.Popen[bytes], timeout_s: float = 10.0) -> None:
+    """SIGTERM, then SIGKILL after ``timeout_s``, to a child we started."""
+    if proc.poll() is None:
+        proc.terminate()
+        try:
+            proc.wait(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(timeout=timeout_s)
+
+
+def kill_pid(pid: int, timeout_s: float = 5.0) -> None:
+    """SIGTERM, then SIGKILL after ``timeout_s``, to one process we started (one that is
+    not our child: a server's own children, say)."""
+    for signum in (signal.SIGTERM, signal.SIGKILL):
+        try:
+            os.kill(pid, signum)
+        except ProcessLookupError:
+            return
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            with contextlib.suppress(ChildProcessError):
+                if os.waitpid(pid, os.WNOHANG)[0]:
+                    return
+            if not Path(f"/proc/{pid}").exists() or proc_state(pid) == "Z":
+                return
+            time.sleep(0.05)
+
+
+def proc_state(pid: int) -> str | None:
     try:
-        proc.wait(timeout=REDIS_STOP_TIMEOUT_S)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait()
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return None
+
+
+def log_tail(path: Path, lines: int = 5) -> str:
+    """The last lines of a server's log, on one line (for the error that it did not start)."""
+    try:
+        return " | ".join(path.read_text(errors="replace").strip().splitlines()[-lines:])
+    except OSError:
+        return ""
 
 
 # -- the report --------------------------------------------------------------------------
@@ -196,3 +244,20 @@ def command_line() -> str:
     if python.startswith(os.getcwd() + os.sep):
         python = os.path.relpath(python)
     return shlex.join([python, *sys.argv])
+
+
+def first_line(argv: Sequence[str], default: str, env: dict[str, str] | None = None) -> str:
+    """The first line a command prints (a version, say), or ``default``."""
+    with contextlib.suppress(OSError, subprocess.SubprocessError):
+        done = subprocess.run(argv, capture_output=True, timeout=30, env=env, check=True)
+        lines = done.stdout.decode(errors="replace").strip().splitlines()
+        if lines:
+            return lines[0].strip()
+    return default
+
+
+def package_version(name: str) -> str:
+    try:
+        return version(name)
+    except PackageNotFoundError:
+        return "not installed"

@@ -64,18 +64,11 @@ ROOT = BENCH.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(BENCH))
 
-import durable_peers  # noqa: E402
-from consume_compare import Rabbit, package_version, persistent  # noqa: E402
-from durable_peers import (  # noqa: E402
-    RABBITMQ_BIN,
-    RabbitMQ,
-    first_line,
-    head,
-    no_interrupt,
-    on_interrupt,
-    run_async,
-)
-from redis_compare import command_line  # noqa: E402
+import interrupts  # noqa: E402
+from bench_support import command_line, first_line, package_version  # noqa: E402
+from durable_peers_rows import head  # noqa: E402
+from interrupts import no_interrupt, on_interrupt, run_async  # noqa: E402
+from rabbitmq_node import Rabbit, RabbitMQ, measure_on_node, persistent  # noqa: E402
 
 from skueue.check.checker import check  # noqa: E402
 from skueue.check.history import Record  # noqa: E402
@@ -286,10 +279,10 @@ def rabbitmq_driver(node: Rabbit, levels: int, queue: str) -> Driver:
     return Driver("rabbitmq", levels, queue, producer, consumer)
 
 
-async def rabbitmq_rounds(port: int, w: Workload) -> list[Round]:
+async def rabbitmq_rounds(server: RabbitMQ, w: Workload) -> list[Round]:
     rounds = []
     for r in range(w.rounds):
-        node = Rabbit(port)
+        node = Rabbit(server.port)
         name = f"p{w.levels}-r{r}"
         try:
             setup = await node.channel()
@@ -305,15 +298,7 @@ async def rabbitmq_rounds(port: int, w: Workload) -> list[Round]:
 
 
 def measure_rabbitmq(w: Workload) -> tuple[list[Round], str]:
-    node = RabbitMQ()
-    try:
-        node.start()
-        rounds = run_async(rabbitmq_rounds, node.port, w)
-        server = first_line([str(RABBITMQ_BIN / "rabbitmqctl"), "version"], "", node.env())
-    finally:
-        with no_interrupt():
-            node.stop()
-    return rounds, f"RabbitMQ {server}".strip()
+    return measure_on_node(rabbitmq_rounds, w)
 
 
 # -- what a round shows ------------------------------------------------------------------
@@ -469,7 +454,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         try:
             rounds, servers[system] = measure[system](w)
         except (Exception, SystemExit) as e:  # one system failing does not stop the other
-            if durable_peers.INTERRUPTED[0]:
+            if interrupts.INTERRUPTED[0]:
                 raise KeyboardInterrupt from e
             failures.append(f"{system}: {type(e).__name__}: {e}")
             print(f"{system} not measured: {failures[-1]}", file=sys.stderr, flush=True)

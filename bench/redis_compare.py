@@ -55,15 +55,12 @@ ROOT = BENCH.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(BENCH))
 
-# Re-exported: durable_peers, consume_compare, priority_compare and blocking_dequeue
-# import these from here.
-from bench_support import (  # noqa: E402, F401
+from bench_support import (  # noqa: E402
     DURABILITY,
     HOST,
     command_line,
     cpu_seconds,
     ensure_redis,
-    free_port,
     start_redis,
     stop_redis,
 )

@@ -11,7 +11,11 @@ BENCH = Path(__file__).resolve().parents[2] / "bench"
 
 
 def load_bench(name: str) -> ModuleType:
-    """``bench/<name>.py`` as the module ``bench_<name>`` (bench/ is not a package)."""
+    """``bench/<name>.py`` as the module ``bench_<name>`` (bench/ is not a package).  bench/
+    goes on ``sys.path`` first, as each script puts it there, so that a script's parts
+    (``durable_peers_rows`` for ``durable_peers``, say) load on their own too."""
+    if str(BENCH) not in sys.path:
+        sys.path.insert(0, str(BENCH))
     spec = importlib.util.spec_from_file_location(f"bench_{name}", BENCH / f"{name}.py")
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)

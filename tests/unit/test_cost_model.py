@@ -13,6 +13,7 @@ import pytest
 from tests.unit.bench_scripts import load_bench
 
 bench = load_bench("cost_model")
+output = load_bench("cost_model_output")
 
 
 @pytest.fixture(scope="module", params=[4, 16])
@@ -75,7 +76,7 @@ def test_outputs_are_written(tmp_path: Path, point: Any) -> None:
     (row,) = document["points"]
     assert row["n"] == point.n and row["messages"] == point.messages
     header = paths[0].read_text().splitlines()[0].split(",")
-    assert tuple(header) == bench.CSV_FIELDS
+    assert tuple(header) == output.CSV_FIELDS
 
 
 def test_quick_mode_prints_a_table(capsys: pytest.CaptureFixture[str]) -> None:

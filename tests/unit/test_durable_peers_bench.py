@@ -1,5 +1,5 @@
-"""bench/durable_peers.py: its pure parts (options, counting, pairing, the report), without
-starting any server."""
+"""bench/durable_peers.py and its parts: the pure ones (options, counting, pairing, the
+report), without starting any server."""
 
 from __future__ import annotations
 
@@ -12,14 +12,17 @@ from skueue.cluster.loadgen import LoadResult
 from tests.unit.bench_scripts import load_bench
 
 bench = load_bench("durable_peers")
+peers_rows = load_bench("durable_peers_rows")
+peers_report = load_bench("durable_peers_report")
+peers_skueue = load_bench("durable_peers_skueue")
 
 
 def a_row(system: str, durability: str, mode: str, ops_seconds: float, cpu: float) -> Any:
     """A row of 1000 messages, produced and consumed in ``ops_seconds`` each, all counted."""
-    w = bench.Workload(1000, clients=4, window=100)
-    phase = bench.Phase(ops_seconds, [1.0, 2.0, 3.0])
-    counts = bench.tally([str(i) for i in range(1000)], [str(i) for i in range(1000)], 0)
-    return bench.make_row(system, durability, mode, w, phase, phase, (cpu, 0.5), counts)
+    w = peers_rows.Workload(1000, clients=4, window=100)
+    phase = peers_rows.Phase(ops_seconds, [1.0, 2.0, 3.0])
+    counts = peers_rows.tally([str(i) for i in range(1000)], [str(i) for i in range(1000)], 0)
+    return peers_rows.make_row(system, durability, mode, w, phase, phase, (cpu, 0.5), counts)
 
 
 def test_options_default_to_every_system_and_mode() -> None:
@@ -55,15 +58,15 @@ def test_the_plan_puts_each_skueue_durability_next_to_its_peers() -> None:
 
 
 def test_counting_finds_lost_duplicated_and_unexpected_messages() -> None:
-    counts = bench.tally(["a", "b", "c", "d"], ["a", "b", "b", "z"], left=1)
+    counts = peers_rows.tally(["a", "b", "c", "d"], ["a", "b", "b", "z"], left=1)
     assert counts == {"produced": 4, "consumed": 4, "lost": 2, "duplicated": 1,
                       "unexpected": 1, "left": 1}  # fmt: skip
     row = a_row("redis", "always", "batch", 1.0, 0.01)
-    assert bench.row_ok(row)
-    assert not bench.row_ok({**row, "lost": 1})
-    assert not bench.row_ok({**row, "left": 3})
-    assert not bench.row_ok({**row, "linearizable": False})
-    assert not bench.row_ok({**row, "produced": 999})
+    assert peers_rows.row_ok(row)
+    assert not peers_rows.row_ok({**row, "lost": 1})
+    assert not peers_rows.row_ok({**row, "left": 3})
+    assert not peers_rows.row_ok({**row, "linearizable": False})
+    assert not peers_rows.row_ok({**row, "produced": 999})
 
 
 def test_a_row_counts_both_phases() -> None:
@@ -89,7 +92,7 @@ def test_pairs_compare_the_same_promise_and_shape() -> None:
     ]
     found = {
         (ours["durability"], ours["mode"], peer["system"], peer["durability"], peer["mode"])
-        for ours, peer in bench.pairs(rows)
+        for ours, peer in peers_report.pairs(rows)
     }
     assert found == {
         ("always", "batch", "redis", "always", "batch"),
@@ -105,7 +108,7 @@ def test_pairs_compare_the_same_promise_and_shape() -> None:
 def test_the_ratio_is_skueue_over_the_peer() -> None:
     ours = a_row("skueue", "always", "batch", 2.0, 0.3)  # 500 ops/s
     peer = a_row("rabbitmq", "always", "confirm", 0.5, 0.1)  # 2000 ops/s
-    c = bench.comparison(ours, peer)
+    c = peers_report.comparison(ours, peer)
     assert c["ops_ratio"] == pytest.approx(0.25)
     assert c["cpu_ratio"] == pytest.approx(3.0)
     assert c["skueue"] == "batch, --fsync batch"
@@ -114,7 +117,7 @@ def test_the_ratio_is_skueue_over_the_peer() -> None:
         "enqueue_many/dequeue_many of 100, 1 call in flight vs "
         "100 confirms in flight; prefetch 100, ack each"
     )
-    assert bench.comparison(ours, {**peer, "cpu_us_per_message": 0.0})["cpu_ratio"] is None
+    assert peers_report.comparison(ours, {**peer, "cpu_us_per_message": 0.0})["cpu_ratio"] is None
 
 
 def test_the_report_prints_rows_ratios_and_failures() -> None:
@@ -128,10 +131,10 @@ def test_the_report_prints_rows_ratios_and_failures() -> None:
         "command": ".venv/bin/python bench/durable_peers.py --messages 1000",
         "workload": {"messages": 1000, "clients": 4, "window": 100, "value_bytes": 100},
         "rows": rows,
-        "comparisons": [bench.comparison(a, b) for a, b in bench.pairs(rows)],
+        "comparisons": [peers_report.comparison(a, b) for a, b in peers_report.pairs(rows)],
         "failures": ["nats (always): RuntimeError: nats-server did not start in 30 s"],
     }
-    text = bench.report_text(report)
+    text = peers_report.report_text(report)
     assert "```sh\n.venv/bin/python bench/durable_peers.py --messages 1000\n```" in text
     assert (
         "| skueue | --fsync interval=1000 | 1 op per call, 100 calls in flight | 1000 | 1000 "
@@ -149,7 +152,7 @@ def test_both_phases_make_one_history() -> None:
                          started=100.0)  # fmt: skip
     consume = LoadResult([Record("c0", 0, "dequeue", "c0-0", 0.0, 0.1, 5, 1)], 0.2, 1,
                          started=100.5)  # fmt: skip
-    history = bench.one_history(produce, consume)
+    history = peers_skueue.one_history(produce, consume)
     assert [(r.process, r.seq, r.op) for r in history] == [
         ("Pc0", 0, "enqueue"), ("Cc0", 0, "dequeue"),
     ]  # fmt: skip
