@@ -1,89 +1,93 @@
 """Hosts simulated: a cluster of durable daemons' hosts, their links, their clients and
-their clocks, with crashes and restarts, and no I/O.
+their clocks, with churn, crashes and restarts, and no I/O.
 
 Theory of operation
 -------------------
 Each simulated member is a :class:`~skueue.host.host.Host`, driven the way the daemon's
-owner drives it: every input goes through ``Host.step``, and every input its class says
-is logged is appended to the member's durable record first.  The record is what a data
-directory holds: a snapshot (the host pickled, every ``snapshot_every`` logged inputs)
-and the inputs logged after it.  One seeded ``random.Random`` picks every action, so a
-seed replays a run exactly; property tests draw the seed and the workload with
-hypothesis.
+owner drives it (``runtime/owner.py``): every input goes through ``Host.step``, and every
+input its class says is logged is appended to the member's durable record first
+(``sim/host_members.py``).  One seeded ``random.Random`` picks every action, so a seed
+replays a run exactly; property tests draw the config (seed included) with hypothesis.
 
-- **Links** are FIFO per ordered pair of members, reliable: a frame a member sent stays
-  in flight until delivered, also across a crash of either end (the daemon's link layer
-  numbers frames, resends the unacknowledged ones and skips the ones it took).
-- **Clients** each have a session and one request at a time, on a connection to one
-  member.  A request has a deadline; one answered ``timeout``, or whose member crashed,
-  is sent again with the same session and request id, on a new connection after a crash,
-  and must get its first attempt's outcome (``skueue/host/retries.py``), never a second
-  effect.  Some removes block (``wait_ms``), some take a lease, acked or nacked later.
-- **Time** is the step counter: a step is a millisecond of the driver's clock, the
-  lease clock and the deadlines alike.  What time makes due (``Host.due``) is stepped
-  (and logged) as the daemon does.
-- **Crashes**: at random moments a member crashes after its step's log write was synced
-  (every input it took is in its record) or, for a share ``before_sync_ratio``, in its
-  next step before the sync (that input is lost: a frame stays in flight, a tick is
-  gone, a client's request is sent again).  The member comes back from its record, each
-  logged input is stepped again and must give the effects it gave the first time, and
-  the rebuilt host must equal the one lost (compared with
-  :func:`~skueue.sim.state_lines.state_lines`); then it steps ``Restarted``.  Any
-  difference raises :class:`~skueue.sim.state_lines.DeterminismError` naming the seed.
+At each step the schedule delivers a frame (``sim/host_links.py``: FIFO links as the
+daemon's, or any order as the paper's model), ticks a member (with what time made due,
+and now and then the lease clock), lets a client move (``sim/host_clients.py``), or lets
+a consumer ack or nack a lease.  At random moments among them:
 
-A run ends when every client has done its operations and every lease is ended; with
-``drain`` a drain client then removes one element at a time until the structure says
-empty.  The result holds the history (a leased remove is a remove in it too; an element
-it returns comes back as a new insertion nobody records) and the lease events, for
-:func:`skueue.check.checker.check` and
-:func:`skueue.check.leases.check_leases`.  A run that needs more than ``max_steps`` steps
-raises :class:`SimStuck`.
+- **crashes**: a member crashes after its step's log write was synced (every input it
+  took is in its record) or, for a share ``before_sync_ratio``, in its next step before
+  the sync (that input is lost: a frame stays in flight, a tick is gone, a client sends
+  its request again).  It comes back from its record, every logged input stepped again
+  must give the effects it gave the first time, and the rebuilt host must equal the one
+  lost; then it steps ``Restarted``.  Its links' sessions end (the peers step
+  ``PeerGone``, and ``Hello`` before the next frame), its clients' connections die.
+- **joins**: a new daemon starts alone and steps ``JoinStart`` through the *stayer* (a
+  member that never leaves), as ``skueued --join`` does (``runtime/startup.py``);
+- **leaves**: an admin client sends ``skueue leave`` to a member in the ring (the
+  anchor's, with ``leave_anchor``), answered once it left; the member then tells the
+  others (``ControlSent`` of a ``departed`` frame, as ``runtime/owner.py`` does), sends
+  what it has left to send and exits.
+
+Time is the step counter: a step is a millisecond of the driver's clock, the lease clock
+and the deadlines alike.
+
+A run ends when the script is done, every join and leave went through (no update phase
+runs), no lease is held or on its way back, and, with named queues, the DHT is quiet.
+With ``drain`` a drain client then removes one element at a time from the default queue
+until it says empty (then from its dead letters, with a delivery limit).  The result
+holds the history and the lease events, for :func:`skueue.check.checker.check` and
+:func:`skueue.check.leases.check_leases`.  A run that needs more than ``max_steps``
+steps raises :class:`~skueue.sim.rounds.SimStuck`; a host that answers what it should
+not raises ``AssertionError``; a replay that differs, ``DeterminismError``: each names
+the seed.
 """
 
 from __future__ import annotations
 
-import math
-import pickle
 import random
-from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
 
 from skueue.check.history import Record
 from skueue.check.leases import LeaseEvent
 from skueue.core.effects import Send
-from skueue.core.ops import Structure
+from skueue.core.ops import DEFAULT_QUEUE, Structure, dead_letter_queue
 from skueue.core.process import Process, TickDue
 from skueue.host.address import Address
 from skueue.host.directory import Directory
-from skueue.host.effects import DropPeer, HostEffect, Reply, SendControl, Warn
+from skueue.host.effects import (
+    DropPeer,
+    ForgetPeer,
+    HostEffect,
+    Joined,
+    Left,
+    Reply,
+    SendControl,
+    Warn,
+)
 from skueue.host.host import Host
 from skueue.host.inputs import (
+    ControlSent,
     FromClient,
+    Hello,
     Input,
+    JoinStart,
     LeaseClock,
     PeerControl,
+    PeerGone,
     PeerMessage,
     Restarted,
     Tick,
 )
+from skueue.host.pending import COUNTER_NAMES
 from skueue.host.retries import RetryWindow
+from skueue.overlay.labels import Kind
 from skueue.overlay.ring import build_views
-from skueue.sim.state_lines import DeterminismError, state_lines
-from skueue.wire.client_protocol import InsertRequest, LeaseRequest, RemoveRequest
-from skueue.wire.client_replies import TIMEOUT, Done, ErrorReply
-
-TIMERS = (".clients.deadlines", ".clients.wait_ends", ".clients.arrivals")
-"""A host's timers: the driver's clock, not the record's (a replay leaves them to the
-next ``Restarted``), so a rebuilt host is compared without them."""
-STEP_S = 0.001
-"""Driver seconds per step: a step is a millisecond of every clock."""
-LEASE_STEPS = (20, 100, 500)
-
-
-class SimStuck(AssertionError):
-    """The run did not finish within ``max_steps``: a liveness bug, never the schedule's."""
+from skueue.sim.host_clients import STEP_S, ClientsConfig, Deleted, SimClients
+from skueue.sim.host_links import Links
+from skueue.sim.host_members import CrashStats, Member, compared, rebuild, record
+from skueue.sim.host_workload import Plan, workload
+from skueue.sim.rounds import SimStuck, diagnose
 
 
 @dataclass(frozen=True)
@@ -91,113 +95,117 @@ class HostsConfig:
     processes: int = 3
     structure: Structure = Structure.QUEUE
     clients: int = 3
-    operations: int = 30  # client requests in all (lease acks and nacks not counted)
+    operations: int = 30  # on the default queue (lease acks and nacks not counted)
     insert_ratio: float = 0.5
     seed: int = 0
+    delivery: str = "fifo"  # or "any": frames overtake each other (the paper's model)
     crashes: int = 0
     before_sync_ratio: float = 0.3  # crashes that lose the input of their step
     snapshot_every: int = 0  # logged inputs between snapshots (0: never)
     timeout_steps: int = 0  # a request's deadline, in steps (0: none)
     blocking_ratio: float = 0.0  # removes that wait for an element
     lease_ratio: float = 0.0  # removes that take a lease
+    max_deliveries: int = 0  # a leased remove's delivery limit (0: none)
+    joins: int = 0
+    leaves: int = 0  # never the stayer: the cluster keeps one member
+    join_ids: tuple[str, ...] = ()  # the joiners' ids, in order (then j0, j1, ...)
+    leave_anchor: bool = False  # every leave takes the anchor's member if it can
+    pq_levels: int = 0  # a queue "pq" with this many priority levels (0: none)
+    pq_operations: int = 0  # enqueues at random levels, dequeues and peeks on "pq"
+    d_operations: int = 0  # inserts, removes and deletes on "d", of either structure
     retry_window_requests: int = 1000
     drain: bool = True
-    max_steps: int = 300_000
+    max_steps: int = 400_000
 
     def __post_init__(self) -> None:
-        if self.processes < 1 or self.clients < 1 or self.operations < 0:
-            raise ValueError("a run needs a process, a client, and no negative operations")
+        if self.processes < 1 or self.clients < 1:
+            raise ValueError("a run needs a process and a client")
+        counts = (self.operations, self.crashes, self.snapshot_every, self.timeout_steps,
+                  self.max_deliveries, self.joins, self.leaves, self.pq_operations,
+                  self.d_operations, self.pq_levels)  # fmt: skip
+        if min(counts) < 0:
+            raise ValueError("counts must not be negative")
         for ratio in (self.insert_ratio, self.before_sync_ratio, self.blocking_ratio,
                       self.lease_ratio):  # fmt: skip
             if not 0.0 <= ratio <= 1.0:
                 raise ValueError("ratios must be in [0, 1]")
+        if self.delivery not in ("fifo", "any"):
+            raise ValueError('delivery is "fifo" or "any"')
+        if self.pq_operations and not self.pq_levels:
+            raise ValueError("pq_operations need pq_levels")
 
 
 @dataclass
 class HostsResult:
-    records: list[Record]
+    config: HostsConfig
+    records: list[Record]  # every queue's; the drain's too
     lease_events: list[LeaseEvent]
-    inserted: list[str]  # every value a client enqueued (unique)
-    taken: list[str]  # elements removed by plain removes, the drain's included
+    inserted: list[str]  # every value a client inserted (unique)
+    taken: list[str]  # elements removed for good by plain removes (not the drain's)
+    drained: list[str]  # what the drain took from the default queue
+    dead: list[str]  # ... and then from its dead letters
+    deletes: list[Deleted]
+    refusals: list[tuple[Plan, str]]  # requests the cluster refused, with the reason
+    priorities: dict[str, int]  # the level each insert asked for, by value
     steps: int
-    crashes: int
-    lost_inputs: int  # crashes before the sync
-    replayed: int  # inputs stepped again over all restarts
-    retried: int  # requests sent again (timeouts, crashes)
-    timeouts: int  # timeout answers clients got
-
-
-@dataclass
-class Member:
-    """One simulated daemon: its host and its durable record."""
-
-    pid: str
-    host: Host
-    create: Callable[[], Host]
-    snapshot: bytes | None = None
-    log: list[tuple[Input, list[HostEffect]]] = field(default_factory=list)
-    doomed: bool = False  # dies in its next step, before the sync
-
-
-@dataclass
-class Pending:
-    """A client's request in flight: sent again, the same, until it is answered."""
-
-    request: Any
-    invoke: int
-    lease_ms: int = 0
-    lease_end: tuple[str, int, str] | None = None  # an ack's or nack's: how, lease, value
-
-
-@dataclass
-class Client:
-    name: str
-    session: str
-    member: str  # the member it talks to (its connections are all to it)
-    conn: int = 0
-    pending: Pending | None = None
-    resend: bool = False  # its connection died: send the request again
-    done_ops: int = 0
-    rid: int = 0
-    seq: int = 0
-    leases: list[tuple[int, int, str]] = field(default_factory=list)  # conn, lease, value
+    frames: int  # frames sent between members
+    stats: CrashStats
+    counts: dict[str, int]  # retried, timeouts, moved, drops (the clients')
+    processes: list[Process] = field(default_factory=list)  # the members at the end
 
 
 class HostsSim:
     def __init__(self, config: HostsConfig) -> None:
         self.config = config
-        self.rng = random.Random(config.seed)
-        pids = [f"p{i}" for i in range(config.processes)]
-        self.members = {pid: Member(pid, self._make(pids, pid)(), self._make(pids, pid))
-                        for pid in pids}  # fmt: skip
-        self.links: dict[tuple[str, str], deque[tuple[int, Any]]] = {}
-        self.numbers: dict[tuple[str, str], int] = {}
-        self.clients = [Client(f"c{i}", f"s{i}", self.rng.choice(pids))
-                        for i in range(config.clients)]  # fmt: skip
-        self.conns = 0
-        self.by_conn: dict[int, Client] = {}
+        self.rng = rng = random.Random(config.seed)
         self.steps = 0
-        self.records: list[Record] = []
-        self.lease_events: list[LeaseEvent] = []
-        self.inserted: list[str] = []
-        self.taken: list[str] = []
-        self.ops_left = config.operations
-        self.values = 0
-        self.crash_at = sorted(self.rng.randrange(max(1, config.operations * 20))
-                               for _ in range(config.crashes))  # fmt: skip
-        self.counts = {"crashes": 0, "lost": 0, "replayed": 0, "retried": 0, "timeouts": 0}
+        self.links = Links(rng, config.delivery == "any")
+        self.stats = CrashStats()
+        self.keep_records = config.crashes > 0  # nothing to come back to otherwise
+        self.addresses: dict[str, Address] = {}
+        self.members: dict[str, Member] = {}
+        pids = [f"p{i}" for i in range(config.processes)]
+        for pid in pids:
+            self.addresses[pid] = Address("10.0.0.1", 7400 + len(self.addresses))
+        for pid in pids:
+            create = self._maker(pid, pids)
+            self.members[pid] = Member(pid, create(), create)
+        self.stayer = rng.choice(pids)  # never leaves: the joiners' seed
+        clients_config = ClientsConfig(config.structure, config.timeout_steps,
+                                       config.blocking_ratio, config.lease_ratio,
+                                       config.max_deliveries, config.seed)  # fmt: skip
+        self.clients = SimClients(clients_config, rng, self.members, self.enter, self._now)
+        for i in range(config.clients):
+            self.clients.add(f"c{i}", rng.choice(pids), f"s{i}")
+        self.clients.script, self.clients.unmade = workload(config, rng)
+        span = max(1, len(self.clients.script) * 20)
+        kinds = ["crash"] * config.crashes + ["join"] * config.joins + ["leave"] * config.leaves
+        self.events = sorted(((rng.randrange(span), kind) for kind in kinds), reverse=True)
+        self.joiners = 0
+        self.admins = 0
+        self.drained: list[str] = []
+        self.dead: list[str] = []
 
-    def _make(self, pids: list[str], pid: str) -> Callable[[], Host]:
-        structure, window = self.config.structure, self.config.retry_window_requests
+    def _now(self) -> int:
+        return self.steps
+
+    def _maker(self, pid: str, members: list[str], seed: str | None = None) -> Callable[[], Host]:
+        """How ``pid``'s host is built at its first start: a member of ``members`` (a
+        static cluster), or alone, knowing its ``seed`` (a joiner)."""
+        config, address = self.config, self.addresses[pid]
+        seed_address = None if seed is None else self.addresses[seed]
 
         def create() -> Host:
-            views = {n.kind: v for n, v in build_views(pids).items() if n.process == pid}
-            directory = Directory(pid, _address(pids, pid))
-            for other in pids:
+            views = {n.kind: v for n, v in build_views(members).items() if n.process == pid}
+            directory = Directory(pid, address)
+            for other in members:
                 if other != pid:
-                    directory.learn(other, _address(pids, other))
-            process = Process.create(pid, views, structure, hurry=True)
-            return Host(process, directory, retry_window=RetryWindow(window, 1 << 30))
+                    directory.learn(other, self.addresses[other])
+            if seed is not None and seed_address is not None:
+                directory.learn(seed, seed_address)
+            process = Process.create(pid, views, config.structure, hurry=True)
+            window = RetryWindow(config.retry_window_requests, 1 << 30)
+            return Host(process, directory, retry_window=window)
 
         return create
 
@@ -209,297 +217,273 @@ class HostsSim:
         if self.config.drain:
             self._drain()
         return HostsResult(
-            self.records, self.lease_events, self.inserted, self.taken, self.steps,
-            self.counts["crashes"], self.counts["lost"], self.counts["replayed"],
-            self.counts["retried"], self.counts["timeouts"],
+            self.config, self.clients.records, self.clients.lease_events,
+            self.clients.inserted, self.clients.taken, self.drained, self.dead,
+            self.clients.deletes, self.clients.refusals, self.clients.priorities,
+            self.steps, self.links.sent, self.stats, self.clients.counts, self.processes(),
         )  # fmt: skip
 
+    def processes(self) -> list[Process]:
+        """The members' processes (those that left included: they say so)."""
+        return [m.host.process for m in self.members.values()]
+
     def _finished(self) -> bool:
-        return (self.ops_left == 0 and all(c.pending is None and not c.leases for c in self.clients)
-                and not self.crash_at)  # fmt: skip
+        if self.events or not self.clients.idle() or not self._settled():
+            return False
+        alive = [m.host.process for m in self.members.values() if m.alive]
+        if any(p.leases.table.leases or p.leases.returning for p in alive):
+            return False  # a returned element is still on its way back in
+        return not (self.config.pq_levels or self.config.d_operations) or self._quiet()
+
+    def _settled(self) -> bool:
+        """Every join and leave went through, and no update phase runs."""
+        for m in self.members.values():
+            if not m.alive:
+                continue
+            if not m.serving or any(n.member.phase is not None
+                                    for n in m.host.process.nodes.values()):  # fmt: skip
+                return False
+        return True
+
+    def _quiet(self) -> bool:
+        """No Put, Get or Drop is on its way in the DHT, and no Drop waits to be sent."""
+        return all(n.store.quiet() and not n.store.deferred_drops
+                   for m in self.members.values() if m.alive
+                   for n in m.host.process.nodes.values())  # fmt: skip
 
     def _step(self) -> None:
         self.steps += 1
         if self.steps > self.config.max_steps:
-            raise SimStuck(f"seed {self.config.seed}: not done after {self.steps} steps: "
+            raise SimStuck(f"seed {self.config.seed}: not done after {self.steps} steps\n"
                            f"{self._waiting()}")  # fmt: skip
-        if self.crash_at and self.steps >= self.crash_at[0]:
-            self.crash_at.pop(0)
-            self._crash(self.rng.choice(list(self.members)))
-        roll = self.rng.random()
-        if roll < 0.45 and any(self.links.values()):
+        if self.events and self.steps >= self.events[-1][0]:
+            self._event(self.events.pop()[1])
+        rng = self.rng
+        roll = rng.random()
+        if roll < 0.45 and self.links.busy():
             self._deliver()
         elif roll < 0.7:
-            self._tick(self.rng.choice(list(self.members.values())))
+            self._tick(rng.choice([m for m in self.members.values() if not m.gone]))
         elif roll < 0.95:
-            self._client(self.rng.choice(self.clients))
+            client = rng.choice(self.clients.clients)
+            if client.pending is None and not self.members[client.member].serving:
+                self.clients.move(client, [m.pid for m in self.members.values() if m.serving])
+            self.clients.act(client)
         else:
-            self._lease_move()
+            self.clients.lease_move()
+        if rng.random() < 0.001:
+            self.links.change_mood([m.pid for m in self.members.values() if m.alive])
+        self._reap()
 
     def _waiting(self) -> str:
-        pending = [(c.name, type(c.pending.request).__name__) for c in self.clients if c.pending]
-        ops = {m.pid: m.host.clients.pending_ops for m in self.members.values()}
-        return f"clients waiting {pending}, operations pending {ops}, left {self.ops_left}"
+        clients = self.clients.clients
+        pending = [(c.name, c.member, type(c.pending.request).__name__)
+                   for c in clients if c.pending]  # fmt: skip
+        alive = [m for m in self.members.values() if m.alive]
+        ops = sum(m.host.clients.pending_ops for m in alive)
+        return (f"clients waiting {pending}, script left {len(self.clients.script)}, "
+                f"events left {self.events}\n"
+                + diagnose([m.host.process for m in alive], ops, self.steps))  # fmt: skip
+
+    def _event(self, kind: str) -> None:
+        if kind == "crash":
+            self._crash()
+        elif kind == "join":
+            self._join()
+        elif self._leave() == "later":
+            self.events.append((self.steps + 50, kind))  # nobody may leave now: later
+            self.events.sort(reverse=True)
 
     # -- members ---------------------------------------------------------------------------
 
-    def _input(self, member: Member, item: Input) -> bool:
+    def enter(self, member: Member, item: Input) -> bool:
         """Step ``item`` on ``member`` and route its effects; False if the member died in
         this step before its sync (the input is lost; it came back without it)."""
         if member.doomed and isinstance(item, FromClient | PeerMessage | PeerControl | Tick):
             self._lose(member, item)
             return False
+        was_leaving = member.host.process.leaving
         effects = member.host.step(item)
-        if item.logged:
-            member.log.append((item, effects))
-            every = self.config.snapshot_every
-            if every and len(member.log) >= every:
-                member.snapshot = pickle.dumps(member.host, protocol=pickle.HIGHEST_PROTOCOL)
-                member.log = []
-        self._route(member.pid, effects)
+        if item.logged and self.keep_records:
+            record(member, item, effects, self.config.snapshot_every, self.stats)
+        if member.host.process.leaving and not was_leaving:
+            self.clients.member_leaving(member.pid)
+        self._route(member, effects)
         return True
 
-    def _route(self, pid: str, effects: list[HostEffect]) -> None:
+    def _route(self, member: Member, effects: list[HostEffect]) -> None:
+        pid = member.pid
         for effect in effects:
             match effect:
                 case Send(to=to, message=message):
-                    self._send(pid, to.process, ("msg", to.kind, message))
+                    self.links.send(pid, to.process, ("msg", to.kind, message))
                 case SendControl(peer=peer, frame=frame):
-                    self._send(pid, peer, ("control", frame))
+                    self.links.send(pid, peer, ("control", frame))
                 case Reply(client=conn, reply=reply):
-                    client = self.by_conn.get(conn)
-                    if client is not None and client.conn == conn:
-                        self._answered(client, reply)
+                    self.clients.answered(conn, reply)
+                case ForgetPeer(peer=peer):
+                    self.links.forget(pid, peer)
+                case Left(alone=alone):
+                    if not alone:
+                        self._depart(member)
+                case Joined():
+                    pass
                 case DropPeer() | Warn():
-                    raise DeterminismError(f"seed {self.config.seed}: {pid}: {effect!r:.300}")
-
-    def _send(self, src: str, dst: str, payload: Any) -> None:
-        link = (src, dst)
-        self.numbers[link] = number = self.numbers.get(link, 0) + 1
-        self.links.setdefault(link, deque()).append((number, payload))
+                    raise AssertionError(f"seed {self.config.seed}: {pid}: {effect!r:.300}")
 
     def _deliver(self) -> None:
-        link = self.rng.choice([k for k, v in self.links.items() if v])
-        number, payload = self.links[link][0]
+        picked = self.links.pick()
+        assert picked is not None
+        link, index = picked
+        number, payload = self.links.peek(link, index)
         src, dst = link
+        member = self.members[dst]
+        if member.gone:
+            self.links.take(link, index)  # it exited: lost, as the daemon's peers lose it
+            return
         if payload[0] == "msg":
             item: Input = PeerMessage(src, number, payload[1], payload[2])
         else:
             item = PeerControl(src, number, payload[1])
-        if self._input(self.members[dst], item):
-            self.links[link].popleft()  # taken (lost with a crash before the sync: resent)
+        if link not in self.links.sessions and not member.doomed:
+            self.enter(member, Hello(src, str(self.addresses[src]), f"n-{src}"))
+            self.links.sessions.add(link)
+        if self.enter(member, item):
+            self.links.take(link, index)  # taken (lost with a crash before the sync: resent)
 
     def _tick(self, member: Member) -> None:
         due = member.host.process.tick_due()
         if due is TickDue.NOTHING and self.rng.random() < 0.7:
             return
-        now = self.steps * STEP_S
-        for item in member.host.due(now, "a simulated delay"):
-            self._input(member, item)
+        for item in member.host.due(self.steps * STEP_S, "a simulated delay"):
+            self.enter(member, item)
         if self.config.lease_ratio and self.rng.random() < 0.1:
-            self._input(member, LeaseClock(self.steps))
-        self._input(member, Tick())
+            self.enter(member, LeaseClock(self.steps))
+        self.enter(member, Tick())
 
-    def _crash(self, pid: str) -> None:
-        member = self.members[pid]
+    def _reap(self) -> None:
+        """A member that left exits once it sent what it had to, and no client waits for
+        an answer from it (a client told ``timeout`` sends its request again there).  An
+        admin that asked it to leave is done (one whose connection died with a crash
+        asked again, and a process that left answers that never: its exit does)."""
+        for m in self.members.values():
+            if not m.host.left or m.gone:
+                continue
+            for client in self.clients.clients:
+                if client.member == m.pid and client.session is None and client.pending:
+                    client.pending, client.conn, client.resend = None, 0, False
+            if not self.links.sending(m.pid) and not any(
+                c.pending and c.member == m.pid for c in self.clients.clients
+            ):
+                m.gone = True
+
+    # -- crashes ----------------------------------------------------------------------------
+
+    def _crash(self) -> None:
+        member = self.rng.choice([m for m in self.members.values() if m.alive])
         if self.rng.random() < self.config.before_sync_ratio:
             member.doomed = True  # dies in its next step, before its sync
             return
-        self.counts["crashes"] += 1
-        self._restart(member, state_lines(member.host, TIMERS), "the host that crashed")
+        self.crash(member)
+
+    def crash(self, member: Member) -> None:
+        """``member`` crashes after its last sync and comes back from its record."""
+        self.stats.crashes += 1
+        self._restart(member, compared(member.host), "the host that crashed")
 
     def _lose(self, member: Member, item: Input) -> None:
         """A crash before the sync: ``item`` was stepped, then the member died before its
         log write was synced: none of the step's effects left, and the input is not in the
         record.  It comes back as it was before the step."""
         member.doomed = False
-        before = state_lines(member.host, TIMERS)
+        before = compared(member.host)
         member.host.step(item)
-        self.counts["lost"] += 1
+        self.stats.lost[type(item).__name__] += 1
         self._restart(member, before, f"the host before its lost {type(item).__name__}")
 
-    def _restart(self, member: Member, expected: list[tuple[str, Any]], what: str) -> None:
-        seed = self.config.seed
-        host = (pickle.loads(member.snapshot) if member.snapshot is not None  # noqa: S301
-                else member.create())  # fmt: skip
-        for index, (item, effects) in enumerate(member.log):
-            again = host.step(item)
-            if again != effects:
-                raise DeterminismError(
-                    f"seed {seed}: {member.pid}: the replay of logged input {index} "
-                    f"({item!r:.200}) gave {_diff(effects, again)}"
-                )
-        self.counts["replayed"] += len(member.log)
-        got = state_lines(host, TIMERS)
-        if got != expected:
-            raise DeterminismError(f"seed {seed}: {member.pid}: the rebuilt host differs from "
-                                   f"{what}: {_first_difference(expected, got)}")  # fmt: skip
-        member.host = host
-        self._input(member, Restarted())
-        for client in self.clients:  # its connections died with it
-            if client.member == member.pid and client.conn:
-                self._close(client)
+    def _restart(self, member: Member, expected: list[tuple[str, object]], what: str) -> None:
+        member.host = rebuild(member, expected, what, self.config.seed, self.stats)
+        for peer in self.links.end_sessions(member.pid):
+            if not self.members[peer].gone:
+                self.enter(self.members[peer], PeerGone(member.pid))
+        self.clients.member_crashed(member.pid)  # its connections died with it
+        self.enter(member, Restarted())
 
-    def _close(self, client: Client) -> None:
-        """Its connection closed: its leases went back; a request in flight goes again
-        on the next connection."""
-        if self.config.lease_ratio:
-            consumer = f"{client.name}@{client.conn}"
-            self.lease_events.append(LeaseEvent(consumer, "close", self.steps, self.steps))
-        client.leases = []
-        if client.pending is not None:
-            client.resend = True
-        client.conn = 0
+    # -- churn -------------------------------------------------------------------------------
 
-    # -- clients ---------------------------------------------------------------------------
+    def _join(self) -> None:
+        ids = self.config.join_ids
+        pid = ids[self.joiners] if self.joiners < len(ids) else f"j{self.joiners}"
+        self.joiners += 1
+        self.addresses[pid] = Address("10.0.0.1", 7400 + len(self.addresses))
+        create = self._maker(pid, [pid], self.stayer)
+        member = self.members[pid] = Member(pid, create(), create)
+        seed = self.stayer
+        self.enter(member, JoinStart(seed, str(self.addresses[seed]), None, 0))
 
-    def _connect(self, client: Client) -> int:
-        self.conns += 1
-        client.conn = self.conns
-        self.by_conn[client.conn] = client
-        return client.conn
+    def _leave(self) -> str:
+        """An admin asks a member in the ring to leave ("asked"); "later" if none may
+        now but one will (it is joining, or the anchor's is busy), "none" if none will."""
+        others = [m for m in self.members.values()
+                  if m.alive and m.pid != self.stayer and not m.host.process.leaving]  # fmt: skip
+        candidates = [m for m in others if m.serving]
+        if not candidates:
+            return "later" if others else "none"
+        leaving = self.rng.choice(candidates)
+        if self.config.leave_anchor:
+            seats = [m for m in candidates
+                     if m.host.process.nodes[Kind.LEFT].seat.policy is not None]  # fmt: skip
+            leaving = seats[0] if seats else leaving
+        self.admins += 1
+        admin = self.clients.add(f"admin{self.admins}", leaving.pid)
+        self.clients.leave(admin)
+        return "asked"
 
-    def _client(self, client: Client) -> None:
-        if client.pending is not None:
-            if client.resend:
-                client.resend = False
-                self.counts["retried"] += 1
-                self._submit(client)
-            return
-        if self.ops_left == 0:
-            return
-        self.ops_left -= 1
-        client.rid += 1
-        lease_ms = 0
-        if self.rng.random() < self.config.insert_ratio:
-            self.values += 1
-            value = f"{client.name}-{self.values}"
-            self.inserted.append(value)
-            request: Any = InsertRequest(client.rid, [value.encode()])
-        else:
-            wait_ms = None
-            if self.rng.random() < self.config.blocking_ratio:
-                wait_ms = self.rng.choice((5, 50, 500))
-            if self.rng.random() < self.config.lease_ratio:
-                lease_ms = self.rng.choice(LEASE_STEPS)
-            request = RemoveRequest(client.rid, 1, None, None, wait_ms, lease_ms or None)
-        client.pending = Pending(request, self.steps, lease_ms)
-        self._submit(client)
+    def _depart(self, member: Member) -> None:
+        """It left: every member it knows hears so, with its counters for its heir (as
+        ``runtime/owner.py``'s ``_left``: inputs of their own, logged)."""
+        host = member.host
+        clients = host.clients
+        inherited = clients.inherited
+        counters = {k: v + getattr(inherited, k) for k, v in clients.counters.as_dict().items()}
+        frame = ["departed", member.pid, host.directory.heir(),
+                 {k: counters[k] for k in COUNTER_NAMES}
+                 | {"queues": clients.queue_stats.counts()}]  # fmt: skip
+        for peer in host.directory.others():
+            self.enter(member, ControlSent(peer, frame))
 
-    def _submit(self, client: Client) -> None:
-        pending = client.pending
-        assert pending is not None
-        member = self.members[client.member]
-        conn = client.conn or self._connect(client)
-        now = self.steps * STEP_S
-        timeout = self.config.timeout_steps
-        deadline = now + timeout * STEP_S if timeout else math.inf
-        if pending.lease_ms:
-            self._input(member, LeaseClock(self.steps))  # its lease starts now
-        if not self._input(member, FromClient(conn, client.session, pending.request,
-                                              deadline, now)):  # fmt: skip
-            self._close(client)  # died before the sync: sent again
-
-    def _answered(self, client: Client, reply: Any) -> None:
-        pending = client.pending
-        if pending is None:
-            raise DeterminismError(f"seed {self.config.seed}: {client.name} got {reply!r:.200} "
-                                   "with no request in flight")  # fmt: skip
-        if isinstance(reply, ErrorReply):
-            if reply.code == TIMEOUT:
-                self.counts["timeouts"] += 1
-            client.resend = True  # the same request again: its first outcome, once
-            return
-        assert isinstance(reply, Done)
-        client.pending = None
-        request = pending.request
-        if pending.lease_end is not None:
-            how, ended, element = pending.lease_end
-            self.lease_events.append(LeaseEvent(f"{client.name}@{client.conn}", how,
-                                                pending.invoke, self.steps, element, ended,
-                                                ok=bool(reply.results[0])))  # fmt: skip
-            return
-        client.seq += 1
-        kind = self.config.structure
-        ops = ("enqueue", "dequeue") if kind is Structure.QUEUE else ("push", "pop")
-        if isinstance(request, InsertRequest):
-            ord_, position = reply.results[0][:2]
-            self.records.append(Record(client.name, client.seq, ops[0],
-                                       request.values[0].decode(), pending.invoke,
-                                       self.steps, position, ord_))  # fmt: skip
-            return
-        got = reply.results[0]
-        value = None if got[0] is None else got[0].decode()
-        if pending.lease_ms and value is not None:
-            lease_id, deliveries = got[3], got[4]
-            # Sent again (after a timeout, or on a new connection), it may be told of the
-            # first attempt's lease, which ended since (it expired, or went back with the
-            # connection): no lease was held then, and the element may be out again.
-            lease = self.members[client.member].host.process.leases.get(lease_id)
-            live = lease is not None and lease.holder == client.conn
-            if live:
-                self.lease_events.append(LeaseEvent(f"{client.name}@{client.conn}", "lease",
-                                                    pending.invoke, self.steps, value, lease_id,
-                                                    deliveries, pending.lease_ms))  # fmt: skip
-                client.leases.append((client.conn, lease_id, value))
-        elif value is not None:
-            self.taken.append(value)
-        self.records.append(Record(client.name, client.seq, ops[1], value, pending.invoke,
-                                   self.steps, got[2], got[1]))  # fmt: skip
-
-    def _lease_move(self) -> None:
-        """A consumer acks or nacks one of its leases (its answer is recorded)."""
-        holders = [c for c in self.clients if c.leases and c.pending is None]
-        if not holders:
-            return
-        client = self.rng.choice(holders)
-        conn, lease_id, value = client.leases.pop(0)
-        if conn != client.conn:
-            return  # granted on a connection that closed since: it went back then
-        how = "ack" if self.rng.random() < 0.7 else "nack"
-        client.rid += 1
-        request = LeaseRequest(how, client.rid, [lease_id])
-        client.pending = Pending(request, self.steps, lease_end=(how, lease_id, value))
-        self._submit(client)
-
-    # -- the drain -------------------------------------------------------------------------
+    # -- the drain ---------------------------------------------------------------------------
 
     def _drain(self) -> None:
-        """A drain client removes one element at a time until the structure says empty
-        (no crashes now)."""
-        drainer = Client("drain", "drain", self.rng.choice(list(self.members)))
-        self.clients.append(drainer)
-        while True:
-            drainer.rid += 1
-            drainer.pending = Pending(RemoveRequest(drainer.rid, 1), self.steps)
-            self._submit(drainer)
-            while drainer.pending is not None:
-                self.steps += 1
-                if self.steps > self.config.max_steps:
-                    raise SimStuck(f"seed {self.config.seed}: the drain is stuck")
-                if drainer.resend:  # its member died before the sync: again
-                    self._client(drainer)
-                elif self.rng.random() < 0.6 and any(self.links.values()):
-                    self._deliver()
-                else:
-                    self._tick(self.rng.choice(list(self.members.values())))
-            if self.records[-1].value is None:
-                return
+        """A drain client removes one element at a time until the default queue says empty
+        (then its dead letters, with a delivery limit)."""
+        serving = [m.pid for m in self.members.values() if m.serving]
+        drainer = self.clients.add("drain", self.rng.choice(serving), "drain")
+        queues = [(DEFAULT_QUEUE, self.drained)]
+        if self.config.lease_ratio and self.config.max_deliveries:
+            queues.append((dead_letter_queue(DEFAULT_QUEUE), self.dead))
+        for queue, into in queues:
+            drainer.into = into
+            plan = Plan("remove", None if queue == DEFAULT_QUEUE else queue, may_lease=False)
+            while True:
+                self.clients.start(drainer, plan)
+                while drainer.pending is not None:
+                    self._drain_step()
+                if self.clients.records[-1].value is None:
+                    break
+        while not self._quiet():
+            self._drain_step()
 
-
-def _address(pids: list[str], pid: str) -> Address:
-    return Address("10.0.0.1", 7400 + pids.index(pid))
-
-
-def _diff(first: list[HostEffect], again: list[HostEffect]) -> str:
-    for i, (a, b) in enumerate(zip(first, again, strict=False)):
-        if a != b:
-            return f"effect {i} {b!r:.200}, not {a!r:.200}"
-    return f"{len(again)} effects, not {len(first)}"
-
-
-def _first_difference(expected: list[tuple[str, Any]], got: list[tuple[str, Any]]) -> str:
-    for a, b in zip(expected, got, strict=False):
-        if a != b:
-            return f"expected {a!r:.300}, rebuilt {b!r:.300}"
-    return f"{len(expected)} lines expected, {len(got)} rebuilt"
+    def _drain_step(self) -> None:
+        self.steps += 1
+        if self.steps > self.config.max_steps:
+            raise SimStuck(f"seed {self.config.seed}: the drain is stuck\n{self._waiting()}")
+        if self.rng.random() < 0.6 and self.links.busy():
+            self._deliver()
+        elif self.rng.random() < 0.5:
+            self._tick(self.rng.choice([m for m in self.members.values() if not m.gone]))
+        else:
+            for client in self.clients.clients:
+                if client.resend:
+                    self.clients.act(client)
+        self._reap()
