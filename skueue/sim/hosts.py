@@ -309,7 +309,21 @@ class HostsSim:
         if member.host.process.leaving and not was_leaving:
             self.clients.member_leaving(member.pid)
         self._route(member, effects)
+        if self.config.lease_ratio:
+            self._check_leases(member)
         return True
+
+    def _check_leases(self, member: Member) -> None:
+        """A lease never outlives its connection: one that closed (the client went away,
+        or the member restarted) gave its leases back.  (The lease checker cannot see a
+        lease kept too long that expires later: its element only comes back later.)"""
+        conns = {c.conn for c in self.clients.clients if c.member == member.pid and c.conn}
+        for lease in member.host.process.leases.table.leases.values():
+            if lease.holder != -1 and lease.holder not in conns:
+                raise AssertionError(
+                    f"seed {self.config.seed}: {member.pid}: lease {lease.lease_id} of "
+                    f"{lease.value!r} is held by connection {lease.holder}, which closed"
+                )
 
     def _route(self, member: Member, effects: list[HostEffect]) -> None:
         pid = member.pid
@@ -363,15 +377,20 @@ class HostsSim:
 
     def _reap(self) -> None:
         """A member that left exits once it sent what it had to, and no client waits for
-        an answer from it (a client told ``timeout`` sends its request again there).  An
-        admin that asked it to leave is done (one whose connection died with a crash
-        asked again, and a process that left answers that never: its exit does)."""
+        an answer from it (a client told ``timeout`` sends its request again there).  The
+        admin that asked it to leave has its answer, unless its connection died with a
+        crash: then it asked again, and a process that left answers that never (its
+        exit does)."""
         for m in self.members.values():
             if not m.host.left or m.gone:
                 continue
             for client in self.clients.clients:
-                if client.member == m.pid and client.session is None and client.pending:
-                    client.pending, client.conn, client.resend = None, 0, False
+                if client.member != m.pid or client.session is not None or not client.pending:
+                    continue
+                if not client.resend and client.pending.sent == 1:
+                    raise AssertionError(f"seed {self.config.seed}: {m.pid} left without "
+                                         f"answering {client.name}, who asked it to")  # fmt: skip
+                client.pending, client.conn, client.resend = None, 0, False
             if not self.links.sending(m.pid) and not any(
                 c.pending and c.member == m.pid for c in self.clients.clients
             ):

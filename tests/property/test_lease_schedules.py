@@ -83,7 +83,7 @@ def test_leases_keep_their_promises_on_every_schedule(
     )
 
 
-@given(host_configs(leases=True, crashes=(0, 4)))
+@given(host_configs(leases=True, crashes=(1, 4)))
 def test_hosts_keep_lease_promises_through_crashes_and_churn(config: HostsConfig) -> None:
     """The same promises from the daemon's hosts: leases held by connections (a closed
     one returns its leases), expired on the lease clock, returned at a restart and at a
