@@ -20,7 +20,7 @@ What the clients saw becomes
   peek, on any queue; program order is a client's), for :func:`skueue.check.checker.check`;
 - lease events (:class:`~skueue.check.leases.LeaseEvent`) for
   :func:`skueue.check.leases.check_leases`;
-- deletes (:class:`Deleted`) and refusals, for the tests of named queues.
+- deletes (:class:`Deleted`), configures and refusals, for the tests of named queues.
 
 Time is the driver's step counter (a step is a millisecond).
 """
@@ -45,6 +45,7 @@ from skueue.sim.state_lines import DeterminismError
 # The host's client protocol: requests and replies.  (The only module of the simulator
 # that names them: when they move, only these imports change.)
 from skueue.wire.client_protocol import (
+    ConfigureRequest,
     CreateRequest,
     DeleteRequest,
     InsertRequest,
@@ -143,6 +144,7 @@ class SimClients:
         self.priorities: dict[str, int] = {}  # an insert's asked level, by value
         self.deletes: list[Deleted] = []
         self.refusals: list[tuple[Plan, str]] = []
+        self.configured: list[tuple[Plan, list[Any]]] = []  # with the settings answered
         self.counts = {"retried": 0, "timeouts": 0, "moved": 0, "drops": 0}
 
     # -- the clients' moves ---------------------------------------------------------------
@@ -196,6 +198,9 @@ class SimClients:
             case "create":
                 assert plan.queue is not None
                 request = CreateRequest(rid, plan.queue, plan.stack, None, plan.levels)
+            case "configure":
+                assert plan.queue is not None
+                request = ConfigureRequest(rid, plan.queue, plan.limit)
             case _:
                 raise ValueError(f"not a plan: {plan!r}")
         client.pending = Pending(request, plan, self.now(), value, lease_ms)
@@ -324,6 +329,8 @@ class SimClients:
             case "create":
                 assert pending.plan.queue is not None
                 self.unmade.discard(pending.plan.queue)
+            case "configure":
+                self.configured.append((pending.plan, result))
 
     def _error(self, client: Client, pending: Pending, reply: ErrorReply) -> None:
         if reply.code == TIMEOUT:

@@ -3,8 +3,9 @@ the clients take in turn.
 
 The default queue's inserts and removes, and on named queues what a test asks for: a
 priority queue ``pq`` made with ``pq_levels`` levels (enqueues at random levels,
-dequeues, peeks), and a name ``d`` deleted now and then and made again as a queue or a
-stack.  Each queue's operations keep their order; the lists are interleaved at random.
+dequeues, peeks, a new delivery limit now and then), and a name ``d`` deleted now and
+then and made again as a queue or a stack.  Each queue's operations keep their order;
+the lists are interleaved at random.
 """
 
 from __future__ import annotations
@@ -23,11 +24,12 @@ D = "d"
 class Plan:
     """One operation of the workload."""
 
-    kind: str  # insert, remove, peek, delete or create
+    kind: str  # insert, remove, peek, delete, create or configure
     queue: str | None = None  # None: the default queue
     stack: bool | None = None  # None: the queue's own structure
     priority: int = 0  # an insert's level (a queue with levels)
     levels: int = 1  # a create's priority levels
+    limit: int = 0  # a configure's delivery limit (0: none)
     may_lease: bool = True  # a remove that may take a lease (lease_ratio draws it)
 
 
@@ -59,8 +61,12 @@ def workload(config: WorkloadConfig, rng: random.Random) -> tuple[list[Plan], se
             roll = rng.random()
             if roll < 0.55:  # up to one past the last level: it goes to the last
                 pq.append(Plan("insert", PQ, priority=rng.randrange(config.pq_levels + 1)))
-            else:
-                pq.append(Plan("remove", PQ) if roll < 0.8 else Plan("peek", PQ))
+            elif roll < 0.8:
+                pq.append(Plan("remove", PQ))
+            elif roll < 0.97:
+                pq.append(Plan("peek", PQ))
+            else:  # its delivery limit changes (leased removes that name none follow it)
+                pq.append(Plan("configure", PQ, limit=rng.choice((0, 1, 3))))
         lists.append(pq)
     if config.d_operations:
         d, stack = [], False

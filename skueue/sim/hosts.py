@@ -146,6 +146,7 @@ class HostsResult:
     dead: list[str]  # ... and then from its dead letters
     deletes: list[Deleted]
     refusals: list[tuple[Plan, str]]  # requests the cluster refused, with the reason
+    configured: list[tuple[Plan, list[object]]]  # configures, with the settings answered
     priorities: dict[str, int]  # the level each insert asked for, by value
     steps: int
     frames: int  # frames sent between members
@@ -219,7 +220,8 @@ class HostsSim:
         return HostsResult(
             self.config, self.clients.records, self.clients.lease_events,
             self.clients.inserted, self.clients.taken, self.drained, self.dead,
-            self.clients.deletes, self.clients.refusals, self.clients.priorities,
+            self.clients.deletes, self.clients.refusals, self.clients.configured,
+            self.clients.priorities,
             self.steps, self.links.sent, self.stats, self.clients.counts, self.processes(),
         )  # fmt: skip
 

@@ -22,6 +22,7 @@ from skueue.core.ops import Structure, plain
 from skueue.sim.cluster import ring_problems
 from skueue.sim.hosts import HostsConfig, HostsResult, HostsSim
 from skueue.sim.recorder import as_text
+from tests.property.test_churn import LOW_IDS
 
 EXACT_LIMIT = 14  # records; the exact search is exponential in the worst case
 
@@ -129,4 +130,7 @@ def host_configs(
         max_deliveries=draw(st.sampled_from([0, 1, 3])) if leases else 0,
         joins=draw(st.integers(0, 3)) if churn else 0,
         leaves=draw(st.integers(0, 3)) if churn else 0,
+        # Joiners left of the anchor (it hands its counters over), leavers that hold it.
+        join_ids=draw(st.sampled_from([(), LOW_IDS])) if churn else (),
+        leave_anchor=draw(st.booleans()) if churn else False,
     )

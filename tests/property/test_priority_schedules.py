@@ -165,6 +165,8 @@ def check_priority_queue(result: HostsResult, replay: str) -> None:
                 next(q for q in queues if q).popleft()
     left = Counter(v for q in queues for v in q)
     assert stored(result, PQ) == left, f"stored != left\n{replay}"
+    for plan, settings in result.configured:  # a configure says the settings it made
+        assert settings == ["queue", plan.limit, levels], f"{plan}: {settings}\n{replay}"
 
 
 @given(

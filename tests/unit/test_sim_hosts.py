@@ -22,6 +22,7 @@ from skueue.sim.state_lines import DeterminismError, state_lines
 from skueue.wire.client_protocol import InsertRequest, LeaveRequest, RemoveRequest
 from skueue.wire.client_replies import Done, ErrorReply
 from tests.property.host_runs import check_run
+from tests.property.test_churn import LOW_IDS
 
 CONFIG = HostsConfig(4, Structure.QUEUE, operations=40, insert_ratio=0.6, seed=1234,
                      crashes=1, drain=False)  # fmt: skip
@@ -150,15 +151,22 @@ def test_every_kind_of_crash_and_client_move_really_happens() -> None:
 def test_named_queues_really_see_deletes_refusals_and_levels() -> None:
     """The property tests of named queues are only worth something if deletes remove
     elements, switch structures (refusing the old one's operations), and a priority
-    queue takes elements at every level."""
-    config = HostsConfig(4, operations=10, seed=3, crashes=2, pq_levels=4, pq_operations=80,
-                         d_operations=80)  # fmt: skip
-    result = HostsSim(config).run()
-    assert any(d.removed for d in result.deletes), result.deletes
-    assert any("is a" in why for _, why in result.refusals), result.refusals
-    levels = {r.priority or 0 for r in result.records if r.queue == "pq" and r.inserts}
-    assert levels == {0, 1, 2, 3}
-    assert any(r.op == "peek" and r.value for r in result.records)
+    queue takes elements at every level, shows its head and changes its limit."""
+    seen = Counter[str]()
+    for seed in range(3):
+        config = HostsConfig(4, operations=10, seed=seed, crashes=2, pq_levels=4,
+                             pq_operations=80, d_operations=80)  # fmt: skip
+        result = HostsSim(config).run()
+        seen["removed by deletes"] += sum(d.removed for d in result.deletes)
+        seen["other structure"] += sum("is a" in why for _, why in result.refusals)
+        seen["stacks"] += sum(r.op == "push" for r in result.records if r.queue == "d")
+        seen["peeks that saw one"] += sum(r.op == "peek" and bool(r.value)
+                                          for r in result.records)  # fmt: skip
+        seen["configures"] += len(result.configured)
+        levels = {r.priority or 0 for r in result.records if r.queue == "pq" and r.inserts}
+        assert levels == {0, 1, 2, 3}, levels
+    assert all(seen[what] for what in ("removed by deletes", "other structure", "stacks",
+                                       "peeks that saw one", "configures")), seen  # fmt: skip
 
 
 # -- host bugs the simulator found ---------------------------------------------------------
@@ -231,3 +239,19 @@ def test_a_blocking_remove_on_a_member_that_begins_to_leave_ends_its_wait() -> N
     assert member.host.left, "its leave went through"
     (reply,) = answers
     assert isinstance(reply, Done) and reply.results[0][0] is None, reply  # its wait ended
+
+
+def test_the_anchor_really_moves_through_joins_and_leaves() -> None:
+    """A joiner with a low id lands left of the anchor and takes its counters over; with
+    ``leave_anchor`` the anchor's member leaves, and the counters move again."""
+    config = HostsConfig(5, operations=30, seed=4, crashes=3, joins=1, join_ids=LOW_IDS[:1])
+    result = HostsSim(config).run()
+    anchors = [p.process_id for p in result.processes
+               if not p.departed and p.nodes[Kind.LEFT].seat.policy is not None]  # fmt: skip
+    assert anchors == [LOW_IDS[0]]
+    config = HostsConfig(5, operations=30, seed=4, crashes=3, leaves=2, leave_anchor=True)
+    sim = HostsSim(config)
+    first = next(p for p in sim.members.values() if p.host.process.nodes[Kind.LEFT].seat.policy)
+    result = sim.run()
+    assert first.host.process.departed, "the anchor's member left"
+    check_run(result, "leave_anchor")
