@@ -12,7 +12,9 @@ replays a run exactly; property tests draw the config (seed included) with hypot
 At each step the schedule delivers a frame (``sim/host_links.py``: FIFO links as the
 daemon's, or any order as the paper's model), ticks a member (with what time made due,
 and now and then the lease clock), lets a client move (``sim/host_clients.py``), or lets
-a consumer ack or nack a lease.  At random moments among them:
+a consumer ack or nack a lease.  The clients' script (``sim/host_workload.py``) holds
+the default queue's operations and, when asked, a priority queue's and a name deleted
+and made again.  At random moments among them:
 
 - **crashes**: a member crashes after its step's log write was synced (every input it
   took is in its record) or, for a share ``before_sync_ratio``, in its next step before
@@ -37,9 +39,10 @@ With ``drain`` a drain client then removes one element at a time from the defaul
 until it says empty (then from its dead letters, with a delivery limit).  The result
 holds the history and the lease events, for :func:`skueue.check.checker.check` and
 :func:`skueue.check.leases.check_leases`.  A run that needs more than ``max_steps``
-steps raises :class:`~skueue.sim.rounds.SimStuck`; a host that answers what it should
-not raises ``AssertionError``; a replay that differs, ``DeterminismError``: each names
-the seed.
+steps raises :class:`~skueue.sim.rounds.SimStuck`; a replay that differs,
+``DeterminismError``; a host that breaks a promise the histories cannot show (an answer
+nobody asked for, a lease that outlives its connection, a leave never answered),
+``AssertionError``: each names the seed.
 """
 
 from __future__ import annotations
