@@ -12,7 +12,6 @@ replies as :class:`~skueue.host.effects.Reply`).
 from __future__ import annotations
 
 import heapq
-import itertools
 import math
 from collections import Counter
 from typing import Literal, cast
@@ -61,7 +60,7 @@ class Clients:
         self.pending_requests: Counter[int] = Counter()
         # Request deadlines, soonest first (ties broken by arrival).
         self.deadlines: list[tuple[float, int, Request]] = []
-        self.arrivals = itertools.count()
+        self.arrivals = 0  # ties of deadlines broken by arrival
         # Counters of processes that left and named this one their heir.
         self.inherited: Counters = Counters()
         self.inherited_from: list[str] = []
@@ -277,7 +276,8 @@ class Clients:
 
     def _expires(self, request: Request, deadline: float) -> None:
         if deadline < math.inf:
-            heapq.heappush(self.deadlines, (deadline, next(self.arrivals), request))
+            self.arrivals += 1
+            heapq.heappush(self.deadlines, (deadline, self.arrivals, request))
 
     def client_gone(self, client: int) -> None:
         if self.pending_requests[client]:  # else nothing of it is left to drop

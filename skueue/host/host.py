@@ -178,9 +178,11 @@ class Host:
         if isinstance(request, LeaveRequest):
             self._leave(client, rid)
             return
-        if self.process.leaving:
+        if self.process.leaving and (key is None or not clients.knows(key)):
             # A leaving process takes no new operations: said retryably, instead of
-            # letting the core refuse them.
+            # letting the core refuse them.  A request it knows is no new one: sent
+            # again, it gets its first attempt's outcome here, the only place that has
+            # it (sent elsewhere, it would take effect twice).
             message = "this daemon is leaving the cluster; send the request to another member"
             self._reply(client, ErrorReply(rid, message, UNAVAILABLE))
             return
@@ -225,8 +227,7 @@ class Host:
         """The last life's clients are gone: their waits end, their leases go back, what
         their requests still return is dropped; deadlines of its clock mean nothing."""
         clients = self.clients
-        for number in sorted(clients.waits):
-            clients.end_wait(number)
+        self._end_waits()
         clients.orphan_leases = []
         clients.end_leases("restart", sorted(self.process.leases.table.leases))
         for client in list(clients.pending_requests):
@@ -360,7 +361,14 @@ class Host:
                 self._reply(client, ErrorReply(rid, why, UNAVAILABLE))
                 return
             self.clients.apply(process.leave())  # its leases go back first
+            # A blocking remove may not try again once the process takes no new
+            # operations: its next empty attempt is its answer.
+            self._end_waits()
         self.leave_waiters.append((client, rid))
+
+    def _end_waits(self) -> None:
+        for number in sorted(self.clients.waits):
+            self.clients.end_wait(number)
 
     def _membership_progress(self) -> None:
         """Answer the clients waiting for a join or a leave once it went through."""

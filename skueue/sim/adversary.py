@@ -18,13 +18,9 @@ leaves) and ``leaves`` processes leave, at random moments among the client opera
 the scheduler never lets the last process leave.  Client operations go to random
 processes that are not leaving.
 
-Crashes (skueue/sim/crashes.py): ``crashes`` times, at random moments among the client
-operations, a random process crashes and restarts from its durable record, the way a
-durable daemon comes back after ``kill -9``.  A share ``crash_before_sync_ratio`` of them
-dies in the process's next step before the step's log write is synced: that input is lost
-(a message stays in flight, a tick is gone, a request is retried by its client with the
-same operation, before the client's next one).  Every restart checks the replay.  With
-``crashes=0`` nothing is logged and a seed replays exactly the schedule it did before.
+Crashes and restarts are not this scheduler's: the hosts simulator
+(skueue/sim/hosts.py) crashes the daemon's whole host, its clients' retries and its
+durable record included, with the same delivery moods.
 
 Leases (``lease_ratio``): that share of the removes take a lease of 20, 100 or 500 steps
 (the step counter is the lease clock, given to the process just before a leased remove,
@@ -51,7 +47,6 @@ from skueue.check.leases import LeaseEvent
 from skueue.core.effects import Complete, Effect, Send
 from skueue.core.ops import (
     DEFAULT_QUEUE,
-    Op,
     OpKind,
     Structure,
     dead_letter_queue,
@@ -62,7 +57,6 @@ from skueue.core.parts.membership_state import HANDOVER_BYTES_MAX
 from skueue.core.process import Process
 from skueue.overlay.labels import Kind
 from skueue.sim.cluster import build_cluster, process_ids
-from skueue.sim.crashes import Clock, CrashSteps, Deliver, EndLease, Join, Leave, Request, Tick
 from skueue.sim.recorder import Recorder
 from skueue.sim.rounds import SimStuck, diagnose
 
@@ -86,9 +80,6 @@ class AsyncConfig:
     # processes split handovers at this many bytes (None: the core's default).
     value_bytes: int = 0
     handover_bytes_max: int | None = None
-    crashes: int = 0  # crash/restart events during the run (skueue/sim/crashes.py)
-    crash_before_sync_ratio: float = 0.3  # ... that lose the input of their step
-    snapshot_every: int = 0  # a process's snapshot every this many inputs (0: never)
     lease_ratio: float = 0.0  # removes that take a lease (skueue/core/leases.py)
     max_deliveries: int = 0  # a leased remove's delivery limit (0: none)
 
@@ -97,10 +88,6 @@ class AsyncConfig:
             raise ValueError("processes must be at least 1")
         if not 0.0 <= self.insert_ratio <= 1.0:
             raise ValueError("the enqueue/push ratio must be in [0, 1]")
-        if not 0.0 <= self.crash_before_sync_ratio <= 1.0:
-            raise ValueError("the crash-before-sync ratio must be in [0, 1]")
-        if self.crashes < 0 or self.snapshot_every < 0:
-            raise ValueError("crashes and snapshot_every must not be negative")
 
 
 @dataclass(slots=True)
@@ -115,7 +102,7 @@ class AsyncResult:
     dead: list[str]  # the dead letters the drain took after the queue
 
 
-class AsyncSim(CrashSteps):
+class AsyncSim:
     def __init__(self, config: AsyncConfig) -> None:
         self.config = config
         self.rng = random.Random(config.seed)
@@ -138,7 +125,6 @@ class AsyncSim(CrashSteps):
             for _ in range(config.operations)
         ]
         self.script += ["join"] * config.joins + ["leave"] * config.leaves
-        self.script += ["crash"] * config.crashes
         self.rng.shuffle(self.script)
         self.script.reverse()  # pop() from the end takes them in order
         self.mood = self.rng.choice(("uniform", "newest", "starve"))
@@ -162,25 +148,12 @@ class AsyncSim(CrashSteps):
         self.dead: list[str] = []
         self.dead_op: int | None = None
         self.dead_done = not (config.drain and config.lease_ratio and config.max_deliveries)
-        # Crashes (none: nothing below draws a random number or logs anything).
-        self.start_crashes(
-            config.seed, config.crashes, config.snapshot_every, config.crash_before_sync_ratio
-        )
-        self.create = partial(
-            Process.create,
-            structure=config.structure,
-            handover_bytes_max=self.handover_bytes_max,
-            hurry=True,
-        )
         self.create_joining = partial(
             Process.create_joining,
             structure=config.structure,
             handover_bytes_max=self.handover_bytes_max,
             hurry=True,
         )
-        for p in self.order:
-            views = {kind: node.ring.view for kind, node in p.nodes.items()}
-            self.register(p, partial(self.create, p.process_id, views))
 
     # -- actions ----------------------------------------------------------------------
 
@@ -228,21 +201,19 @@ class AsyncSim(CrashSteps):
         queue: str = DEFAULT_QUEUE,
         priority: int = 0,
     ) -> int:
-        process = self.retried(process)
         value = None
         lease_ms = 0
         if kind.inserts:
             value = f"{process.process_id}-{process.next_op_id}".ljust(self.config.value_bytes, ".")
         elif may_lease and self.config.lease_ratio and self.rng.random() < self.config.lease_ratio:
             lease_ms = self.rng.choice((20, 100, 500))
-            process = self.input(process, Clock(self.steps))  # its lease starts now
+            self._apply(process, process.clock(self.steps))  # its lease starts now
             self.leased_ops[(process.process_id, process.next_op_id)] = (self.steps, lease_ms)
         limit = self.config.max_deliveries if lease_ms else 0
-        # What the request's new_op makes:
-        op = Op(process.next_op_id, kind, value, queue, lease_ms=lease_ms, max_deliveries=limit,
-                priority=priority)  # fmt: skip
+        op = process.new_op(kind, value, queue, lease_ms=lease_ms, max_deliveries=limit,
+                            priority=priority)  # fmt: skip
         self.recorder.invoked(process.process_id, op, self.steps)
-        self.input(process, Request(op))
+        self._apply(process, process.submit(op))
         return op.op_id
 
     def _pick_message(self) -> Send:
@@ -263,9 +234,6 @@ class AsyncSim(CrashSteps):
 
     def _next_event(self) -> None:
         rng = self.rng
-        if self.retries and (not self.script or rng.random() < 0.5):
-            self.retried(self.processes[rng.choice(sorted(self.retries))])
-            return
         event = self.script.pop()
         if event == "join":
             ids = self.config.join_ids
@@ -275,11 +243,7 @@ class AsyncSim(CrashSteps):
             process = self.create_joining(pid, contact)
             self.processes[pid] = process
             self.order.append(process)
-            self.register(process, partial(self.create_joining, pid, contact))
-            self.input(process, Join())
-            return
-        if event == "crash":
-            self.crash()
+            self._apply(process, process.join())
             return
         staying = [p for p in self.order if p.joined and not p.leaving]
         if event == "leave":
@@ -301,13 +265,15 @@ class AsyncSim(CrashSteps):
         self.steps += 1
         rng = self.rng
         roll = rng.random()
-        if (self.script or self.retries) and roll < 0.15:
+        if self.script and roll < 0.15:
             self._next_event()
         elif self.in_flight and roll < 0.75:
             send = self._pick_message()
-            self.input(self.processes[send.to.process], Deliver(send))
+            process = self.processes[send.to.process]
+            self._apply(process, process.handle(send.to, send.message))
         else:
-            self.input(self.order[rng.randrange(len(self.order))], Tick())
+            process = self.order[rng.randrange(len(self.order))]
+            self._apply(process, process.tick())
         if rng.random() < 0.001:
             self.mood = rng.choice(("uniform", "newest", "starve"))
             self.victim = rng.choice(self.ids)
@@ -323,7 +289,7 @@ class AsyncSim(CrashSteps):
             self.lease_events.append(LeaseEvent(pid, "close", self.steps, self.steps))
             for key in [k for k in self.live if k[0] == pid]:
                 del self.live[key]  # returned by the leave: nobody acks them any more
-        self.input(self.retried(process), Leave())
+        self._apply(process, process.leave())
 
     def _lease_moves(self) -> None:
         """Now and then a process's clock moves on (leases expire), or a consumer acks or
@@ -333,8 +299,8 @@ class AsyncSim(CrashSteps):
         if roll < 0.05:
             holders = [p for p in self.order if not p.departed and p.leases.needs_clock()]
             if holders:
-                # A lost request's retry first: a clock that returns leases makes ops.
-                self.input(self.retried(rng.choice(holders)), Clock(self.steps))
+                process = rng.choice(holders)
+                self._apply(process, process.clock(self.steps))
         elif roll < 0.08 and self.live:
             key = rng.choice(sorted(self.live))
             self._end_lease(key, "ack" if rng.random() < 0.7 else "nack")
@@ -343,14 +309,16 @@ class AsyncSim(CrashSteps):
         pid, lease_id = key
         value = self.live.pop(key)
         process = self.processes[pid]
-        if not process.departed:
-            process = self.retried(process)  # a nack makes an op: a lost request first
         ok = process.leases.get(lease_id) is not None  # False: it expired, or went at a leave
         self.lease_events.append(
             LeaseEvent(pid, how, self.steps, self.steps, value, lease_id, ok=ok)
         )
-        if not process.departed:
-            self.input(process, EndLease(lease_id, how))
+        if process.departed:
+            return
+        if how == "ack":
+            process.leases.ack(lease_id)
+        else:
+            self._apply(process, process.release(lease_id, how) or [])
 
     def _leases_settled(self) -> bool:
         """Every lease still held is nacked; True once none is held and no returned

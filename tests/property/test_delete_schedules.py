@@ -1,7 +1,9 @@
 """Property: deleting a queue on every schedule (issue 12, item 1).  The adversarial
-scheduler runs its workload on the default queue, with joins, leaves and crashes and
-messages in any order, while clients also enqueue, dequeue, push, pop and delete on a
-second name, ``d``, whose structure changes from one incarnation to the next.
+scheduler runs its workload on the default queue, with joins and leaves and messages in
+any order, while clients also enqueue, dequeue, push, pop and delete on a second name,
+``d``, whose structure changes from one incarnation to the next.  The hosts simulator
+(skueue/sim/hosts.py) runs the same through the daemon's hosts and their clients, with
+crashes and restarts too.
 
 At the end:
 
@@ -12,23 +14,28 @@ At the end:
   entry of the deleted incarnations, even across hand-overs and restarts;
 - the default queue's history stays linearizable and loses nothing.
 
-Hypothesis draws the cluster, the churn and the seed; a failure prints the call that
-replays it.
+Hypothesis draws the cluster, the churn, the crashes and the seed; a failure prints the
+call that replays it.
 """
 
 from __future__ import annotations
 
-from collections import Counter
+from collections import Counter, deque
 
 from hypothesis import given, note
 from hypothesis import strategies as st
 from hypothesis.control import currently_in_test_context
 
 from skueue.check.checker import check
+from skueue.check.history import Record
 from skueue.core.effects import Complete
 from skueue.core.ops import Op, OpKind, Structure
 from skueue.core.process import Process
-from skueue.sim.adversary import AsyncConfig, AsyncResult, AsyncSim
+from skueue.sim.adversary import AsyncConfig, AsyncSim
+from skueue.sim.host_clients import Deleted
+from skueue.sim.host_workload import D
+from skueue.sim.hosts import HostsConfig
+from tests.property.host_runs import before_sync, deliveries, run_hosts, snapshot_every, stored
 from tests.unit.test_queue_delete import replay as replay_queue
 
 NAME = "d"
@@ -91,9 +98,9 @@ def entries_of(sim: AsyncSim, queue: str) -> Counter[object]:
     )
 
 
-def check_default_queue(result: AsyncResult, replay: str) -> None:
-    """The adversary's own workload, on the default queue: linearizable, nothing lost."""
-    default = [r for r in result.records if r.queue is None]
+def check_default_queue(records: list[Record], replay: str) -> None:
+    """The workload on the default queue: linearizable, nothing lost."""
+    default = [r for r in records if r.queue is None]
     verdict = check(default, model="linearizable", method="certificate")
     assert verdict.ok, f"{verdict.describe()}\n{replay}"
     inserted = Counter(r.value for r in default if r.op in ("enqueue", "push"))
@@ -122,7 +129,7 @@ def run_and_check(config: AsyncConfig, d_operations: int) -> None:
     )
     left = replay_queue(done, replay)
     assert entries_of(sim, NAME) == Counter(left), f"entries left behind\n{replay}"
-    check_default_queue(result, replay)
+    check_default_queue(result.records, replay)
 
 
 @given(
@@ -132,7 +139,6 @@ def run_and_check(config: AsyncConfig, d_operations: int) -> None:
     d_operations=st.integers(1, 80),
     joins=st.integers(0, 2),
     leaves=st.integers(0, 2),
-    crashes=st.integers(0, 2),
     seed=st.integers(0, 2**32 - 1),
 )
 def test_deletes_keep_every_name_in_order_and_leave_nothing_behind(
@@ -142,10 +148,73 @@ def test_deletes_keep_every_name_in_order_and_leave_nothing_behind(
     d_operations: int,
     joins: int,
     leaves: int,
-    crashes: int,
     seed: int,
 ) -> None:
-    config = AsyncConfig(
-        processes, structure, operations, 0.6, seed, joins=joins, leaves=leaves, crashes=crashes
-    )
+    config = AsyncConfig(processes, structure, operations, 0.6, seed, joins=joins, leaves=leaves)
     run_and_check(config, d_operations)
+
+
+def replay_name(done: list[Record | Deleted], replay: str) -> list[str | None]:
+    """One name's answers in ``ord`` order against a deque and a list that a delete
+    empties (it says how many it removed).  Returns what is left in it."""
+    ranks = [x.ord for x in done]
+    assert ranks == sorted(set(ranks)), f"ranks repeat or go back: {ranks}\n{replay}"
+    fifo: deque[str | None] = deque()
+    lifo: list[str | None] = []
+    for x in done:
+        if isinstance(x, Deleted):
+            assert x.removed == len(fifo) + len(lifo), f"{x}\n{replay}"
+            fifo.clear()
+            lifo.clear()
+        elif x.op in ("enqueue", "push"):
+            (fifo.append if x.op == "enqueue" else lifo.append)(x.value)
+        elif x.op == "dequeue":
+            assert x.value == (fifo.popleft() if fifo else None), f"{x.describe()}\n{replay}"
+        else:
+            assert x.value == (lifo.pop() if lifo else None), f"{x.describe()}\n{replay}"
+    return [*fifo, *lifo]
+
+
+@given(
+    processes=st.integers(1, 6),
+    structure=st.sampled_from(list(Structure)),
+    operations=st.integers(0, 40),
+    d_operations=st.integers(1, 80),
+    joins=st.integers(0, 2),
+    leaves=st.integers(0, 2),
+    crashes=st.integers(0, 3),
+    before_sync_ratio=before_sync,
+    snapshot_every=snapshot_every,
+    delivery=deliveries,
+    seed=st.integers(0, 2**32 - 1),
+)
+def test_hosts_delete_names_in_order_through_crashes_and_churn(
+    processes: int,
+    structure: Structure,
+    operations: int,
+    d_operations: int,
+    joins: int,
+    leaves: int,
+    crashes: int,
+    before_sync_ratio: float,
+    snapshot_every: int,
+    delivery: str,
+    seed: int,
+) -> None:
+    """The same through the daemon's hosts, as clients see it: the refusals are of an
+    operation of the other structure (after a switch) or of a delete of a name that
+    holds no queue, and nothing of a deleted incarnation stays in the DHT across
+    hand-overs and restarts."""
+    config = HostsConfig(
+        processes, structure, 3, operations, 0.6, seed, delivery, crashes, before_sync_ratio,
+        snapshot_every, joins=joins, leaves=leaves, d_operations=d_operations,
+    )  # fmt: skip
+    result, replay = run_hosts(config)
+    for plan, why in result.refusals:
+        other = "is a" in why and plan.kind != "delete"
+        assert plan.queue == D and (other or why.startswith("no queue")), f"{why}\n{replay}"
+    named: list[Record | Deleted] = [r for r in result.records if r.queue == D]
+    named += [d for d in result.deletes if d.queue == D]
+    left = replay_name(sorted(named, key=lambda x: x.ord or 0), replay)
+    assert stored(result, D) == Counter(left), f"entries left behind\n{replay}"
+    check_default_queue(result.records, replay)

@@ -1,5 +1,5 @@
 """Property: leases on every schedule (issue 12, item 8).  The adversarial scheduler
-delivers messages in any order, with joins, leaves and crashes, while a share of the
+delivers messages in any order, with joins and leaves, while a share of the
 removes take leases that consumers ack or nack at random moments and that expire on the
 scheduler's clock; a delivery limit sends some elements to the dead letters.
 
@@ -12,8 +12,14 @@ After the drain (the queue, then its dead letters):
   element's *first* removal (a returned element is a new insertion, which the clients
   never see, so its later removals are left out) is linearizable.
 
-Hypothesis draws the cluster, the churn, the lease share, the limit and the seed; a
-failure prints the AsyncConfig that replays it:  AsyncSim(AsyncConfig(...)).run()
+The adversarial scheduler drives the core alone, its messages in any order; the hosts
+simulator (skueue/sim/hosts.py) drives the daemon's hosts, with their clients, the
+leases they hold, their connections that close, and crashes and restarts (a restart
+returns the leases of the last life).  Both must keep the same promises.
+
+Hypothesis draws the cluster, the churn, the lease share, the limit, the crashes and the
+seed; a failure prints the call that replays it:  AsyncSim(AsyncConfig(...)).run() or
+HostsSim(HostsConfig(...)).run()
 """
 
 from __future__ import annotations
@@ -23,25 +29,12 @@ from hypothesis import strategies as st
 from hypothesis.control import currently_in_test_context
 
 from skueue.check.checker import check
-from skueue.check.history import INSERT_OPS, Record
+from skueue.check.history import INSERT_OPS
 from skueue.check.leases import check_leases
 from skueue.core.ops import Structure
 from skueue.sim.adversary import AsyncConfig, AsyncSim
-
-
-def first_removals(records: list[Record]) -> list[Record]:
-    """The default queue's records with every element's later removals left out."""
-    seen: set[str] = set()
-    out = []
-    for r in sorted(records, key=lambda r: (r.ord if r.ord is not None else -1, r.response)):
-        if r.queue is not None:
-            continue  # the dead letters: their inserts are returns, which nobody records
-        if not r.inserts and r.value is not None:
-            if r.value in seen:
-                continue
-            seen.add(r.value)
-        out.append(r)
-    return out
+from skueue.sim.hosts import HostsConfig
+from tests.property.host_runs import check_run, first_removals, host_configs, run_hosts
 
 
 def run_and_check(config: AsyncConfig) -> None:
@@ -69,7 +62,6 @@ def run_and_check(config: AsyncConfig) -> None:
     max_deliveries=st.sampled_from([0, 1, 3]),
     joins=st.integers(0, 3),
     leaves=st.integers(0, 3),
-    crashes=st.integers(0, 2),
     seed=st.integers(0, 2**32 - 1),
 )
 def test_leases_keep_their_promises_on_every_schedule(
@@ -81,15 +73,22 @@ def test_leases_keep_their_promises_on_every_schedule(
     max_deliveries: int,
     joins: int,
     leaves: int,
-    crashes: int,
     seed: int,
 ) -> None:
     run_and_check(
         AsyncConfig(
             processes, structure, operations, ratio, seed, joins=joins, leaves=leaves,
-            crashes=crashes, lease_ratio=lease_ratio, max_deliveries=max_deliveries,
+            lease_ratio=lease_ratio, max_deliveries=max_deliveries,
         )  # fmt: skip
     )
+
+
+@given(host_configs(leases=True, crashes=(1, 4)))
+def test_hosts_keep_lease_promises_through_crashes_and_churn(config: HostsConfig) -> None:
+    """The same promises from the daemon's hosts: leases held by connections (a closed
+    one returns its leases), expired on the lease clock, returned at a restart and at a
+    leave, acked or nacked by requests that may be sent again."""
+    check_run(*run_hosts(config))
 
 
 def test_a_schedule_with_every_lease_event_happens() -> None:

@@ -1,7 +1,8 @@
 """Property: priority levels on every schedule (issue 14).  The adversarial scheduler runs
-its workload on the default queue, with joins, leaves and crashes and messages in any
-order, while clients also enqueue at random priorities, dequeue and peek on a queue made with
-``P`` levels (P in 1, 2, 4, 8).
+its workload on the default queue, with joins and leaves and messages in any order,
+while clients also enqueue at random priorities, dequeue and peek on a queue made with
+``P`` levels (P in 1, 2, 4, 8).  The hosts simulator (skueue/sim/hosts.py) runs the same
+through the daemon's hosts and their clients, with crashes and restarts too.
 
 At the end:
 
@@ -21,8 +22,8 @@ own level, so the reference above no longer applies; then:
   element is a new insertion, which no client sees; so are the peeks that saw one) passes
   the priority certificate.
 
-Hypothesis draws the cluster, the churn, P and the seed; a failure prints the call that
-replays it.
+Hypothesis draws the cluster, the churn, the crashes, P and the seed; a failure prints
+the call that replays it.
 """
 
 from __future__ import annotations
@@ -40,7 +41,16 @@ from skueue.core.effects import Complete
 from skueue.core.ops import Op, OpKind, QueueSettings, Structure, dead_letter_queue, plain
 from skueue.core.process import Process
 from skueue.sim.adversary import AsyncConfig, AsyncSim
-from skueue.sim.crashes import Request
+from skueue.sim.host_workload import PQ
+from skueue.sim.hosts import HostsConfig, HostsResult
+from tests.property.host_runs import (
+    before_sync,
+    deliveries,
+    run_hosts,
+    snapshot_every,
+    stored,
+    timeouts,
+)
 from tests.property.test_delete_schedules import check_default_queue, entries_of
 
 NAME = "pq"
@@ -53,11 +63,9 @@ class PrioritySim(AsyncSim):
         super().__init__(config)
         self.levels = levels
         first = self.order[0]
-        made = Op(
-            first.next_op_id, OpKind.CREATE, None, NAME, settings=QueueSettings(priorities=levels)
-        )
+        made = first.new_op(OpKind.CREATE, None, NAME, settings=QueueSettings(priorities=levels))
         self.recorder.invoked(first.process_id, made, self.steps)
-        self.input(first, Request(made))
+        self._apply(first, first.submit(made))
         self.script_pq = [self._kind(self.rng.random()) for _ in range(operations)]
         self.done_pq: list[tuple[Op, Complete]] = []
 
@@ -111,7 +119,7 @@ def run_and_check(config: AsyncConfig, levels: int, operations: int) -> None:
             assert c.value == head, f"{op.describe()}: {c.value!r}, not {head!r}\n{replay}"
     left = Counter(v for q in queues for v in q)
     assert entries_of(sim, NAME) == left, f"stored != left\n{replay}"
-    check_default_queue(result, replay)
+    check_default_queue(result.records, replay)
 
 
 @given(
@@ -121,7 +129,6 @@ def run_and_check(config: AsyncConfig, levels: int, operations: int) -> None:
     pq_operations=st.integers(1, 120),
     joins=st.integers(0, 2),
     leaves=st.integers(0, 2),
-    crashes=st.integers(0, 2),
     seed=st.integers(0, 2**32 - 1),
 )
 def test_priority_queues_give_the_most_urgent_element_on_every_schedule(
@@ -131,14 +138,72 @@ def test_priority_queues_give_the_most_urgent_element_on_every_schedule(
     pq_operations: int,
     joins: int,
     leaves: int,
-    crashes: int,
     seed: int,
 ) -> None:
-    config = AsyncConfig(
-        processes, Structure.QUEUE, operations, 0.6, seed, joins=joins, leaves=leaves,
-        crashes=crashes,
-    )  # fmt: skip
+    config = AsyncConfig(processes, Structure.QUEUE, operations, 0.6, seed, joins=joins,
+                         leaves=leaves)  # fmt: skip
     run_and_check(config, levels, pq_operations)
+
+
+def check_priority_queue(result: HostsResult, replay: str) -> None:
+    """``pq``'s answers, in the anchor's order, against a deque per level: each insert
+    went to the level it asked for (the last, past it), each dequeue and peek saw the
+    most urgent element present; what is left is what the members store."""
+    levels = result.config.pq_levels
+    queues: list[deque[str | None]] = [deque() for _ in range(levels)]
+    assert not result.refusals, f"{result.refusals[:3]}\n{replay}"
+    for r in sorted((r for r in result.records if r.queue == PQ), key=lambda r: r.ord or 0):
+        if r.op == "enqueue":
+            assert r.value is not None
+            level = min(result.priorities[r.value], levels - 1)
+            assert (r.priority or 0) == level, f"{r.describe()}: not at {level}\n{replay}"
+            queues[level].append(r.value)
+        else:
+            head = next((q[0] for q in queues if q), None)
+            assert r.value == head, f"{r.describe()}: not {head!r}\n{replay}"
+            if r.op == "dequeue" and head is not None:
+                next(q for q in queues if q).popleft()
+    left = Counter(v for q in queues for v in q)
+    assert stored(result, PQ) == left, f"stored != left\n{replay}"
+    for plan, settings in result.configured:  # a configure says the settings it made
+        assert (settings.structure, settings.max_deliveries, settings.priorities) == (
+            "queue", plan.limit, levels), f"{plan}: {settings}\n{replay}"
+
+
+@given(
+    processes=st.integers(1, 6),
+    levels=st.sampled_from([1, 2, 4, 8]),
+    operations=st.integers(0, 30),
+    pq_operations=st.integers(1, 100),
+    joins=st.integers(0, 2),
+    leaves=st.integers(0, 2),
+    crashes=st.integers(0, 3),
+    before_sync_ratio=before_sync,
+    snapshot_every=snapshot_every,
+    delivery=deliveries,
+    seed=st.integers(0, 2**32 - 1),
+)
+def test_hosts_give_the_most_urgent_element_through_crashes_and_churn(
+    processes: int,
+    levels: int,
+    operations: int,
+    pq_operations: int,
+    joins: int,
+    leaves: int,
+    crashes: int,
+    before_sync_ratio: float,
+    snapshot_every: int,
+    delivery: str,
+    seed: int,
+) -> None:
+    config = HostsConfig(
+        processes, Structure.QUEUE, 3, operations, 0.6, seed, delivery, crashes,
+        before_sync_ratio, snapshot_every, joins=joins, leaves=leaves, pq_levels=levels,
+        pq_operations=pq_operations,
+    )  # fmt: skip
+    result, replay = run_hosts(config)
+    check_priority_queue(result, replay)
+    check_default_queue(result.records, replay)
 
 
 def first_removals(records: list[Record], queue: str | None) -> list[Record]:
@@ -197,3 +262,45 @@ def test_priority_queues_with_leases_lose_nothing_on_every_schedule(
         lease_ratio=lease_ratio, max_deliveries=max_deliveries,
     )  # fmt: skip
     run_and_check_leases(config, levels, pq_operations)
+
+
+@given(
+    processes=st.integers(1, 6),
+    levels=st.sampled_from([1, 2, 4, 8]),
+    pq_operations=st.integers(1, 100),
+    lease_ratio=st.sampled_from([0.3, 0.7, 1.0]),
+    max_deliveries=st.sampled_from([0, 2]),
+    joins=st.integers(0, 1),
+    leaves=st.integers(0, 1),
+    crashes=st.integers(0, 3),
+    timeout_steps=timeouts,
+    seed=st.integers(0, 2**32 - 1),
+)
+def test_hosts_with_leases_lose_nothing_of_a_priority_queue(
+    processes: int,
+    levels: int,
+    pq_operations: int,
+    lease_ratio: float,
+    max_deliveries: int,
+    joins: int,
+    leaves: int,
+    crashes: int,
+    timeout_steps: int,
+    seed: int,
+) -> None:
+    """The same through the daemon's hosts, with crashes and restarts, whose leases go
+    back at their own level."""
+    config = HostsConfig(
+        processes, Structure.QUEUE, 3, 10, 0.6, seed, crashes=crashes,
+        timeout_steps=timeout_steps, lease_ratio=lease_ratio, max_deliveries=max_deliveries,
+        joins=joins, leaves=leaves, pq_levels=levels, pq_operations=pq_operations,
+    )  # fmt: skip
+    result, replay = run_hosts(config)
+    left = [*result.drained, *stored(result, PQ).elements()]
+    dead = [*result.dead, *stored(result, dead_letter_queue(PQ)).elements()]
+    verdict = check_leases(result.lease_events, result.inserted, left=left, dead=dead,
+                           taken=result.taken)  # fmt: skip
+    assert verdict.ok, "\n".join([*verdict.problems[:10], replay])
+    for queue in (None, PQ):
+        history = check(first_removals(result.records, queue), method="certificate")
+        assert history.ok, f"{queue}: {history.describe()}\n{replay}"
