@@ -75,6 +75,12 @@ class Clients:
         self.hints = StructureHints()  # each name's structure, as last seen here
         self.looks: set[int] = set()  # leases of looks (Request.look), while they last
 
+    def totals(self) -> dict[str, int]:
+        """The counters, with those inherited from processes that left, so that the
+        cluster's totals stay whole across leaves."""
+        inherited = self.inherited
+        return {k: v + getattr(inherited, k) for k, v in self.counters.as_dict().items()}
+
     @property
     def pending_ops(self) -> int:
         return len(self.ops)

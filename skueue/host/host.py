@@ -47,6 +47,7 @@ from skueue.host.inputs import (
     ClientGone,
     ControlSent,
     EndWait,
+    Frame,
     FromClient,
     Hello,
     Input,
@@ -60,6 +61,7 @@ from skueue.host.inputs import (
     Tick,
     TimedOut,
 )
+from skueue.host.pending import COUNTER_NAMES
 from skueue.host.replies import INVALID, UNAVAILABLE, Done, ErrorReply
 from skueue.host.requests import (
     ClientRequest,
@@ -385,6 +387,20 @@ class Host:
             for client, rid in self.leave_waiters:
                 self._reply(client, Done(rid, ()))
             self.leave_waiters.clear()
+
+    def departure_frame(self, dropped_results: int = 0) -> Frame:
+        """What a process that left tells every member it knows (as ``ControlSent``
+        inputs of its own): its id, its heir, and its counters for the heir to keep, so
+        that the cluster's totals stay whole.  ``dropped_results``: results the driver
+        could not deliver, counted outside the host."""
+        clients = self.clients
+        counters = clients.totals()
+        counters["dropped_results"] += dropped_results
+        directory = self.directory
+        return [
+            "departed", directory.own_id, directory.heir(),
+            {k: counters[k] for k in COUNTER_NAMES} | {"queues": clients.queue_stats.counts()},
+        ]  # fmt: skip
 
     def alone_and_empty(self) -> str | None:
         """Why this process may not join another cluster (None: it may): only a

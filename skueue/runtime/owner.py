@@ -53,7 +53,6 @@ from skueue.host.inputs import (
     PeerMessage,
     Tick,
 )
-from skueue.host.pending import COUNTER_NAMES
 from skueue.host.replies import UNAVAILABLE, ErrorReply, Welcome
 from skueue.runtime.durability.disk_space import DiskSpace
 from skueue.runtime.durability.entry_store import SnapshotEntryStore
@@ -186,14 +185,8 @@ class Owner:
         else:
             log.info("left the cluster; its data is held by the others",
                      process=self.ctx.process_id)  # fmt: skip
-            counters = self.own_stats()
-            directory = self.host.directory
-            frame = [
-                "departed", self.ctx.process_id, directory.heir(),
-                {k: counters[k] for k in COUNTER_NAMES}
-                | {"queues": self.host.clients.queue_stats.counts()},
-            ]  # fmt: skip
-            for peer in directory.others():
+            frame = self.host.departure_frame(self.ctx.sessions.dropped_results)
+            for peer in self.host.directory.others():
                 self.enter(ControlSent(peer, frame))
         if self.input_log is not None:
             self.input_log.record_left()  # as every member that left: not back as it

@@ -82,7 +82,6 @@ from skueue.host.inputs import (
     Restarted,
     Tick,
 )
-from skueue.host.pending import COUNTER_NAMES
 from skueue.host.results import Configured
 from skueue.host.retries import RetryWindow
 from skueue.overlay.labels import Kind
@@ -468,12 +467,7 @@ class HostsSim:
         """It left: every member it knows hears so, with its counters for its heir (as
         ``runtime/owner.py``'s ``_left``: inputs of their own, logged)."""
         host = member.host
-        clients = host.clients
-        inherited = clients.inherited
-        counters = {k: v + getattr(inherited, k) for k, v in clients.counters.as_dict().items()}
-        frame = ["departed", member.pid, host.directory.heir(),
-                 {k: counters[k] for k in COUNTER_NAMES}
-                 | {"queues": clients.queue_stats.counts()}]  # fmt: skip
+        frame = host.departure_frame()
         for peer in host.directory.others():
             self.enter(member, ControlSent(peer, frame))
 

@@ -37,9 +37,7 @@ def local_stats(host: Host) -> dict[str, Any]:
             for name, (size, structure, limit, levels) in core.queues.items()
         },
         "queue_stats": clients.queue_stats.as_dict(),
-        # Counters include those inherited from processes that left, so that the
-        # cluster's totals stay whole across leaves.
-        **{k: v + getattr(clients.inherited, k) for k, v in clients.counters.as_dict().items()},
+        **clients.totals(),
         "inherited_from": list(clients.inherited_from),
     }
 
