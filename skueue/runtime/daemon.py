@@ -2,12 +2,15 @@
 
 One task, the *owner* (:mod:`skueue.runtime.owner`), holds the host
 (:class:`~skueue.host.host.Host`, and through it the core) and the input log, and is the
-only writer of the host's state.  Everything else hands it inputs through one bounded
-channel, the inbox, and carries out its effects: the incoming connections
-(:mod:`skueue.runtime.incoming`: client sessions and peer links' reading ends), the peer
-links' writers (:mod:`skueue.runtime.network.peers`) and the owner's own pacing timer.  This
-module only wires them: it binds the listeners, starts the metrics, has start-up find
-the cluster and the host (:mod:`skueue.runtime.startup`) and starts the owner.
+only writer of the host's state.  It reads the plaintext connections' frames itself,
+from a readiness loop of its own (:mod:`skueue.runtime.network.reactor`: one wake-up for
+all the connections that are ready, no task switch per frame); everything else hands it
+inputs through one bounded channel, the inbox, and carries out its effects: the
+incoming connections (:mod:`skueue.runtime.incoming`: handshakes, client sessions' and
+peer links' tasks, TLS connections' reading), the peer links' writers
+(:mod:`skueue.runtime.network.peers`) and the owner's own pacing timer.  This module only
+wires them: it binds the listeners, starts the metrics, has start-up find the cluster
+and the host (:mod:`skueue.runtime.startup`) and starts the owner.
 
 Backpressure: a client may have ``requests_per_client_max`` requests outstanding; its
 reader stops reading until replies go out, so a fast client slows down instead of

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from skueue.host.address import Address
 from skueue.host.inputs import ClientGone, PeerControl, PeerMessage
-from skueue.runtime.network.sessions import ClientInput
+from skueue.runtime.network.client_reader import ClientInput
 
 
 @dataclass(frozen=True, slots=True)

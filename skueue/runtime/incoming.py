@@ -17,13 +17,11 @@ from typing import Any
 import trio
 
 from skueue.core.errors import RemoteProtocolError
-from skueue.host.inputs import PeerControl, PeerMessage
 from skueue.host.replies import REFUSED, ErrorReply
 from skueue.runtime.inbox import LinkClosed, PeerHello
-from skueue.runtime.network.connections import ConnectionClosed, frames, next_frame, put
+from skueue.runtime.network.connections import ConnectionClosed, frames, next_frame
 from skueue.runtime.network.handshake import PeerGreeting, parse_peer_hello, reachable
-from skueue.runtime.network.link_receiver import Inbound, Numbering, StreamAcks
-from skueue.runtime.network.peers import parse_peer_frame
+from skueue.runtime.network.link_receiver import Inbound, PeerReader, StreamAcks
 from skueue.runtime.network.sessions import DISCONNECTED
 from skueue.runtime.security.peer_auth import AUTH_FRAME, mismatch, new_challenge
 from skueue.runtime.security.tls import DaemonTls, looks_like_tls, peek, tls_failure
@@ -198,12 +196,15 @@ class IncomingConnections:
                     # hello said 0 before that, which makes the peer send all it has.
                     await self.ctx.links.ready.wait()
                     hello = PeerHello(peer, address, session, greeting.static, greeting.nonce)
-                    await self.ctx.inbox_send.send(hello)
-                    if acks is None:
-                        await self._read_peer(peer, inbound, stream, decoder, rest)
+                    await self.ctx.to_owner(hello)
+                    reader = PeerReader(peer, inbound, decoder)
+                    if raw is not None and self.ctx.reactor.available:
+                        await reader.read_by_owner(raw, self.ctx.reactor, rest)
+                    elif acks is None:
+                        await self._read_peer(reader, stream, rest)
                     else:
-                        reader = self._read_peer(peer, inbound, stream, decoder, rest)
-                        await _both(reader, acks.run(inbound, stream))
+                        reading = self._read_peer(reader, stream, rest)
+                        await _both(reading, acks.run(inbound, stream))
             finally:
                 if self.ctx.peer_sessions.get(peer, (0,))[0] == session:
                     del self.ctx.peer_sessions[peer]
@@ -211,7 +212,7 @@ class IncomingConnections:
                     inbound.detach(raw, acks)
                     if raw is not None:
                         raw.detach()  # the descriptor is the stream's
-                    self.ctx.inbox_send.send_nowait(LinkClosed(peer, session))  # the inbox is large
+                    self.ctx.to_owner_nowait(LinkClosed(peer, session))  # the inbox is large
 
     def _refusal(self, greeting: PeerGreeting) -> str | None:
         """Why a peer is refused for good before anything of ours changes (None: it is
@@ -297,32 +298,15 @@ class IncomingConnections:
         return rest
 
     async def _read_peer(
-        self,
-        peer: str,
-        inbound: Inbound,
-        stream: trio.abc.Stream,
-        decoder: FrameDecoder,
-        rest: list[Any],
+        self, reader: PeerReader, stream: trio.abc.Stream, rest: list[Any]
     ) -> None:
-        """Put the peer's new frames in the inbox, in their order; skip those taken
-        before (resent after a reconnect)."""
-        numbering = Numbering(peer, inbound)
-        async for frame in frames(stream, decoder, rest):
-            number = numbering.number(frame)
-            if number is None or number <= inbound.accepted:
-                continue
-            try:
-                parsed = parse_peer_frame(frame)
-            except RemoteProtocolError:
-                inbound.accepted = number  # no peer should send it: never take it again
-                inbound.handled = number
-                raise
-            if isinstance(parsed, tuple):
-                kind, message = parsed
-                await put(self.ctx.inbox_send, PeerMessage(peer, number, kind, message, frame[2]))
-            else:
-                await put(self.ctx.inbox_send, PeerControl(peer, number, parsed))
-            inbound.accepted = number  # only now: a cancelled put delivered nothing
+        """Read the peer's link in this task (TLS, or no epoll): its new frames go to the
+        inbox, in their order."""
+        async for frame in frames(stream, reader.decoder, rest):
+            taken = reader.take(frame)
+            if taken is not None:
+                await self.ctx.to_owner(taken[1])
+                reader.inbound.accepted = taken[0]  # only now: a cancelled put delivered nothing
 
 
 async def _try_send(stream: trio.abc.Stream, blob: bytes) -> None:

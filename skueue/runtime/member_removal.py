@@ -105,7 +105,7 @@ class MemberRemoval:
             address = addresses[member]
             if address is not None and await ctx.links.answers(address, timeout_s):
                 answering.append(member)
-        await ctx.inbox_send.send(RemovalProbed(client, rid, members, tuple(answering)))
+        await ctx.to_owner(RemovalProbed(client, rid, members, tuple(answering)))
 
     def probed(self, probed: RemovalProbed) -> None:
         """Step 3: ask every other member what it holds of them."""

@@ -1,8 +1,9 @@
 """The owner: the one task that holds the host and the input log, and the only writer of
 the host's state.
 
-Each step it takes what waits in the inbox (up to ``inputs_per_step_max``), turns each
-item into host inputs (:meth:`Owner.enter`: logged first when durable, then stepped),
+Each step it takes what waits in the inbox (up to ``inputs_per_step_max``) and what it
+reads itself from the plaintext connections that are ready (runtime/network/reactor.py),
+turns each item into host inputs (:meth:`Owner.enter`: logged first when durable, then stepped),
 ticks when a tick is due, enters what time made due (ended waits, timeouts), syncs the
 log, and only then carries out the step's effects: one coalesced write per peer link,
 the replies to their clients.
@@ -68,7 +69,7 @@ from skueue.runtime.inbox import (
     RemovalProbed,
 )
 from skueue.runtime.member_removal import MemberRemoval
-from skueue.runtime.network.sessions import ClientInput
+from skueue.runtime.network.client_reader import ClientInput
 from skueue.runtime.operations.health import PhaseWatch, Readiness, readiness
 from skueue.runtime.operations.logging import DEBUG_LOGS
 from skueue.runtime.operations.stats import StatsGathering, local_stats
@@ -224,12 +225,7 @@ class Owner:
                 wait = min(wait, max(0.0, (lease_deadline - lease_clock_ms()) / 1000))
             if self.ack_due is not None:
                 wait = min(wait, max(0.0, self.ack_due - now))
-            items = await self._first_item(wait)
-            while len(items) < limits.inputs_per_step_max:
-                try:
-                    items.append(ctx.inbox.receive_nowait())
-                except trio.WouldBlock:
-                    break
+            items = await self._next_items(wait)
             self.clock_read = False
             if host.process.leases.needs_clock():
                 self.read_lease_clock()  # before the inputs: leases granted now start at it
@@ -258,17 +254,33 @@ class Owner:
             self._snapshot_if_due()
             await trio.lowlevel.checkpoint()
 
-    async def _first_item(self, wait: float) -> list[InboxItem]:
-        """The next inbox item, waiting up to ``wait`` seconds for it (none: an empty
-        list).  Under load one is waiting already, and taking it costs no cancel scope."""
-        inbox = self.ctx.inbox
-        try:
-            return [inbox.receive_nowait()]
-        except trio.WouldBlock:
-            pass
-        with trio.move_on_after(wait):
-            return [await inbox.receive()]
-        return []
+    async def _next_items(self, wait: float) -> list[InboxItem]:
+        """The inputs of the next step: what tasks put in the inbox (up to
+        ``inputs_per_step_max``), then what the owner reads itself from the ready
+        connections (runtime/network/reactor.py); when there is neither, first waits up
+        to ``wait`` seconds for either."""
+        reactor = self.ctx.reactor
+        items = self._from_inbox()
+        if not items and not reactor.items:
+            await reactor.wait(wait)
+            items = self._from_inbox()
+        if len(items) == self.ctx.limits.inputs_per_step_max:
+            # More waits in the inbox: what the owner would read now may come after it
+            # (a peer's hello, in the inbox, before its frames).
+            return items
+        reactor.read_ready()
+        if reactor.items:
+            items.extend(reactor.take())
+        return items
+
+    def _from_inbox(self) -> list[InboxItem]:
+        inbox, items = self.ctx.inbox, []
+        for _ in range(self.ctx.limits.inputs_per_step_max):
+            try:
+                items.append(inbox.receive_nowait())
+            except trio.WouldBlock:
+                break
+        return items
 
     def read_lease_clock(self) -> None:
         """Give the host the lease clock, once per step (an input: the replay reads it)."""

@@ -147,9 +147,9 @@ class ClientDesk:
         try:
             seed = await ctx.links.connect_seed(address, ctx.limits.join_timeout_s)
         except DaemonError as e:
-            await ctx.inbox_send.send(ClientError(client, rid, str(e)))
+            await ctx.to_owner(ClientError(client, rid, str(e)))
             return
-        await ctx.inbox_send.send(JoinReached(seed, address, client, rid))
+        await ctx.to_owner(JoinReached(seed, address, client, rid))
 
 
 def request_kind(request: ClientRequest) -> str:

@@ -21,6 +21,7 @@ from skueue.runtime.config import DaemonConfig
 from skueue.runtime.inbox import InboxItem
 from skueue.runtime.network.link_receiver import Inbound
 from skueue.runtime.network.peers import PeerLinks
+from skueue.runtime.network.reactor import Reactor
 from skueue.runtime.network.sessions import ClientSessions
 from skueue.runtime.operations.tallies import Tallies
 
@@ -35,9 +36,13 @@ class DaemonContext:
         self.inbox_send, self.inbox = trio.open_memory_channel[InboxItem](
             self.limits.inbox_items_max
         )
+        # The owner's readiness loop: the plaintext connections it reads itself; a task
+        # that puts an item in the inbox wakes it (runtime/network/reactor.py).
+        self.reactor = Reactor()
         self.sessions = ClientSessions(
             self.limits,
             self.inbox_send,
+            self.reactor,
             welcome,
             config.client_tokens,
             client_certs=config.tls is not None and config.tls.client_issuers is not None,
@@ -59,10 +64,23 @@ class DaemonContext:
         self.session_numbers = itertools.count(1)
         self.tallies = Tallies()  # what the metrics count (runtime/operations/tallies.py)
 
+    async def to_owner(self, item: InboxItem) -> None:
+        """Put ``item`` in the owner's inbox (waiting while it is full) and wake it."""
+        await self.inbox_send.send(item)
+        self.reactor.wake()
+
+    def to_owner_nowait(self, item: InboxItem) -> None:
+        """:meth:`to_owner` where there is room for sure (the inbox is large)."""
+        self.inbox_send.send_nowait(item)
+        self.reactor.wake()
+
     def drop_peer_session(self, peer: str) -> None:
         session = self.peer_sessions.get(peer)
         if session is not None:
             session[1].cancel()
+        inbound = self.inbound.get(peer)
+        if inbound is not None and inbound.reader is not None:
+            inbound.reader.end(None)  # the owner reads it no more, from now
 
     def why_no_answer(self) -> str:
         """What the daemon knows of why the cluster is not answering (for timeouts)."""

@@ -5,19 +5,25 @@ from __future__ import annotations
 
 import socket
 
+import pytest
 import trio
 
+from skueue.runtime.network.client_reader import ClientReader
 from skueue.runtime.network.reply_writer import ClientSession, Reply, offer, write_now
+from skueue.wire.framing import FrameDecoder
+
+pytestmark = pytest.mark.trio  # the writes note the time on trio's clock
 
 
 def session_on(raw: socket.socket) -> ClientSession:
     send, _receive = trio.open_memory_channel[Reply](8)
-    session = ClientSession(send, trio.Semaphore(4))
+    reader = ClientReader(1, FrameDecoder(1000), lambda frame: None, 4, 60.0, 60.0)
+    session = ClientSession(send, reader)
     session.raw = raw
     return session
 
 
-def test_an_idle_writer_lets_the_owner_write_at_once() -> None:
+async def test_an_idle_writer_lets_the_owner_write_at_once() -> None:
     ours, theirs = socket.socketpair()
     with ours, theirs:
         session = session_on(ours)
@@ -25,7 +31,7 @@ def test_an_idle_writer_lets_the_owner_write_at_once() -> None:
         assert theirs.recv(100) == b"hello"
 
 
-def test_a_reply_waits_behind_replies_queued_or_in_the_writers_hands() -> None:
+async def test_a_reply_waits_behind_replies_queued_or_in_the_writers_hands() -> None:
     ours, theirs = socket.socketpair()
     with ours, theirs:
         session = session_on(ours)
@@ -39,7 +45,7 @@ def test_a_reply_waits_behind_replies_queued_or_in_the_writers_hands() -> None:
         assert _nothing_to_read(theirs), "a reply overtook one queued before it"
 
 
-def test_a_closed_client_is_left_to_the_writer() -> None:
+async def test_a_closed_client_is_left_to_the_writer() -> None:
     ours, theirs = socket.socketpair()
     with ours:
         theirs.close()
@@ -48,7 +54,7 @@ def test_a_closed_client_is_left_to_the_writer() -> None:
         assert write_now(session, reply) is reply  # not counted as delivered
 
 
-def test_what_the_socket_does_not_take_is_left_for_the_writer() -> None:
+async def test_what_the_socket_does_not_take_is_left_for_the_writer() -> None:
     ours, theirs = socket.socketpair()
     with ours, theirs:
         ours.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 4096)

@@ -22,7 +22,9 @@ from skueue.host.replies import Done, StatsReply, Welcome
 from skueue.host.requests import RemoveRequest, StatsRequest
 from skueue.host.results import Removed
 from skueue.runtime.limits import Limits
-from skueue.runtime.network.sessions import ClientGone, ClientInput, ClientSessions
+from skueue.runtime.network.client_reader import ClientInput
+from skueue.runtime.network.reactor import Reactor
+from skueue.runtime.network.sessions import ClientGone, ClientSessions
 from skueue.wire.client_hello import PROTOCOL_VERSION
 from skueue.wire.framing import FrameDecoder, pack
 from tests.e2e.rawclient import RawClient
@@ -30,6 +32,14 @@ from tests.e2e.rawclient import RawClient
 pytestmark = pytest.mark.trio
 
 VALUE = b"v" * 1000
+# Whether the harness's owner reads plaintext connections itself (the daemon's way where
+# epoll exists) or every session keeps its reader task (TLS, elsewhere): both, each test.
+OWNER_READS = [True]
+
+
+@pytest.fixture(autouse=True, params=[True, False], ids=["owner-reads", "task-reads"])
+def owner_reads(request: pytest.FixtureRequest) -> None:
+    OWNER_READS[0] = request.param
 
 
 @attrs.define
@@ -50,7 +60,8 @@ class Harness:
 @asynccontextmanager
 async def serving(limits: Limits) -> AsyncIterator[Harness]:
     inbox_send, inbox = trio.open_memory_channel[Any](1000)
-    sessions = ClientSessions(limits, inbox_send, lambda: Welcome("p", "queue", 3, {}))
+    reactor = Reactor(owner_reads=OWNER_READS[0])
+    sessions = ClientSessions(limits, inbox_send, reactor, lambda: Welcome("p", "queue", 3, {}))
 
     async def on_connection(stream: trio.SocketStream) -> None:
         decoder = FrameDecoder(limits.frame_bytes_max)
@@ -70,8 +81,23 @@ async def serving(limits: Limits) -> AsyncIterator[Harness]:
         )
         harness = Harness(sessions, listeners[0].socket.getsockname()[1])
 
+        async def items() -> AsyncIterator[Any]:
+            """What the daemon's owner takes: the inbox, and what it reads itself."""
+            while True:
+                try:
+                    yield inbox.receive_nowait()
+                    continue
+                except trio.WouldBlock:
+                    pass
+                if not reactor.items:
+                    await reactor.wait(1.0)
+                reactor.read_ready()
+                for item in reactor.take():
+                    yield item
+                await trio.lowlevel.checkpoint()
+
         async def owner() -> None:
-            async for item in inbox:
+            async for item in items():
                 if isinstance(item, ClientGone):
                     harness.gone += 1
                     continue

@@ -7,10 +7,9 @@ blob; a writer also joins whatever else is queued before it writes
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from typing import Any, TypeVar
 
-import attrs
 import trio
 
 from skueue.core.errors import RemoteProtocolError
@@ -29,93 +28,27 @@ TLS_REFUSAL = (
 )
 
 
-class ConnectionTimeout(RemoteProtocolError):
-    """A client sent nothing for too long, or stopped inside a frame."""
-
-
 class ConnectionClosed(RemoteProtocolError):
     """The other end closed the connection in the middle of a handshake."""
 
 
-@attrs.define
-class ReadDeadlines:
-    """Deadlines of a client connection's reader (peer links have none).
-
-    ``last_activity`` is the trio time of the last byte received or reply sent (the
-    session's writer moves it too); ``busy`` says whether a request is outstanding."""
-
-    idle_s: float
-    frame_s: float
-    busy: Callable[[], bool]
-    last_activity: float = attrs.field(factory=trio.current_time)
-
-
 async def frames(
-    stream: trio.abc.ReceiveStream,
-    decoder: FrameDecoder,
-    already: list[Any] | None = None,
-    deadlines: ReadDeadlines | None = None,
+    stream: trio.abc.ReceiveStream, decoder: FrameDecoder, already: list[Any] | None = None
 ) -> AsyncIterator[Any]:
     """Yield decoded frames (first those ``already`` read with the hello) until the peer
-    closes; a truncated last frame is an error.  With ``deadlines``, a connection idle
-    (nothing received, nothing outstanding) past ``idle_s``, or inside one frame for
-    ``frame_s``, ends with :class:`ConnectionTimeout`."""
+    closes; a truncated last frame is an error."""
     for frame in already or ():
         yield frame
-    frame_started: float | None = None
     while True:
-        if deadlines is None:
-            data: bytes | bytearray | None = await stream.receive_some(RECEIVE_BYTES)
-        else:
-            data = await _receive_by_deadline(stream, decoder, deadlines, frame_started)
-        if data is None:
-            continue  # busy past the idle deadline: wait on
+        data = await stream.receive_some(RECEIVE_BYTES)
         if not data:
             if decoder.pending_bytes:
                 raise RemoteProtocolError(
                     f"connection closed inside a frame ({decoder.pending_bytes} bytes pending)"
                 )
             return
-        got = decoder.feed(data)
-        if deadlines is not None:
-            now = trio.current_time()
-            deadlines.last_activity = now
-            if not decoder.in_frame:
-                frame_started = None
-            elif got or frame_started is None:
-                frame_started = now  # a new frame began in this read
-        for frame in got:
+        for frame in decoder.feed(data):
             yield frame
-        if got and frame_started is not None:
-            # The consumer may have made us wait (backpressure): that is not the
-            # client's time.
-            frame_started = max(frame_started, trio.current_time())
-
-
-async def _receive_by_deadline(
-    stream: trio.abc.ReceiveStream,
-    decoder: FrameDecoder,
-    deadlines: ReadDeadlines,
-    frame_started: float | None,
-) -> bytes | bytearray | None:
-    """Bytes, or b"" at the end; None when the idle deadline passed while busy."""
-    if frame_started is not None:
-        deadline = frame_started + deadlines.frame_s
-    else:
-        deadline = deadlines.last_activity + deadlines.idle_s
-    with trio.move_on_at(deadline):
-        return await stream.receive_some(RECEIVE_BYTES)
-    if frame_started is not None:
-        raise ConnectionTimeout(
-            f"a frame did not arrive whole in time ({deadlines.frame_s:g} s)"
-        )
-    now = trio.current_time()
-    if deadlines.busy():
-        deadlines.last_activity = now
-        return None
-    if deadlines.last_activity + deadlines.idle_s > now:
-        return None  # a reply went out meanwhile
-    raise ConnectionTimeout(f"closed after {deadlines.idle_s:g} s idle")
 
 
 async def next_frame(

@@ -19,13 +19,19 @@ old, so that two readers never race on the counts.
 from __future__ import annotations
 
 import socket
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import attrs
 import trio
 
 from skueue.core.errors import RemoteProtocolError
-from skueue.wire.framing import pack
+from skueue.host.inputs import PeerControl, PeerMessage
+from skueue.runtime.network.connections import RECEIVE_BYTES
+from skueue.runtime.network.peers import parse_peer_frame
+from skueue.wire.framing import FrameDecoder, pack
+
+if TYPE_CHECKING:
+    from skueue.runtime.network.reactor import Reactor
 
 
 @attrs.define(eq=False)
@@ -40,6 +46,8 @@ class Inbound:
     lock: trio.Lock = attrs.field(factory=trio.Lock)
     # A TLS connection's ack writer instead (its bytes must go through the TLS stream).
     stream_acks: StreamAcks | None = None
+    # The current connection's reading end, where the owner reads it itself.
+    reader: PeerReader | None = None
 
     def attach(self, raw: socket.socket) -> None:
         """A new connection, whose handshake reported ``handled``."""
@@ -133,3 +141,97 @@ class Numbering:
         self.next += 1
         self.left -= 1
         return number
+
+
+class PeerReader:
+    """A peer link's frames turned into the owner's inputs, in their order; frames taken
+    before (resent after a reconnect) are skipped.  Driven by the session's task
+    (:meth:`take` for each frame it reads) or, on a plaintext link, by the owner's
+    reactor (:meth:`on_readable`; runtime/network/reactor.py)."""
+
+    def __init__(self, peer: str, inbound: Inbound, decoder: FrameDecoder) -> None:
+        self.peer = peer
+        self.inbound = inbound
+        self.decoder = decoder
+        self.numbering = Numbering(peer, inbound)
+        self.raw: socket.socket | None = None
+        self.reactor: Reactor | None = None
+        self.ended = trio.Event()
+        self.error: BaseException | None = None
+
+    def take(self, frame: Any) -> tuple[int, PeerMessage | PeerControl] | None:
+        """The input in ``frame`` and its number, None for a header or a frame taken
+        before; raises :class:`RemoteProtocolError` for one no correct peer sends.  The
+        caller moves ``inbound.accepted`` once the input is in the owner's hands."""
+        number = self.numbering.number(frame)
+        inbound = self.inbound
+        if number is None or number <= inbound.accepted:
+            return None
+        try:
+            parsed = parse_peer_frame(frame)
+        except RemoteProtocolError:
+            inbound.accepted = number  # no peer should send it: never take it again
+            inbound.handled = number
+            raise
+        if isinstance(parsed, tuple):
+            kind, message = parsed
+            return number, PeerMessage(self.peer, number, kind, message, frame[2])
+        return number, PeerControl(self.peer, number, parsed)
+
+    def hand(self, frames: list[Any]) -> None:
+        """The owner's: hand the frames' inputs to its next step."""
+        reactor = self.reactor
+        assert reactor is not None
+        for frame in frames:
+            taken = self.take(frame)
+            if taken is not None:
+                reactor.hand(taken[1])
+                self.inbound.accepted = taken[0]
+
+    def on_readable(self) -> None:
+        raw = self.raw
+        assert raw is not None
+        try:
+            data = raw.recv(RECEIVE_BYTES, socket.MSG_DONTWAIT)
+        except BlockingIOError:
+            return
+        except OSError as e:
+            self.end(e)
+            return
+        try:
+            if not data:
+                if self.decoder.pending_bytes:
+                    raise RemoteProtocolError(
+                        "connection closed inside a frame "
+                        f"({self.decoder.pending_bytes} bytes pending)"
+                    )
+                self.end(None)
+                return
+            self.hand(self.decoder.feed(data))
+        except RemoteProtocolError as e:
+            self.end(e)
+
+    def end(self, error: BaseException | None) -> None:
+        """Read no more; the session's task finds out (``error``: why, None: closed)."""
+        if self.raw is not None and self.reactor is not None:
+            self.reactor.unregister(self.raw.fileno())
+        if not self.ended.is_set():
+            self.error = error
+            self.ended.set()
+
+    async def read_by_owner(self, raw: socket.socket, reactor: Reactor, rest: list[Any]) -> None:
+        """Have the owner read the link from now on; returns when the peer closed it,
+        raises what ended it."""
+        self.raw, self.reactor = raw, reactor
+        self.inbound.reader = self
+        self.hand(rest)
+        fd = raw.fileno()
+        reactor.register(fd, self)
+        try:
+            await self.ended.wait()
+        finally:
+            reactor.unregister(fd)
+            if self.inbound.reader is self:
+                self.inbound.reader = None
+        if self.error is not None:
+            raise self.error

@@ -21,7 +21,8 @@ import attrs
 import structlog
 import trio
 
-from skueue.runtime.network.connections import ReadDeadlines, with_waiting
+from skueue.runtime.network.client_reader import ClientReader
+from skueue.runtime.network.connections import with_waiting
 
 log = structlog.get_logger("skueued")
 
@@ -44,7 +45,7 @@ class ClientSession:
     """One connected client, as its reader, its writer and the owner's replies see it."""
 
     replies: trio.MemorySendChannel[Reply]
-    slots: trio.Semaphore
+    reader: ClientReader  # its reading end (what is outstanding; the deadlines)
     # From the hello: the client's own request timeout (None: the daemon's), and whether
     # this is an administrative connection.
     request_timeout_s: float | None = None
@@ -54,10 +55,8 @@ class ClientSession:
     session: str | None = None
     role: str = "admin"  # its token's (runtime/security/client_auth.py); without tokens, anything
     closed: bool = False
-    outstanding: int = 0  # requests handed to the owner and not answered yet
     queued_elements: int = 0  # elements in replies offered and not yet handed over
     scope: trio.CancelScope | None = None
-    deadlines: ReadDeadlines | None = None
     # The connection's socket for writes that must not wait (None: not a socket, tests).
     raw: socket.socket | None = None
     # Replies queued or in the writer's hands, not yet written (a count, not a flag: the
@@ -78,8 +77,7 @@ def write_now(session: ClientSession, reply: Reply) -> Reply | None:
         sent = raw.send(reply.blob, socket.MSG_DONTWAIT | socket.MSG_NOSIGNAL)
     except OSError:  # BlockingIOError included
         return reply
-    if session.deadlines is not None:
-        session.deadlines.last_activity = trio.current_time()
+    session.reader.deadlines.last_activity = trio.current_time()
     if sent == len(reply.blob):
         return None
     return Reply(reply.blob[sent:], reply.elements)
@@ -145,8 +143,7 @@ async def _send(
         while done < len(batch) and ends[done] <= sent:
             session.queued_elements -= batch[done].elements
             done += 1
-        if session.deadlines is not None:
-            session.deadlines.last_activity = trio.current_time()
+        session.reader.deadlines.last_activity = trio.current_time()
 
 
 def offer(session: ClientSession, reply: Reply) -> bool:
@@ -160,8 +157,10 @@ def offer(session: ClientSession, reply: Reply) -> bool:
 
 
 def close(session: ClientSession) -> None:
-    """End the session: its reader and writer stop."""
+    """End the session: its reader and writer stop (the owner reads its socket no more,
+    from now: the session's task closes it later)."""
     session.closed = True
+    session.reader.end(None)
     if session.scope is not None:
         session.scope.cancel()
 

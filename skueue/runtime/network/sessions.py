@@ -1,9 +1,12 @@
-"""Client sessions: one reader and one writer task per connected client.
+"""Client sessions: a reading end and a writer per connected client.
 
-The reader parses requests and feeds them to the owner task through the inbox; the
-writer sends the replies the owner hands over.  A client may have
-``requests_per_client_max`` requests outstanding; its reader stops reading until replies
-go out, so a fast client slows down instead of growing our buffers.
+The reading end (:mod:`skueue.runtime.network.client_reader`) turns the client's frames
+into requests for the owner: on a plaintext connection the owner reads the socket
+itself when it is ready (:mod:`skueue.runtime.network.reactor`), and the session's task
+only watches its deadlines; under TLS the session's task reads and puts the requests in
+the inbox.  A client may have ``requests_per_client_max`` requests outstanding; at the
+limit its frames wait unread, so a fast client slows down instead of growing our
+buffers.  The writer sends the replies the owner hands over.
 
 The owner never blocks on a client: :meth:`ClientSessions.deliver` offers a reply to the
 session's bounded reply channel, and a client that does not read its replies is closed.
@@ -39,10 +42,10 @@ from __future__ import annotations
 
 import contextlib
 import itertools
+import socket
 from collections.abc import Callable, Iterator
 from typing import Any
 
-import attrs
 import structlog
 import trio
 
@@ -61,13 +64,14 @@ from skueue.host.replies import (
 from skueue.host.replies import Reply as ClientReply
 from skueue.host.requests import ADMIN_REQUESTS, ADMIN_ROLE_REQUESTS, ClientRequest
 from skueue.runtime.limits import Limits
-from skueue.runtime.network.connections import (
+from skueue.runtime.network.client_reader import (
+    ClientReader,
     ConnectionTimeout,
-    ReadDeadlines,
-    first_frame,
-    frames,
-    put,
+    read_by_owner,
+    read_by_task,
 )
+from skueue.runtime.network.connections import first_frame, put
+from skueue.runtime.network.reactor import Reactor
 from skueue.runtime.network.reply_writer import (
     DISCONNECTED,
     ClientSession,
@@ -97,12 +101,6 @@ log = structlog.get_logger("skueued")
 REFUSAL_SEND_S = 1.0
 
 
-@attrs.frozen
-class ClientInput:
-    client: int
-    request: ClientRequest
-
-
 class _Ending(RemoteProtocolError):
     """The connection ends with this error line (``code``) after what is queued."""
 
@@ -125,6 +123,7 @@ class ClientSessions:
         self,
         limits: Limits,
         inbox: trio.MemorySendChannel[Any],
+        reactor: Reactor,
         welcome: Callable[[], Welcome],
         tokens: ClientTokens | None = None,
         client_certs: bool = False,
@@ -136,6 +135,9 @@ class ClientSessions:
         self.client_certs = client_certs
         self.tls = tls  # every connection is TLS (a client could have shown a certificate)
         self.inbox = inbox
+        # The owner reads plaintext clients itself (runtime/network/reactor.py); a task
+        # that puts something in the inbox wakes it.
+        self.reactor = reactor
         self.welcome = welcome
         self.clients: dict[int, ClientSession] = {}
         self.client_ids = itertools.count(1)
@@ -256,9 +258,18 @@ class ClientSessions:
         client = next(self.client_ids)
         self.accepted += 1
         send, receive = trio.open_memory_channel[Reply](self.limits.client_replies_max)
+        limits = self.limits
+        reader = ClientReader(
+            client,
+            decoder,
+            lambda frame: self.check_frame(session, frame),
+            limits.requests_per_client_max,
+            limits.idle_connection_timeout_s,
+            limits.frame_read_timeout_s,
+        )
         session = ClientSession(
             send,
-            trio.Semaphore(self.limits.requests_per_client_max),
+            reader,
             greeting.request_timeout_s,
             greeting.admin,
             greeting.version,
@@ -275,7 +286,7 @@ class ClientSessions:
                 nursery.start_soon(
                     write_replies, session, stream, receive, self.limits.reply_write_timeout_s
                 )
-                ending = await self._read_until_the_end(client, session, stream, decoder, rest)
+                ending = await self._read_until_the_end(client, session, stream, rest)
                 session.closed = True
                 if ending is None:
                     nursery.cancel_scope.cancel()  # gone: nobody is left to write to
@@ -290,20 +301,23 @@ class ClientSessions:
             session.queued_elements = 0
             del self.clients[client]
             self.admins -= session.admin
-            await self.inbox.send(ClientGone(client))
+            await self.to_owner(ClientGone(client))
 
     async def _read_until_the_end(
-        self,
-        client: int,
-        session: ClientSession,
-        stream: trio.abc.Stream,
-        decoder: FrameDecoder,
-        rest: list[Any],
+        self, client: int, session: ClientSession, stream: trio.abc.Stream, rest: list[Any]
     ) -> ErrorReply | None:
         """Read requests until the client goes (None) or must go (the error line)."""
+        reader = session.reader
         try:
-            decoder.attach(self.buffers)
-            await self._read_requests(client, session, stream, decoder, rest)
+            reader.decoder.attach(self.buffers)
+            if isinstance(stream, trio.SocketStream) and self.reactor.available:
+                raw = socket.socket(fileno=stream.socket.fileno())
+                try:
+                    await read_by_owner(reader, raw, self.reactor, self.reactor.hand, rest)
+                finally:
+                    raw.detach()  # the descriptor is the stream's
+            else:
+                await read_by_task(reader, stream, self.to_owner, rest)
         except ConnectionTimeout as e:
             log.debug("closing a client connection", client=client, reason=e.message)
             return ErrorReply(None, e.message, TIMEOUT)
@@ -320,55 +334,40 @@ class ClientSessions:
             pass  # reset by the client: nobody is left to answer
         return None
 
-    async def _read_requests(
-        self,
-        client: int,
-        session: ClientSession,
-        stream: trio.abc.Stream,
-        decoder: FrameDecoder,
-        rest: list[Any],
-    ) -> None:
+    async def to_owner(self, item: Any) -> None:
+        """Put ``item`` in the owner's inbox (waiting while it is full) and wake it."""
+        await put(self.inbox, item)
+        self.reactor.wake()
+
+    def check_frame(self, session: ClientSession, frame: Any) -> ClientRequest | None:
+        """The request in a client's ``frame`` for the owner, or None when the session
+        answered it itself (too large, refused); raises what ends the connection."""
         limits = self.limits
-        deadlines = ReadDeadlines(
-            limits.idle_connection_timeout_s,
-            limits.frame_read_timeout_s,
-            lambda: session.outstanding > 0,
-        )
-        session.deadlines = deadlines
-        async for frame in frames(stream, decoder, rest, deadlines):
-            if isinstance(frame, Oversized):
-                message = (
-                    f"a frame of {frame.length} bytes exceeds the limit of "
-                    f"{limits.frame_bytes_max}"
-                )
-                rid = oversized_request_id(frame.prefix)
-                if rid is None:
-                    raise _Ending(message, None, TOO_LARGE)
-                self._answer(session, ErrorReply(rid, message, TOO_LARGE))
-                continue
-            try:
-                request = decode_request(frame, limits)
-            except RemoteProtocolError as e:
-                raise _Ending(e.message, request_id(frame), INVALID) from None
-            if isinstance(request, ErrorReply):
-                self._answer(session, request)
-                continue
-            if isinstance(request, ADMIN_ROLE_REQUESTS) and session.role != "admin":
-                message = "join, leave, remove-member and deleting a queue need an admin token"
-                self._answer(session, ErrorReply(request.rid, message, UNAUTHORIZED))
-                continue
-            if session.admin and not isinstance(request, ADMIN_REQUESTS):
-                message = (
-                    "an admin connection may only ask for stats, join, leave and remove-member"
-                )
-                self._answer(session, ErrorReply(request.rid, message, INVALID))
-                continue
-            try:
-                session.slots.acquire_nowait()
-            except trio.WouldBlock:
-                await session.slots.acquire()  # backpressure: wait for replies to go out
-            session.outstanding += 1
-            await put(self.inbox, ClientInput(client, request))
+        if isinstance(frame, Oversized):
+            message = (
+                f"a frame of {frame.length} bytes exceeds the limit of {limits.frame_bytes_max}"
+            )
+            rid = oversized_request_id(frame.prefix)
+            if rid is None:
+                raise _Ending(message, None, TOO_LARGE)
+            self._answer(session, ErrorReply(rid, message, TOO_LARGE))
+            return None
+        try:
+            request = decode_request(frame, limits)
+        except RemoteProtocolError as e:
+            raise _Ending(e.message, request_id(frame), INVALID) from None
+        if isinstance(request, ErrorReply):
+            self._answer(session, request)
+            return None
+        if isinstance(request, ADMIN_ROLE_REQUESTS) and session.role != "admin":
+            message = "join, leave, remove-member and deleting a queue need an admin token"
+            self._answer(session, ErrorReply(request.rid, message, UNAUTHORIZED))
+            return None
+        if session.admin and not isinstance(request, ADMIN_REQUESTS):
+            message = "an admin connection may only ask for stats, join, leave and remove-member"
+            self._answer(session, ErrorReply(request.rid, message, INVALID))
+            return None
+        return request
 
     def deliver(self, client: int, reply: ClientReply) -> None:
         """Hand one reply to a client's writer; never blocks the owner."""
@@ -377,9 +376,8 @@ class ClientSessions:
         if session is None or session.closed:
             self.dropped_results += elements
             return
-        session.outstanding -= 1
-        session.slots.release()
         self._queue(session, Reply(self._encode(reply), elements))
+        session.reader.answered()
 
     def _answer(self, session: ClientSession, reply: ClientReply) -> None:
         """An answer of the session's own (no request went to the owner)."""
