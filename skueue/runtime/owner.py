@@ -395,11 +395,14 @@ class Owner:
             links.send(peer, batch)
         self._acknowledge()
         now = trio.current_time()
+        by_client: dict[int, list[Any]] = defaultdict(list)  # one write per client
         for client, reply in replies:
             if not isinstance(reply, Welcome):
                 outcome = (reply.code or "error") if isinstance(reply, ErrorReply) else "ok"
                 ctx.tallies.replied(client, reply.rid, outcome, now)
-            ctx.sessions.deliver(client, reply)
+            by_client[client].append(reply)
+        for client, theirs in by_client.items():
+            ctx.sessions.deliver(client, theirs)
 
     def _acknowledge(self) -> None:
         """Tell peers what was handled of their frames: at most every ``ACK_DELAY_S``, or

@@ -27,7 +27,7 @@ async def test_an_idle_writer_lets_the_owner_write_at_once() -> None:
     ours, theirs = socket.socketpair()
     with ours, theirs:
         session = session_on(ours)
-        assert write_now(session, Reply(b"hello", 1)) is None
+        assert write_now(session, [Reply(b"hello", 1)]) == []
         assert theirs.recv(100) == b"hello"
 
 
@@ -37,10 +37,10 @@ async def test_a_reply_waits_behind_replies_queued_or_in_the_writers_hands() -> 
         session = session_on(ours)
         assert offer(session, Reply(b"first"))
         second = Reply(b"second", 1)
-        assert write_now(session, second) is second  # queued before it: it waits
+        assert write_now(session, [second]) == [second]  # queued before it: it waits
         session = session_on(ours)
         session.pending = 1  # the writer took a reply and has not written it yet
-        assert write_now(session, second) is second
+        assert write_now(session, [second]) == [second]
         theirs.setblocking(False)
         assert _nothing_to_read(theirs), "a reply overtook one queued before it"
 
@@ -51,7 +51,7 @@ async def test_a_closed_client_is_left_to_the_writer() -> None:
         theirs.close()
         session = session_on(ours)
         reply = Reply(b"late", 1)
-        assert write_now(session, reply) is reply  # not counted as delivered
+        assert write_now(session, [reply]) == [reply]  # not counted as delivered
 
 
 async def test_what_the_socket_does_not_take_is_left_for_the_writer() -> None:
@@ -60,9 +60,10 @@ async def test_what_the_socket_does_not_take_is_left_for_the_writer() -> None:
         ours.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 4096)
         session = session_on(ours)
         blob = bytes(range(256)) * 4096  # 1 MiB: more than the buffers hold
-        left = write_now(session, Reply(blob, 3))
-        assert left is not None and 0 < len(left.blob) < len(blob)
-        assert left.elements == 3
+        first = Reply(b"first", 1)
+        (left,) = write_now(session, [first, Reply(blob, 3)])
+        assert 0 < len(left.blob) < len(blob)
+        assert left.elements == 3  # the first reply went out whole: only the second waits
         got = bytearray()
         theirs.setblocking(False)
         while True:
@@ -71,7 +72,7 @@ async def test_what_the_socket_does_not_take_is_left_for_the_writer() -> None:
             except BlockingIOError:
                 break
             got += chunk
-        assert bytes(got) + left.blob == blob  # nothing lost, nothing twice
+        assert bytes(got) + left.blob == b"first" + blob  # nothing lost, nothing twice
 
 
 def _nothing_to_read(sock: socket.socket) -> bool:
@@ -80,3 +81,15 @@ def _nothing_to_read(sock: socket.socket) -> bool:
     except BlockingIOError:
         return True
     return False
+
+
+async def test_a_steps_replies_go_out_in_one_send_and_a_cut_keeps_reply_boundaries() -> None:
+    ours, theirs = socket.socketpair()
+    with ours, theirs:
+        session = session_on(ours)
+        assert write_now(session, [Reply(b"a", 1), Reply(b"bb", 2)]) == []
+        assert theirs.recv(100) == b"abb"
+        ours.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 4096)
+        big = bytes(1 << 20)
+        left = write_now(session, [Reply(big, 1), Reply(b"tail", 2)])
+        assert [r.elements for r in left] == [1, 2] and left[1].blob == b"tail"

@@ -107,11 +107,11 @@ async def serving(limits: Limits) -> AsyncIterator[Harness]:
                         if harness.hold is not None:
                             await harness.hold.wait()
                         results = tuple(Removed(VALUE, i, i) for i in range(count))
-                        sessions.deliver(item.client, Done(rid, results))
+                        sessions.deliver(item.client, [Done(rid, results)])
                     case StatsRequest(rid=rid):
-                        sessions.deliver(item.client, StatsReply(rid, {}))
+                        sessions.deliver(item.client, [StatsReply(rid, {})])
                     case request:
-                        sessions.deliver(item.client, Done(request.rid, ()))
+                        sessions.deliver(item.client, [Done(request.rid, ())])
 
         nursery.start_soon(owner)
         try:

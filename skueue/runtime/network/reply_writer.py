@@ -1,8 +1,9 @@
 """A client's writer: the replies the owner hands over, written without blocking it.
 
 Replies wait in the session's bounded channel; the writer joins those waiting into one
-write.  When the writer is idle, the owner writes a reply itself (:func:`write_now`), as
-long as the socket takes it without waiting; the rest goes through the channel.
+write.  When the writer is idle, the owner writes a step's replies itself, in one send
+(:func:`write_now`), as long as the socket takes them without waiting; the rest goes
+through the channel.
 
 An element counts as delivered once the whole reply that carries it was handed to the
 kernel while the connection was open, so before each write the writer (and
@@ -64,23 +65,30 @@ class ClientSession:
     pending: int = 0
 
 
-def write_now(session: ClientSession, reply: Reply) -> Reply | None:
-    """Write ``reply`` from the owner, at once, when the writer is idle (nothing queued,
-    nothing in its hands): a reply then costs one send instead of a trip through the
-    channel and a wake-up of the writer task.  Returns what is left for the writer
-    (None: all of it went out); anything unusual (a full socket, a closed client, an
-    error) is left to the writer, which handles it as it always did."""
+def write_now(session: ClientSession, replies: list[Reply]) -> list[Reply]:
+    """Write a step's ``replies`` for one client from the owner, in one send, when the
+    writer is idle (nothing queued, nothing in its hands): they then cost one syscall
+    instead of a trip through the channel and a wake-up of the writer task.  Returns
+    what is left for the writer (the rest of a reply cut short, and those after it: each
+    reply's elements count as delivered only once all of it went out); anything unusual
+    (a full socket, a closed client, an error) is left to the writer, which handles it
+    as it always did."""
     raw = session.raw
     if raw is None or session.pending or session.closed or _peer_closed(raw):
-        return reply
+        return replies
+    blob = replies[0].blob if len(replies) == 1 else b"".join(r.blob for r in replies)
     try:
-        sent = raw.send(reply.blob, socket.MSG_DONTWAIT | socket.MSG_NOSIGNAL)
+        sent = raw.send(blob, socket.MSG_DONTWAIT | socket.MSG_NOSIGNAL)
     except OSError:  # BlockingIOError included
-        return reply
+        return replies
     session.reader.deadlines.last_activity = trio.current_time()
-    if sent == len(reply.blob):
-        return None
-    return Reply(reply.blob[sent:], reply.elements)
+    if sent == len(blob):
+        return []
+    for i, reply in enumerate(replies):
+        if sent < len(reply.blob):
+            return [Reply(reply.blob[sent:], reply.elements), *replies[i + 1 :]]
+        sent -= len(reply.blob)
+    return []  # (not reached: sent < len(blob))
 
 
 async def write_replies(

@@ -369,19 +369,20 @@ class ClientSessions:
             return None
         return request
 
-    def deliver(self, client: int, reply: ClientReply) -> None:
-        """Hand one reply to a client's writer; never blocks the owner."""
+    def deliver(self, client: int, replies: list[ClientReply]) -> None:
+        """Hand a step's replies for one client to it (in one write where the socket
+        takes them); never blocks the owner."""
         session = self.clients.get(client)
-        elements = reply_elements(reply)
         if session is None or session.closed:
-            self.dropped_results += elements
+            self.dropped_results += sum(reply_elements(r) for r in replies)
             return
-        self._queue(session, Reply(self._encode(reply), elements))
-        session.reader.answered()
+        self._queue(session, [Reply(self._encode(r), reply_elements(r)) for r in replies])
+        for _ in replies:
+            session.reader.answered()
 
     def _answer(self, session: ClientSession, reply: ClientReply) -> None:
         """An answer of the session's own (no request went to the owner)."""
-        self._queue(session, Reply(pack(encode_reply(reply))))
+        self._queue(session, [Reply(pack(encode_reply(reply)))])
 
     def _encode(self, reply: ClientReply) -> bytes:
         blob = pack(encode_reply(reply))
@@ -390,16 +391,12 @@ class ClientSessions:
         pieces = reply_frames(reply, self.limits.frame_bytes_max)
         return pack_many(encode_reply(part) for part in pieces)
 
-    def _queue(self, session: ClientSession, reply: Reply) -> None:
-        left = write_now(session, reply)
-        if left is None:
-            return  # written whole: its elements are delivered
-        reply = left
-        if offer(session, reply):
-            session.queued_elements += reply.elements
-            return
-        self.dropped_results += reply.elements
-        if not session.closed:
-            log.warning("client is not reading its replies; closing it")
-            close(session)
-
+    def _queue(self, session: ClientSession, replies: list[Reply]) -> None:
+        for reply in write_now(session, replies):  # what the socket did not take
+            if offer(session, reply):
+                session.queued_elements += reply.elements
+                continue
+            self.dropped_results += reply.elements
+            if not session.closed:
+                log.warning("client is not reading its replies; closing it")
+                close(session)
