@@ -90,6 +90,7 @@ class Daemon:
                          structure=self.config.structure.value)  # fmt: skip
                 task_status.started(listening)
         finally:
+            ctx.reactor.close()
             if self.data.lock is not None:
                 self.data.lock.release()
 
