@@ -263,3 +263,24 @@ async def test_a_client_that_does_not_read_is_closed_and_its_elements_counted_dr
         dropped = h.sessions.dropped_results
         assert 0 < dropped <= requests * 50
         assert (requests * 50 - dropped) * len(VALUE) < 4 * 1024 * 1024
+
+
+async def test_garbage_behind_the_outstanding_limit_ends_that_client_only() -> None:
+    """A client at its limit of outstanding requests whose next frame is garbage: the
+    frame is checked when a reply frees a slot (in the owner's flush, where the owner
+    reads the connection itself); the client gets the reply and an error line, and the
+    owner serves on."""
+    async with serving(Limits(requests_per_client_max=1)) as h:
+        c = await hello(h)
+        h.hold = trio.Event()
+        await c.stream.send_all(pack(["remove", 1, 1]) + pack(["no-such-request", 2]))
+        await trio.sleep(0.2)  # both read; the second waits for a slot
+        h.hold.set()
+        h.hold = None
+        with trio.fail_after(5):
+            closing = await c.until_closed()
+        assert closing[0][:2] == ["done", 1]
+        assert closing[-1][0] == "error" and closing[-1][3] == "invalid", closing
+        other = await hello(h)
+        await other.send(["remove", 3, 1])
+        assert (await other.receive())[:2] == ["done", 3]

@@ -168,7 +168,12 @@ class ClientReader:
             self.resumed.set()
             return
         started = self.deadlines.frame_started
-        for item in self.take():
+        try:
+            items = self.take()
+        except RemoteProtocolError as e:  # the client's fault, found in the owner's flush
+            self.end(e)
+            return
+        for item in items:
             self.hand(item)
         if not self.paused and self.raw is not None and self.reactor is not None:
             if started is not None:
