@@ -43,9 +43,12 @@ async def test_only_ready_sockets_read_and_a_paused_one_waits() -> None:
         assert reactor.read_ready() == 0 and rb.got == [], "a paused socket was read"
         reactor.resume(b.fileno())
         assert reactor.read_ready() == 1 and rb.got == [b"two"]
-        reactor.unregister(a.fileno())
+        reactor.unregister(a.fileno(), rb)  # not rb's registration: a stays
         a_peer.send(b"three")
-        assert reactor.read_ready() == 0 and ra.got == [b"one"]
+        assert reactor.read_ready() == 1 and ra.got == [b"one", b"three"]
+        reactor.unregister(a.fileno(), ra)
+        a_peer.send(b"four")
+        assert reactor.read_ready() == 0 and ra.got == [b"one", b"three"]
     reactor.close()
 
 

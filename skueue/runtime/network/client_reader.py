@@ -214,7 +214,7 @@ class ClientReader:
         """Read no more; the session's task finds out (``error``: why, None: the client
         closed)."""
         if self.raw is not None and self.reactor is not None:
-            self.reactor.unregister(self.raw.fileno())
+            self.reactor.unregister(self.raw.fileno(), self)
         if not self.ended:
             self.ended, self.error = True, error
             self.wakeup.set()
@@ -241,7 +241,7 @@ async def read_by_owner(
             if waiting.cancelled_caught and not reader.ended:
                 reader.deadlines.passed(reader.paused)
     finally:
-        reactor.unregister(fd)
+        reactor.unregister(fd, reader)
     if reader.error is not None:
         raise reader.error
 

@@ -214,7 +214,7 @@ class PeerReader:
     def end(self, error: BaseException | None) -> None:
         """Read no more; the session's task finds out (``error``: why, None: closed)."""
         if self.raw is not None and self.reactor is not None:
-            self.reactor.unregister(self.raw.fileno())
+            self.reactor.unregister(self.raw.fileno(), self)
         if not self.ended.is_set():
             self.error = error
             self.ended.set()
@@ -230,7 +230,7 @@ class PeerReader:
         try:
             await self.ended.wait()
         finally:
-            reactor.unregister(fd)
+            reactor.unregister(fd, self)
             if self.inbound.reader is self:
                 self.inbound.reader = None
         if self.error is not None:

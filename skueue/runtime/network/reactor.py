@@ -70,11 +70,15 @@ class Reactor:
         self._epoll.register(fd, select.EPOLLIN)
         self._readers[fd] = reader
 
-    def unregister(self, fd: int) -> None:
-        """Read ``fd`` no more (before its stream is closed: a descriptor closed while in
-        the set would be reused by the next connection under the old reader)."""
-        if self._readers.pop(fd, None) is not None and self._epoll is not None:
-            self._epoll.unregister(fd)
+    def unregister(self, fd: int, reader: Readable) -> None:
+        """Let ``reader`` read ``fd`` no more (before its stream is closed: a descriptor
+        closed while in the set would be reused by the next connection under the old
+        reader).  Only ``reader``'s own registration goes, should the descriptor already
+        belong to another connection."""
+        if self._readers.get(fd) is reader:
+            del self._readers[fd]
+            if self._epoll is not None:
+                self._epoll.unregister(fd)
 
     def pause(self, fd: int) -> None:
         """Stop reading ``fd`` for now (backpressure); its bytes wait in the kernel."""
