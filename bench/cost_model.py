@@ -6,6 +6,7 @@ Rerun the numbers in the README (and after any change to the core)::
     .venv/bin/python bench/cost_model.py
     .venv/bin/python bench/cost_model.py --cpu-us-per-message 35 --cpu-us-per-op-local 40
     .venv/bin/python bench/cost_model.py --n 16 64 --ops-per-process 8 --cycles 20
+    .venv/bin/python bench/cost_model.py --n 4 16 64 --ops-per-process 200 --grouped
 
 Theory of operation
 -------------------
@@ -94,6 +95,9 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--cycles", type=int, default=None,
                         help=f"counted cycles per n (default: about {OPS_TARGET} operations, "
                         f"{CYCLES_MIN} to {CYCLES_MAX} cycles)")
+    parser.add_argument("--grouped", action="store_true",
+                        help="each process submits its enqueues, then its dequeues, as one "
+                        "enqueue_many and one dequeue_many (default: shuffled)")
     parser.add_argument("--warmup-cycles", type=int, default=1)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--cpu-us-per-message", type=float, default=CPU_US_PER_MESSAGE,
@@ -118,7 +122,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         cycles = args.cycles or (QUICK_CYCLES if args.quick else
                                  default_cycles(n, args.ops_per_process))
         point = measure(n, ops_per_process=args.ops_per_process, cycles=cycles,
-                        warmup_cycles=args.warmup_cycles, seed=args.seed)
+                        warmup_cycles=args.warmup_cycles, seed=args.seed,
+                        grouped=args.grouped)
         print(f"n={n}: {point.ops_completed} ops, {point.messages} messages, "
               f"{point.wall_seconds:.1f} s", file=sys.stderr, flush=True)
         points.append(point)

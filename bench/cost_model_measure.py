@@ -76,13 +76,16 @@ class Driver:
         self.process_kind[(i, kind)] += 1
         self.process_kind[(j, kind)] += 1
 
-    def submit_cycle(self, ops_per_process: int) -> None:
-        """Every process submits its operations for this cycle (sent with this round's)."""
+    def submit_cycle(self, ops_per_process: int, grouped: bool = False) -> None:
+        """Every process submits its operations for this cycle (sent with this round's):
+        shuffled, or (``grouped``) all its enqueues and then all its dequeues, as one
+        ``enqueue_many`` and one ``dequeue_many`` would."""
         enqueues = ops_per_process // 2
         kinds = [OpKind.ENQUEUE] * enqueues + [OpKind.DEQUEUE] * (ops_per_process - enqueues)
         outbox: list[Send] = []
         for i, process in enumerate(self.order):
-            self.rng.shuffle(kinds)
+            if not grouped:
+                self.rng.shuffle(kinds)
             for kind in kinds:
                 value = f"{process.process_id}-{process.next_op_id}" if kind.inserts else None
                 op = process.new_op(kind, value)
@@ -109,10 +112,10 @@ class Driver:
         self.dirty = still
         self.inbox = outbox
 
-    def run_cycle(self, ops_per_process: int) -> int:
+    def run_cycle(self, ops_per_process: int, grouped: bool = False) -> int:
         """One closed-loop cycle; the rounds it took."""
         start = self.round
-        self.submit_cycle(ops_per_process)
+        self.submit_cycle(ops_per_process, grouped)
         while self.pending:
             if self.round - start >= ROUNDS_PER_CYCLE_MAX:
                 raise Stuck(f"{self.pending} operations incomplete after {ROUNDS_PER_CYCLE_MAX} "
@@ -138,7 +141,13 @@ class Driver:
 
 
 def measure(
-    n: int, *, ops_per_process: int = 2, cycles: int = 10, warmup_cycles: int = 1, seed: int = 0
+    n: int,
+    *,
+    ops_per_process: int = 2,
+    cycles: int = 10,
+    warmup_cycles: int = 1,
+    seed: int = 0,
+    grouped: bool = False,
 ) -> Point:
     if n < 2:
         raise ValueError("n must be at least 2: one process sends no messages")
@@ -147,9 +156,9 @@ def measure(
     began = time.perf_counter()
     driver = Driver(n, seed)
     for _ in range(warmup_cycles):
-        driver.run_cycle(ops_per_process)
+        driver.run_cycle(ops_per_process, grouped)
     driver.counting = True
-    rounds = sum(driver.run_cycle(ops_per_process) for _ in range(cycles))
+    rounds = sum(driver.run_cycle(ops_per_process, grouped) for _ in range(cycles))
     ops = n * ops_per_process * cycles
     per_process = [s + r for s, r in zip(driver.sent, driver.received, strict=True)]
     busiest = max(range(n), key=per_process.__getitem__)

@@ -15,16 +15,23 @@ would have received, in the same order.  Size: a bundle stays under the byte bud
 driver gave for multi-part messages (its frame limit, with room), counting each element's
 bytes plus a fixed overhead per message, and under ``DHT_BUNDLE_ITEMS_MAX`` messages; a
 message too large for any bundle goes alone.
+
+Runs: inside a bundle, requests for consecutive positions of one block and answers from
+one owner travel as one message each (:mod:`skueue.core.dht_runs`); a bundle that is one
+run goes as that run.
 """
 
 from __future__ import annotations
 
+from skueue.core.dht_runs import collapse
 from skueue.core.effects import Effect, Send
 from skueue.core.membership.state import HANDOVER_OVERHEAD_BYTES, element_bytes
 from skueue.core.messages.stages import (
     DHT_BUNDLE_ITEMS_MAX,
+    AnswerRun,
     DhtBundle,
     DhtMessage,
+    DhtRun,
     GetReply,
     Put,
 )
@@ -36,6 +43,8 @@ DHT_MESSAGE_OVERHEAD_BYTES = 256
 
 
 def message_bytes(m: DhtMessage) -> int:
+    if isinstance(m, DhtRun | AnswerRun):  # not made by a step, but counted right
+        return DHT_MESSAGE_OVERHEAD_BYTES + sum(element_bytes(e) for e in m.elements)
     element = m.element if isinstance(m, Put | GetReply) else None
     return DHT_MESSAGE_OVERHEAD_BYTES + (0 if element is None else element_bytes(element))
 
@@ -70,5 +79,6 @@ def bundle_dht(effects: list[Effect], bytes_max: int) -> list[Effect]:
         out.append(effect)
     for index, (to, group) in groups.items():
         if len(group) > 1:
-            out[index] = Send(to, DhtBundle(tuple(group)))
+            runs = collapse(group)
+            out[index] = Send(to, runs[0] if len(runs) == 1 else DhtBundle(tuple(runs)))
     return out

@@ -82,8 +82,13 @@ class AsyncConfig:
     handover_bytes_max: int | None = None
     lease_ratio: float = 0.0  # removes that take a lease (skueue/core/leases.py)
     max_deliveries: int = 0  # a leased remove's delivery limit (0: none)
+    # Operations per client event, all of its kind and to one process (as enqueue_many
+    # and dequeue_many send them): their positions come in runs (docs/dht_blocks.md).
+    burst: int = 1
 
     def __post_init__(self) -> None:
+        if self.burst < 1:
+            raise ValueError("burst must be at least 1")
         if self.processes < 1:
             raise ValueError("processes must be at least 1")
         if not 0.0 <= self.insert_ratio <= 1.0:
@@ -259,7 +264,9 @@ class AsyncSim:
             return
         assert isinstance(event, OpKind)
         clients = [p for p in self.order if not p.leaving and not p.departed]
-        self._submit(rng.choice(clients), event)
+        client = rng.choice(clients)
+        for _ in range(self.config.burst):
+            self._submit(client, event)
 
     def step(self) -> None:
         self.steps += 1

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import statistics
 
+from skueue.core.dht_runs import opened
 from skueue.core.messages.stages import Put
 from skueue.dht.keys import position_key
 from skueue.overlay.ring import ring_nodes
@@ -28,11 +29,15 @@ def _enqueue_only_run() -> tuple[dict[str, int], dict[str, int]]:
     assert len(result.records) == ENTRIES
     # Enqueues complete when their Put leaves; let the last Puts land.  (Empty batches
     # keep circulating, so the network itself never goes quiet.)
+    # (Puts may travel inside bundles and runs: look inside them.)
+    def puts_in_flight() -> bool:
+        return any(isinstance(m, Put) for s in sim.inbox for m in opened(s.message))
+
     for _ in range(1000):
-        if not any(isinstance(s.message, Put) for s in sim.inbox):
+        if not puts_in_flight():
             break
         sim.step(generate=False)
-    assert not any(isinstance(s.message, Put) for s in sim.inbox)
+    assert not puts_in_flight()
     stored = {p.process_id: p.entries() for p in sim.order}
     nodes = ring_nodes(sim.ids)
     labels = [n.label for n in nodes]

@@ -6,13 +6,13 @@ import pytest
 from pyspark.sql import SparkSession
 
 from skueue.analysis.stats import storage
-from skueue.core.messages.stages import DhtBundle, Put
+from skueue.core.dht_runs import opened
+from skueue.core.messages.stages import Put
 from skueue.sim.rounds import SyncConfig, SyncSim
 
 
 def carries_a_put(message: object) -> bool:
-    inner = message.messages if isinstance(message, DhtBundle) else (message,)
-    return any(isinstance(m, Put) for m in inner)
+    return any(isinstance(m, Put) for m in opened(message))  # bundles and runs opened
 
 
 @pytest.mark.spark

@@ -16,6 +16,7 @@ from skueue.core.effects import Complete, Effect, Send
 from skueue.core.membership.state import HANDOVER_OVERHEAD_BYTES
 from skueue.core.messages.stages import BatchUp, DhtBundle, Get, GetReply, Put, PutAck
 from skueue.core.ops import Structure
+from skueue.dht.keys import POSITIONS_PER_BLOCK
 from skueue.overlay.labels import Kind, node_ref
 from skueue.sim.rounds import SyncConfig, SyncSim
 
@@ -25,7 +26,10 @@ ME = node_ref("127.0.0.1:3", Kind.LEFT)
 BUDGET = 1 << 20
 
 
-def put(position: int, element: bytes = b"e") -> Put:
+def put(i: int, element: bytes = b"e") -> Put:
+    """A Put in block ``i``: Puts for consecutive positions of one block would go as one
+    run (tests/unit/test_dht_runs.py), these only share the destination."""
+    position = i * POSITIONS_PER_BLOCK
     return Put(None, position, element, 0, ME, position, True)
 
 

@@ -72,6 +72,17 @@ def test_another_process_or_version_is_refused(tmp_path: Path) -> None:
         InputLog.open(tmp_path, META, SyncPolicy())
 
 
+def test_a_directory_of_the_per_position_placement_is_refused(tmp_path: Path) -> None:
+    """Version 10 logs were written when every position had its own DHT key; replayed
+    with keys by blocks (issue 30) their peer messages would reach other owners."""
+    InputLog.open(tmp_path, META, SyncPolicy())
+    raw = json.loads((tmp_path / "meta.json").read_text())
+    (tmp_path / "meta.json").write_text(json.dumps({**raw, "version": 10}))
+    with pytest.raises(DaemonError, match="version 10; this one reads .* version 11") as e:
+        InputLog.open(tmp_path, META, SyncPolicy())
+    assert "\n" not in str(e.value) and "empty directory" in str(e.value)
+
+
 def test_sync_policies_parse_and_bad_ones_are_refused() -> None:
     assert SyncPolicy.parse("always") == SyncPolicy.parse("batch") == SyncPolicy("batch")
     assert SyncPolicy.parse("interval=250") == SyncPolicy("interval", 0.25)

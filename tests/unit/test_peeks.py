@@ -13,8 +13,9 @@ from dataclasses import dataclass, field
 
 import pytest
 
+from skueue.core.dht_runs import opened
 from skueue.core.effects import Complete, Send
-from skueue.core.messages.stages import DhtBundle, Get
+from skueue.core.messages.stages import Get
 from skueue.core.ops import Op, OpKind, Structure
 from skueue.sim.cluster import build_cluster, process_ids
 from tests.unit.test_priorities import PriorityRounds
@@ -68,9 +69,7 @@ class PeekRounds(PriorityRounds):
 
 
 def _is_look(message: object) -> bool:
-    if isinstance(message, DhtBundle):
-        return any(_is_look(m) for m in message.messages)
-    return isinstance(message, Get) and message.keep
+    return any(isinstance(m, Get) and m.keep for m in opened(message))  # bundles, runs
 
 
 @pytest.mark.parametrize("seed", range(10))

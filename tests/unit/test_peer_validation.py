@@ -54,9 +54,14 @@ from skueue.core.messages.membership import (
     Withdraw,
 )
 from skueue.core.messages.stages import (
+    ANSWER_PUT_ACK,
     MESSAGE_KINDS,
+    RUN_GET,
+    RUN_PUT,
+    AnswerRun,
     BatchUp,
     DhtBundle,
+    DhtRun,
     Drop,
     DropAck,
     Get,
@@ -70,7 +75,7 @@ from skueue.core.ops import DEFAULT_QUEUE, Redelivered, Structure
 from skueue.core.parts.membership_state import JOINS, OVER
 from skueue.core.parts.ring import Mode
 from skueue.core.process import Process
-from skueue.dht.keys import position_key
+from skueue.dht.keys import POSITIONS_PER_BLOCK, position_key
 from skueue.overlay.labels import Kind, NodeRef, node_ref
 from skueue.overlay.routing import Phase, Route
 from skueue.sim.adversary import AsyncConfig, AsyncSim
@@ -207,6 +212,25 @@ def wrong_for(node: VirtualNode, rng: random.Random) -> Iterator[tuple[str, Any]
             "DhtBundle: a right answer, then a wrong one",
             DhtBundle((PutAck(op_id), PutAck(UNKNOWN_OP))),
         )
+        yield (
+            "AnswerRun: a right answer, then a wrong one",
+            AnswerRun(ANSWER_PUT_ACK, None, (op_id, UNKNOWN_OP), (), ()),
+        )
+    queue = (DEFAULT_QUEUE, stack)
+    edge = POSITIONS_PER_BLOCK  # the last position of block 0
+    yield (
+        "DhtRun spanning two blocks",
+        DhtRun(RUN_GET, None, queue, edge, False, me, False, (1, 2), (ticket, ticket), ()),
+    )
+    yield (
+        "DhtRun repeating an operation",
+        DhtRun(RUN_GET, None, queue, 1, False, me, False, (1, 1), (ticket, ticket), ()),
+    )
+    yield (
+        "DhtRun with a route to another key",
+        DhtRun(RUN_PUT, wrong_route(1), queue, 1, False, me, True, (1, 2), (ticket, ticket),
+               ("x", "y")),
+    )  # fmt: skip
     # -- membership -----------------------------------------------------------------
     yield (
         "JoinRequest routed to the wrong point",
@@ -347,6 +371,7 @@ def test_every_kind_of_wrong_message_is_refused_and_changes_nothing() -> None:
         "JoinAcceptedAck", "JoinCounted", "JoinCountedAck", "Withdraw", "StageDone", "Rewire",
         "Integrate", "IntegrateAck", "SetPred", "SetPredAck", "MayILeave", "LeaveAnswer",
         "Departing", "HandoverPart", "Absorbed", "AnchorHandover", "UpdateOver", "DhtBundle",
+        "DhtRun", "AnswerRun",
     }  # fmt: skip
     assert wanted <= kinds, sorted(wanted - kinds)
     # The state-dependent cases happened too, not only the easy ones.
@@ -360,6 +385,7 @@ def test_every_kind_of_wrong_message_is_refused_and_changes_nothing() -> None:
         "GetReply naming an owner of another key",
         "PutAck naming an owner of another key",
         "DhtBundle: a right answer, then a wrong one",
+        "AnswerRun: a right answer, then a wrong one",
     ):
         assert seen[label] > 0, label
 
@@ -420,7 +446,7 @@ def random_field(hint: str, pids: list[str], rng: random.Random) -> Any:
         return node_ref(rng.choice(pids), rng.choice(list(Kind)))
 
     if "DhtMessage" in hint:  # a bundle: two or more random DHT messages
-        kinds = [Put, Get, GetReply, PutAck, Drop, DropAck]
+        kinds = [Put, Get, GetReply, PutAck, Drop, DropAck, DhtRun, AnswerRun]
         return tuple(random_of(rng.choice(kinds), pids, rng) for _ in range(rng.randrange(2, 5)))
     if "NodeRef" in hint:
         return tuple(node() for _ in range(rng.randrange(3))) if "tuple" in hint else node()
@@ -472,6 +498,12 @@ def random_field(hint: str, pids: list[str], rng: random.Random) -> Any:
         return (name(), rng.random() < 0.5)
     if "bool" in hint:
         return rng.random() < 0.5
+    if "tuple[int" in hint:  # before "Item": a run's op ids say Items(...)
+        return tuple(num() for _ in range(rng.randrange(1, 5)))
+    if "tuple[Position" in hint:  # an answer run's positions
+        return tuple(num() for _ in range(rng.randrange(4)))
+    if "tuple[Item" in hint:  # a run's elements
+        return tuple(random_field("Item", pids, rng) for _ in range(rng.randrange(4)))
     if "Element" in hint or "Item" in hint:
         return rng.choice(["x", Redelivered("x", rng.randrange(1, 4), "nack")])
     if "tuple[int" in hint:

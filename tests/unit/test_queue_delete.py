@@ -18,8 +18,9 @@ from typing import Any
 import pytest
 
 from skueue.core.anchor import QueueAnchors
+from skueue.core.dht_runs import opened
 from skueue.core.effects import Complete, Effect, Send
-from skueue.core.messages.stages import DhtBundle, Grants
+from skueue.core.messages.stages import AnswerRun, DhtBundle, DhtRun, Grants
 from skueue.core.ops import DEFAULT_QUEUE, Op, OpKind, QueueSettings, Structure
 from skueue.sim.cluster import build_cluster, process_ids
 from tests.unit.test_named_queues import Rounds
@@ -272,7 +273,10 @@ def queue_change_messages() -> list[Any]:
     sim.submit(pids[2], OpKind.DELETE, None, "s")
     sim.run()
     inner = [m for b in sim.sent if isinstance(b, DhtBundle) for m in b.messages]
-    return [*sim.sent, *inner]
+    singles = [
+        m for b in sim.sent if isinstance(b, DhtBundle | DhtRun | AnswerRun) for m in opened(b)
+    ]
+    return [*sim.sent, *inner, *singles]
 
 
 def test_a_delete_travels_as_drops_and_acknowledgements() -> None:

@@ -240,7 +240,7 @@ def normalise(value: Any) -> Any:
 
 # The only boolean fields on the wire: Grants.update and Put.ack, and inside fields, the
 # stack flag of a queue (a batch's sections, the grants' queues, an anchor's counters).
-BOOL_FIELDS = {("Grants", 2), ("Put", 7), ("Get", 7)}
+BOOL_FIELDS = {("Grants", 2), ("Put", 7), ("Get", 7), ("DhtRun", 5), ("DhtRun", 7)}
 
 
 def bools_allowed(kind: str, i: int, field: Any) -> list[Any]:
@@ -253,7 +253,7 @@ def bools_allowed(kind: str, i: int, field: Any) -> list[Any]:
         return [queue[1] for queue, _ in field]
     if (kind, i) == ("AnchorHandover", 1):
         return [queue[1] for queue in field]
-    if (kind, i) in (("Put", 8), ("Get", 6), ("Drop", 6)):
+    if (kind, i) in (("Put", 8), ("Get", 6), ("Drop", 6), ("DhtRun", 3)):
         return [field[1]]
     if (kind, i) in (("Grants", 5), ("Grants", 7)):
         return [queue[1] for queue, _ in field]

@@ -23,6 +23,7 @@ from skueue.core.messages.field_types import (
     Range,
 )
 from skueue.core.ops import CREATE_OUTCOMES, DELIVERY_LIMIT_MAX, Item
+from skueue.dht.keys import POSITIONS_PER_BLOCK
 from skueue.overlay.labels import NodeRef
 from skueue.overlay.routing import Route
 
@@ -198,7 +199,100 @@ class PutAck:
         return f"PutAck op=#{self.op_id}"
 
 
-DhtMessage = Put | Get | GetReply | PutAck | Drop | DropAck
+# What a run carries (DhtRun.kind), and what each item of it stands for.
+RUN_PUT, RUN_GET, RUN_LOOK, RUN_DROP = range(4)
+RUN_KINDS = 4
+# The most requests one run carries: a run stays inside one block of positions.
+RUN_ITEMS_MAX = POSITIONS_PER_BLOCK
+
+
+@dataclass(frozen=True, slots=True)
+class DhtRun:
+    """Stage 4 for consecutive positions at once: the Puts, Gets, Looks or Drops that one
+    node sends in one step for a run of consecutive positions of one queue inside one
+    block (issue 30).  A block's positions share one key, so they share the owner and
+    the route, and travel as one message that names the queue, the route and the
+    requester once.  Item ``i`` is the request for position ``first + i`` (``first - i``
+    when ``descending``: a stack's Pops take the highest positions first).  The receiver
+    handles it exactly as the single requests (:meth:`requests`); built by
+    :mod:`skueue.core.dht_runs`, checked whole before any of it is applied."""
+
+    kind: Annotated[int, Range(0, RUN_KINDS)]  # RUN_PUT, RUN_GET, RUN_LOOK or RUN_DROP
+    route: Route | None  # as each request's: None, not started
+    queue: QueueRef
+    first: Position
+    descending: bool
+    requester: NodeRef
+    ack: bool  # Puts: whether PutAcks are wanted; False for the other kinds
+    op_ids: Annotated[tuple[int, ...], Items(2, RUN_ITEMS_MAX)]
+    tickets: Annotated[tuple[int, ...], Items(2, RUN_ITEMS_MAX)]  # one per item
+    elements: Annotated[tuple[Item, ...], Items(0, RUN_ITEMS_MAX)]  # Puts: one per item
+
+    def position(self, i: int) -> int:
+        return self.first - i if self.descending else self.first + i
+
+    def last(self) -> int:
+        return self.position(len(self.op_ids) - 1)
+
+    def requests(self) -> list[Put | Get | Drop]:
+        """The single requests this run stands for, in its order (checked shape only:
+        :func:`skueue.core.node.checks.run_problem` first)."""
+        kind, route, queue, me = self.kind, self.route, self.queue, self.requester
+        out: list[Put | Get | Drop] = []
+        for i, (op_id, ticket) in enumerate(zip(self.op_ids, self.tickets, strict=True)):
+            p = self.position(i)
+            if kind == RUN_PUT:
+                out.append(Put(route, p, self.elements[i], ticket, me, op_id, self.ack, queue))
+            elif kind == RUN_DROP:
+                out.append(Drop(route, p, ticket, me, op_id, queue))
+            else:
+                out.append(Get(route, p, ticket, me, op_id, queue, keep=kind == RUN_LOOK))
+        return out
+
+    def describe(self) -> str:
+        # Safe on any fields: a refused run is described before its shape is known good.
+        names = ("PutRun", "GetRun", "LookRun", "DropRun")
+        what = names[self.kind] if 0 <= self.kind < RUN_KINDS else f"Run?{self.kind}"
+        return f"{what} {self.queue[0]} pos={self.first}.. x{len(self.op_ids)}"
+
+
+# What an answer run carries (AnswerRun.kind).
+ANSWER_PUT_ACK, ANSWER_GET_REPLY, ANSWER_DROP_ACK = range(3)
+ANSWER_KINDS = 3
+
+
+@dataclass(frozen=True, slots=True)
+class AnswerRun:
+    """Several answers of one owner to one requesting node from one step: PutAcks,
+    GetReplies or DropAcks, the owner named once (a run of requests is answered by one).
+    Item ``i`` answers ``op_ids[i]`` at ``positions[i]`` (none for PutAcks) with
+    ``elements[i]`` (GetReplies only).  Handled as the single answers (:meth:`answers`)."""
+
+    kind: Annotated[int, Range(0, ANSWER_KINDS)]  # ANSWER_PUT_ACK, _GET_REPLY, _DROP_ACK
+    owner: KeyOwner | None
+    op_ids: Annotated[tuple[int, ...], Items(2, RUN_ITEMS_MAX)]
+    positions: Annotated[tuple[Position, ...], Items(0, RUN_ITEMS_MAX)]
+    elements: Annotated[tuple[Item, ...], Items(0, RUN_ITEMS_MAX)]
+
+    def answers(self) -> list[PutAck | GetReply | DropAck]:
+        """The single answers (checked shape only: ``run_problem`` first)."""
+        owner = self.owner
+        if self.kind == ANSWER_PUT_ACK:
+            return [PutAck(op_id, owner) for op_id in self.op_ids]
+        if self.kind == ANSWER_DROP_ACK:
+            return [DropAck(o, p, owner) for o, p in zip(self.op_ids, self.positions, strict=True)]
+        return [
+            GetReply(o, p, e, owner)
+            for o, p, e in zip(self.op_ids, self.positions, self.elements, strict=True)
+        ]
+
+    def describe(self) -> str:
+        names = ("PutAcks", "GetReplies", "DropAcks")
+        what = names[self.kind] if 0 <= self.kind < ANSWER_KINDS else f"Answers?{self.kind}"
+        return f"{what} x{len(self.op_ids)}"
+
+
+DhtMessage = Put | Get | GetReply | PutAck | Drop | DropAck | DhtRun | AnswerRun
 
 # The most DHT messages one bundle carries; a sender starts another bundle past it.
 DHT_BUNDLE_ITEMS_MAX = 4096
@@ -221,7 +315,10 @@ class DhtBundle:
         ) + (" ..." if len(self.messages) > 3 else "")
 
 
-Message = BatchUp | Grants | Hurry | Put | Get | GetReply | PutAck | DhtBundle | Drop | DropAck
+Message = (
+    BatchUp | Grants | Hurry | Put | Get | GetReply | PutAck | DhtBundle | Drop | DropAck
+    | DhtRun | AnswerRun
+)
 
 # The kinds, derived from the union above (written once).
 MESSAGE_KINDS: dict[str, type[Message]] = {cls.__name__: cls for cls in typing.get_args(Message)}

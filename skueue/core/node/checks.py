@@ -12,15 +12,24 @@ from typing import NoReturn
 from skueue.core.batch import combine_all
 from skueue.core.batch_checks import batches_problem, grant_problem
 from skueue.core.creates_deletes import creation_problem, deletion_problem
+from skueue.core.dht_runs import Single, singles
 from skueue.core.errors import RemoteProtocolError
 from skueue.core.membership import update_phase as membership
 from skueue.core.membership.state import in_interval
 from skueue.core.messages.field_types import KeyOwner
 from skueue.core.messages.membership import MembershipMessage
 from skueue.core.messages.stages import (
+    ANSWER_GET_REPLY,
+    ANSWER_KINDS,
+    ANSWER_PUT_ACK,
+    RUN_ITEMS_MAX,
+    RUN_KINDS,
+    RUN_PUT,
+    AnswerRun,
     BatchUp,
     DhtBundle,
     DhtMessage,
+    DhtRun,
     Drop,
     DropAck,
     Get,
@@ -35,7 +44,7 @@ from skueue.core.ops import REFUSALS, is_item
 from skueue.core.parts.node_state import NodeState
 from skueue.core.parts.ring import Mode
 from skueue.core.peeks import peeked_problem
-from skueue.dht.keys import POSITION_MAX, position_key
+from skueue.dht.keys import POSITION_MAX, block_of, position_key
 from skueue.overlay.routing import is_responsible
 
 
@@ -56,6 +65,8 @@ def check(node: NodeState, message: Message | MembershipMessage) -> None:
             pass  # a hint only; a former parent may still send one while the tree changes
         case DhtBundle(messages=messages):
             _check_bundle(node, messages)
+        case DhtRun() | AnswerRun():
+            _check_bundle(node, (message,))
         case Put() | Get() | Drop():
             _check_dht(node, message)
         case GetReply(op_id=op_id, position=position, element=element, owner=owner):
@@ -88,7 +99,7 @@ def _check_bundle(node: NodeState, messages: tuple[DhtMessage, ...]) -> None:
     one, so a repeat is refused here."""
     seen: set[tuple[object, ...]] = set()
     acks: dict[int, int] = {}  # DropAcks per delete in this bundle
-    for m in messages:
+    for m in _singles(node, messages):
         if isinstance(m, Put):
             key: tuple[object, ...] = ("put", m.queue[0], m.position, m.ticket)
         elif isinstance(m, Get):
@@ -105,6 +116,50 @@ def _check_bundle(node: NodeState, messages: tuple[DhtMessage, ...]) -> None:
             acks[m.op_id] = acks.get(m.op_id, 0) + 1
             if acks[m.op_id] > node.store.dropping[m.op_id].left:
                 refuse(node, f"more DropAcks for op #{m.op_id} than Drops on their way")
+
+
+def _singles(node: NodeState, messages: tuple[DhtMessage, ...]) -> list[Single]:
+    """The single messages that ``messages`` stand for, runs opened (each refused first
+    if its shape is wrong: then its items would be some other run's)."""
+    out: list[Single] = []
+    for m in messages:
+        if isinstance(m, DhtRun | AnswerRun):
+            problem = run_problem(m)
+            if problem:
+                refuse(node, f"{m.describe()}: {problem}")
+            out.extend(singles(m))
+        else:
+            out.append(m)
+    return out
+
+
+def run_problem(m: DhtRun | AnswerRun) -> str | None:
+    """What is wrong with a run's shape (its items are then checked one by one), or None."""
+    n = len(m.op_ids)
+    if not 2 <= n <= RUN_ITEMS_MAX:
+        return f"a run of {n} items (2 to {RUN_ITEMS_MAX})"
+    if isinstance(m, AnswerRun):
+        if not 0 <= m.kind < ANSWER_KINDS:
+            return f"no answer kind {m.kind}"
+        if len(m.positions) != (0 if m.kind == ANSWER_PUT_ACK else n):
+            return f"{len(m.positions)} positions for {n} answers"
+        if len(m.elements) != (n if m.kind == ANSWER_GET_REPLY else 0):
+            return f"{len(m.elements)} elements for {n} answers"
+        return None
+    if not 0 <= m.kind < RUN_KINDS:
+        return f"no run kind {m.kind}"
+    if len(m.tickets) != n:
+        return f"{len(m.tickets)} tickets for {n} requests"
+    if len(m.elements) != (n if m.kind == RUN_PUT else 0):
+        return f"{len(m.elements)} elements for {n} requests"
+    if m.ack and m.kind != RUN_PUT:
+        return "acknowledgements asked for requests other than Puts"
+    last = m.last()
+    if not (1 <= m.first <= POSITION_MAX and 1 <= last <= POSITION_MAX):
+        return f"positions {m.first}..{last} out of range"
+    if block_of(m.first) != block_of(last):
+        return f"positions {m.first}..{last} span more than one block"
+    return None
 
 
 def _check_owner(

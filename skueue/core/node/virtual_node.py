@@ -44,6 +44,7 @@ from skueue.core.batch import (
     split_section_grants,
 )
 from skueue.core.creates_deletes import Creation, Deletion, split_creations, split_deletions
+from skueue.core.dht_runs import singles
 from skueue.core.effects import Complete, Effect, Send
 from skueue.core.errors import ProtocolError, RemoteProtocolError
 from skueue.core.intake import CREATE_KINDS, Assignment
@@ -52,8 +53,10 @@ from skueue.core.membership.removal import note_relayed
 from skueue.core.messages.field_types import KeyOwner
 from skueue.core.messages.membership import MembershipMessage
 from skueue.core.messages.stages import (
+    AnswerRun,
     BatchUp,
     DhtBundle,
+    DhtRun,
     Drop,
     DropAck,
     Get,
@@ -190,8 +193,8 @@ class VirtualNode(NodeState):
                 else:  # the parent, or one that was: asking for a batch costs a batch
                     self.batching.hurried = True
                 return []
-            case DhtBundle(messages=messages):
-                return [e for m in messages for e in self._handle(m)]
+            case DhtBundle() | DhtRun() | AnswerRun():  # as their messages one by one
+                return [e for m in singles(message) for e in self._handle(m)]
             case Put() | Get() | Drop():
                 return self._route(message)
             case GetReply(op_id=op_id, element=element, owner=owner):

@@ -55,8 +55,11 @@ FORMAT = "skueue-input-log"
 # (the "T" record; requests in the snapshot remember it); 8: configuring a queue (the "K"
 # record), deletes that say whether the queue existed, structures taken from the queue;
 # 9: every record is a host input (skueue/host/inputs.py, codec in runtime/durability/records.py);
-# 10: client requests in their version 3 wire form (skueue/host/requests.py)
-VERSION = 10
+# 10: client requests in their version 3 wire form (skueue/host/requests.py);
+# 11: DHT keys by blocks of positions (dht/keys.py: the same peer messages now reach other
+# owners, so a replay of a version 10 log would route them elsewhere) and the run messages
+# (DhtRun, AnswerRun)
+VERSION = 11
 _HEADER = struct.Struct(">II")
 # The largest record read back (a record holds one client request or one peer frame).
 RECORD_BYTES_MAX = 64 * 1024 * 1024
@@ -366,7 +369,8 @@ def _read_meta(path: Path) -> Meta:
             raise DaemonError(
                 f"{path.parent} was written by another version of skueued "
                 f"({raw.get('format')!r} version {raw.get('version')!r}; this one reads "
-                f"{FORMAT!r} version {VERSION})"
+                f"{FORMAT!r} version {VERSION}); to upgrade, drain the queues and start "
+                "every member with an empty directory"
             )
         join = raw.get("join")
         return Meta(
