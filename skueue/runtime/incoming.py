@@ -20,7 +20,12 @@ from skueue.core.errors import RemoteProtocolError
 from skueue.host.replies import REFUSED, ErrorReply
 from skueue.runtime.inbox import LinkClosed, PeerHello
 from skueue.runtime.network.connections import ConnectionClosed, frames, next_frame
-from skueue.runtime.network.handshake import PeerGreeting, parse_peer_hello, reachable
+from skueue.runtime.network.handshake import (
+    PeerGreeting,
+    PeerProtocolMismatch,
+    parse_peer_hello,
+    reachable,
+)
 from skueue.runtime.network.link_receiver import Inbound, PeerReader, StreamAcks
 from skueue.runtime.network.sessions import DISCONNECTED
 from skueue.runtime.security.peer_auth import AUTH_FRAME, mismatch, new_challenge
@@ -140,7 +145,11 @@ class IncomingConnections:
         self, stream: trio.abc.Stream, decoder: FrameDecoder, hello: Any, rest: list[Any]
     ) -> None:
         assert self.ctx.links is not None  # peers are served once the links exist
-        greeting = parse_peer_hello(hello)
+        try:
+            greeting = parse_peer_hello(hello)
+        except PeerProtocolMismatch as e:
+            log.warning("refused a daemon of another release", error=str(e))
+            raise Refusal(str(e), REFUSED) from None
         peer = greeting.process
         address = reachable(greeting.address, stream)
         tls = self.ctx.config.tls

@@ -69,6 +69,7 @@ from skueue.dht.keys import position_key
 from skueue.overlay.labels import LABEL_SPACE, Kind, NodeRef, node_ref
 from skueue.overlay.routing import Phase, Route
 from skueue.runtime.limits import Limits
+from skueue.runtime.network.handshake import PEER_PROTOCOL
 from skueue.wire.client_codec import decode_request
 from skueue.wire.client_hello import PROTOCOL_VERSION
 from skueue.wire.framing import FRAME_BYTES_MAX, FrameDecoder, pack
@@ -100,12 +101,12 @@ pytestmark = pytest.mark.trio
 Case = Callable[[random.Random], Awaitable[int | tuple[int, int]]]
 
 
-
 Q = ("default", False)  # the queue of the daemons under test
 
 
 def queue(batch: Batch) -> Batches:
     return Batches(((Q, batch),))
+
 
 def header(length: int) -> bytes:
     return struct.pack(">I", length)
@@ -225,8 +226,9 @@ def wrong_peer_messages(
         BatchUp(member, queue(Batch((2, 1), (2, 2))), 0),  # a queue run with more ranks
         BatchUp(own, queue(Batch((1,), (1,))), 0),  # from its own process: never a child here
         Grants((), number=stale),  # the frames of issue 8: no runs, for no batch in flight
-        Grants(((Q, (RunGrant(1, 1, 0),) * rng.randrange(1, 4)),), update=False,
-               number=stale + p),  # fmt: skip
+        Grants(
+            ((Q, (RunGrant(1, 1, 0),) * rng.randrange(1, 4)),), update=False, number=stale + p
+        ),  # fmt: skip
         Grants(((Q, (RunGrant(1, 0, 0), RunGrant(1, 0, 0))),), update=True, number=stale),
         Put(route, p, b"forged", 0, fuzz, op, True),  # routed to another key
         Put(None, p, b"forged", 1 + rng.randrange(9), fuzz, op, False),  # a stack ticket
@@ -271,8 +273,14 @@ def numbered_header(rng: random.Random, count: int) -> Any:
     if rng.random() < 0.8 or count == 0:
         return ["seq", 1, max(count, 1)]
     return rng.choice(
-        [["seq", 2, count], ["seq", 0, count], ["seq", 1, 0], ["seq", 1], ["seq", "1", count],
-         ["ack", 1]]
+        [
+            ["seq", 2, count],
+            ["seq", 0, count],
+            ["seq", 1, 0],
+            ["seq", 1],
+            ["seq", "1", count],
+            ["ack", 1],
+        ]
     )
 
 
@@ -473,7 +481,7 @@ class Fuzzer:
     async def bad_peer_frames(self, rng: random.Random) -> tuple[int, int]:
         """A peer hello, decodable messages nobody waits for, then undecodable garbage."""
         peer = f"fuzz-peer-{rng.randrange(1 << 30)}"
-        frames: list[Any] = [["hello-peer", peer, "127.0.0.1:9"]]
+        frames: list[Any] = [["hello-peer", peer, "127.0.0.1:9", {"protocol": PEER_PROTOCOL}]]
         rejected = rng.randrange(0, 6)
         for i in range(rejected):
             frames.append(
@@ -519,7 +527,7 @@ class Fuzzer:
         link drops are handled, and logged, too.)"""
         peer = f"fuzz-wrong-{rng.randrange(1 << 30)}"
         target_host, target_port = address.rsplit(":", 1)
-        frames: list[Any] = [["hello-peer", peer, "127.0.0.1:9"]]
+        frames: list[Any] = [["hello-peer", peer, "127.0.0.1:9", {"protocol": PEER_PROTOCOL}]]
         message = wrong_peer_messages(rng, peer, address, self.members)[which]
         encoded = encode_message(message)
         assert decode_message(encoded) == message  # structurally valid: it decodes
@@ -564,7 +572,7 @@ class Fuzzer:
             [
                 b"",
                 frame_bytes(["hello-client", PROTOCOL_VERSION]),
-                frame_bytes(["hello-peer", "fuzz-cut", "127.0.0.1:9"]),
+                frame_bytes(["hello-peer", "fuzz-cut", "127.0.0.1:9", {"protocol": PEER_PROTOCOL}]),
             ]
         )
         if not hello:

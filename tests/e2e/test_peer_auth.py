@@ -23,6 +23,7 @@ import skueue.client.blocking
 from skueue.client.errors import RequestRejected
 from skueue.cluster.loadgen import LoadConfig, run_load
 from skueue.host.requests import RemoveRequest
+from skueue.runtime.network.handshake import PEER_PROTOCOL
 from skueue.runtime.security.peer_auth import AUTH_FRAME, ClusterKeys, generate_key, new_challenge
 from skueue.wire.client_codec import encode_request
 from skueue.wire.client_hello import PROTOCOL_VERSION, ClientHello
@@ -69,8 +70,8 @@ def impostor(address: str, claims: str, answer: Callable[[str, str], Any]) -> bo
 
 
 def hello(process: str, challenge: str | None) -> list[Any]:
-    auth = [] if challenge is None else [{"challenge": challenge}]
-    return ["hello-peer", process, f"{HOST}:1", "feedfacefeedface", *auth]
+    options = {"protocol": PEER_PROTOCOL, **({} if challenge is None else {"challenge": challenge})}
+    return ["hello-peer", process, f"{HOST}:1", "feedfacefeedface", options]
 
 
 def test_impostors_are_refused_and_the_queue_is_untouched(

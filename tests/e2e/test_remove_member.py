@@ -29,6 +29,7 @@ from skueue.core.effects import Send
 from skueue.core.ops import Structure
 from skueue.core.process import Process
 from skueue.overlay.labels import Kind, node_ref
+from skueue.runtime.network.handshake import PEER_PROTOCOL
 from skueue.runtime.security.peer_auth import generate_key
 from skueue.wire.framing import FrameDecoder, pack, pack_many
 from skueue.wire.peer import encode_message
@@ -58,7 +59,8 @@ def dead_joiner(seed: str, seed_id: str, joiner_id: str, advertised: str) -> Non
     frames = [["msg", int(s.to.kind), encode_message(s.message)] for s in sends]
     host, port = seed.rsplit(":", 1)
     with socket.create_connection((host, int(port)), timeout=5) as s:
-        s.sendall(pack(["hello-peer", joiner_id, advertised, os.urandom(8).hex()]))
+        hello = ["hello-peer", joiner_id, advertised, os.urandom(8).hex()]
+        s.sendall(pack([*hello, {"protocol": PEER_PROTOCOL}]))
         decoder, got = FrameDecoder(1 << 20), []
         while not got:
             data = s.recv(65536)

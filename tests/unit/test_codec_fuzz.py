@@ -66,7 +66,7 @@ from skueue.host.results import (
 )
 from skueue.overlay.labels import Kind, node_ref
 from skueue.runtime.limits import Limits
-from skueue.runtime.network.handshake import parse_peer_hello
+from skueue.runtime.network.handshake import PEER_PROTOCOL, parse_peer_hello
 from skueue.runtime.network.link_receiver import Inbound, Numbering
 from skueue.runtime.network.link_sender import LinkSender
 from skueue.runtime.network.peers import parse_peer_frame
@@ -250,10 +250,11 @@ def client_reply(frame: Any) -> None:
 
 
 HELLOS = [
-    ["hello-peer", "p1", "127.0.0.1:7400", "feedfacefeedface"],
-    ["hello-peer", "p1", "127.0.0.1:7400", "feedfacefeedface", {"challenge": new_challenge()}],
+    ["hello-peer", "p1", "127.0.0.1:7400", "feedfacefeedface", {"protocol": PEER_PROTOCOL}],
+    ["hello-peer", "p1", "127.0.0.1:7400", "feedfacefeedface",
+     {"protocol": PEER_PROTOCOL, "challenge": new_challenge()}],
     ["hello-peer", "p1", "127.0.0.1:7400", "feedfacefeedface", 12,
-     {"challenge": new_challenge(), "proof": "ab" * 32}],
+     {"protocol": PEER_PROTOCOL, "challenge": new_challenge(), "proof": "ab" * 32}],
     ClientHello(3, 5.0, True, "s" * 32, "t" * 32).frame(),
     ClientHello(3).frame(),
     [AUTH_FRAME, "ab" * 32],

@@ -9,6 +9,12 @@ the cluster it starts.  A daemon that knows its members already and has no such 
 refuses it for good, with one line saying to use ``--join`` (issue 28, item 2), before
 anything of the cluster changes.
 
+Every hello says which peer protocol its daemon speaks (``{"protocol": N}`` in the same
+map; a hello without it is of protocol 1).  Members of one cluster must speak the same:
+the DHT's placement of positions and the messages that carry them changed between
+versions (issue 30: keys by blocks of positions, runs in one message), so a member of
+another version is refused for good, in one line, before anything of ours changes.
+
 ``handled`` is how many of the opener's frames the answering daemon has handled: the
 opener sends again everything after it (:mod:`skueue.runtime.network.link_sender`).
 
@@ -30,6 +36,14 @@ from skueue.runtime.errors import DaemonError
 from skueue.runtime.security.peer_auth import auth_map
 from skueue.runtime.security.tls import socket_of
 
+# The peer protocol this daemon speaks.  1: per-position DHT keys (up to issue 29);
+# 2: DHT keys by blocks of positions and runs in one message (issue 30).
+PEER_PROTOCOL = 2
+
+
+class PeerProtocolMismatch(RemoteProtocolError):
+    """The peer speaks another peer protocol: refused for good (retrying cannot help)."""
+
 
 @attrs.frozen
 class PeerGreeting:
@@ -45,12 +59,15 @@ class PeerGreeting:
 
 def parse_peer_hello(hello: Any) -> PeerGreeting:
     """Check ``["hello-peer", id, address, nonce?, handled?, {auth, static}?]``."""
-    auth, static = None, False
+    auth, static, protocol = None, False, 1
     if isinstance(hello, list) and len(hello) > 3 and isinstance(hello[-1], dict):
         options = dict(hello[-1])
         static = options.pop("static", False)
         if type(static) is not bool:
             raise RemoteProtocolError("hello-peer: static must be true or false")
+        protocol = options.pop("protocol", 1)
+        if type(protocol) is not int:
+            raise RemoteProtocolError("hello-peer: protocol must be a number")
         auth, hello = (auth_map(options) if options else None), hello[:-1]
     if (
         not isinstance(hello, list)
@@ -64,6 +81,12 @@ def parse_peer_hello(hello: Any) -> PeerGreeting:
     ):
         raise RemoteProtocolError(
             'hello-peer: expected ["hello-peer", id, address, nonce, handled?]'
+        )
+    if protocol != PEER_PROTOCOL:
+        raise PeerProtocolMismatch(
+            f"{hello[1]} speaks peer protocol {protocol} and this daemon {PEER_PROTOCOL}: "
+            "members of one cluster must run the same release (README: upgrading; stop "
+            "every member, then start them all on the new release)"
         )
     nonce = hello[3] if len(hello) >= 4 else None
     handled = hello[4] if len(hello) == 5 else 0

@@ -36,7 +36,12 @@ from skueue.overlay.labels import Kind
 from skueue.runtime.errors import DaemonError, RefusedForGood
 from skueue.runtime.limits import Limits
 from skueue.runtime.network.connections import first_frame
-from skueue.runtime.network.handshake import PeerGreeting, parse_peer_hello
+from skueue.runtime.network.handshake import (
+    PEER_PROTOCOL,
+    PeerGreeting,
+    PeerProtocolMismatch,
+    parse_peer_hello,
+)
 from skueue.runtime.network.link_sender import LinkSender, read_acks, watch_acks
 from skueue.runtime.security.peer_auth import AUTH_FRAME, ClusterKeys, mismatch, new_challenge
 from skueue.runtime.security.tls import DaemonTls, refused_for_good, tls_failure
@@ -225,8 +230,10 @@ class PeerLinks:
         hello: list[Any] = ["hello-peer", self.process_id, str(self.address), self.nonce]
         if handled is not None:
             hello.append(handled)
-        options: dict[str, Any] = {**(auth or {}), **({"static": True} if static else {})}
-        return [*hello, options] if options else hello
+        options: dict[str, Any] = {
+            "protocol": PEER_PROTOCOL, **(auth or {}), **({"static": True} if static else {})
+        }
+        return [*hello, options]
 
     async def _open(
         self, address: Address, timeout_s: float, static: bool = False
@@ -254,6 +261,9 @@ class PeerLinks:
                         raise DaemonError(why)
                     try:
                         greeting = parse_peer_hello(hello)
+                    except PeerProtocolMismatch as e:
+                        await trio.aclose_forcefully(stream)
+                        raise RefusedForGood(f"{address}: {e}") from None
                     except RemoteProtocolError:
                         await trio.aclose_forcefully(stream)
                         raise RemoteProtocolError(f"{address} is not a skueued peer") from None
