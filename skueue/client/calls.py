@@ -19,6 +19,7 @@ from skueue.client.arguments import (
     RESULT_OVERHEAD_BYTES,
     VALUE_OVERHEAD_BYTES,
 )
+from skueue.client.coalesce import JoinLimits
 from skueue.client.consumer import Leased, leased_from
 from skueue.client.errors import NodeUnreachable, SkueueError
 from skueue.client.lifecycle import Link
@@ -56,6 +57,10 @@ class Calls:
             limits.ops_per_request_max
             if replies_in_pieces
             else max(1, min(limits.ops_per_request_max, per_reply))
+        )
+        # Calls waiting together on the link are joined within the same limits.
+        link.requests.limits = JoinLimits(
+            limits.ops_per_request_max, limits.frame_bytes_max, self.remove_count_max
         )
 
     async def dequeue_many(

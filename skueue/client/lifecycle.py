@@ -20,7 +20,7 @@ import attrs
 
 from skueue.client.connection import Opened, open_connection
 from skueue.client.errors import BadAddress, NodeUnreachable, SkueueError, reason
-from skueue.client.multiplex import Requests, Waiter
+from skueue.client.multiplex import Call, Requests
 from skueue.core.errors import RemoteProtocolError
 from skueue.host.address import AddressError, parse_seed_list
 from skueue.host.replies import Welcome
@@ -64,7 +64,8 @@ class Link:
         self.address = address
         self.request_timeout_s = request_timeout_s
         self.requests = Requests()
-        self._send_lock = anyio.Lock()
+        self._send_lock = anyio.Lock()  # the writer's, or a reconnect's sending again
+        self._wake = anyio.Event()  # set: calls wait in the outbox for the writer
         self.broken: SkueueError | None = None
 
     @property
@@ -81,25 +82,37 @@ class Link:
         tried = self._reconnect_error and f"; reopening it failed: {self._reconnect_error}"
         return f" ({self._why_lost}{tried})"
 
-    async def send(self, waiter: Waiter) -> None:
-        """Send a waiting request on the current connection, unless it went out there
-        already; while disconnected, the reconnect sends it."""
-        async with self._send_lock:
-            stream, connection = self.stream, self.connection
-            if stream is None or waiter.sent_on == connection:
-                return
-            sending = True
-            try:
-                await stream.send(waiter.blob)
-                sending = False
-                waiter.sent_on = connection
-            except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError) as e:
-                sending = False
-                self.lose(connection, f"connection to {self.name} broke: {reason(e)}")
-            finally:
-                if sending:
-                    # Cut off in the middle of a frame: this connection is out of step.
-                    self.lose(connection, f"a send to {self.name} was cut off")
+    def submit(self, call: Call) -> None:
+        """Queue a call for the writer; it goes out with whatever else is waiting when
+        the writer runs next (no timer: a lone call goes at once)."""
+        self.requests.outbox.append(call)
+        self._wake.set()
+
+    async def _write_requests(self) -> None:
+        """The connection's writer: each time calls are waiting, all of them go out as
+        request frames (joined where they can be) in one write; while disconnected,
+        the reconnect sends them."""
+        while True:
+            await self._wake.wait()
+            self._wake = anyio.Event()
+            async with self._send_lock:
+                waiters = self.requests.take()
+                stream, connection = self.stream, self.connection
+                if stream is None or not waiters:
+                    continue
+                sending = True
+                try:
+                    await stream.send(b"".join(w.blob for w in waiters))
+                    sending = False
+                    for waiter in waiters:
+                        waiter.sent_on = connection
+                except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError) as e:
+                    sending = False
+                    self.lose(connection, f"connection to {self.name} broke: {reason(e)}")
+                finally:
+                    if sending:
+                        # Cut off in the middle of a frame: this connection is out of step.
+                        self.lose(connection, f"a send to {self.name} was cut off")
 
     def lose(self, connection: int, why: str) -> None:
         """Connection number ``connection`` is unusable: end the client, or (with a
@@ -120,8 +133,14 @@ class Link:
         self.requests.fail(self.broken, retries_too=True)
 
     async def keep_connected(self) -> None:
-        """Read replies; when the connection breaks, open another (with a session) and
-        send the waiting enqueues and dequeues again."""
+        """Write requests and read replies; when the connection breaks, open another
+        (with a session) and send the waiting enqueues and dequeues again."""
+        async with anyio.create_task_group() as tasks:
+            tasks.start_soon(self._write_requests)
+            await self._read_all_connections()
+            tasks.cancel_scope.cancel()
+
+    async def _read_all_connections(self) -> None:
         opened = self.opened
         while True:
             stream = opened.stream
@@ -160,8 +179,10 @@ class Link:
             async with self._send_lock:
                 self.connection += 1
                 try:
-                    for waiter in self.requests.to_send_again():
-                        await opened.stream.send(waiter.blob)
+                    again = self.requests.to_send_again()
+                    if again:
+                        await opened.stream.send(b"".join(w.blob for w in again))
+                    for waiter in again:
                         waiter.sent_on = self.connection
                 except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
                     await anyio.aclose_forcefully(opened.stream)
