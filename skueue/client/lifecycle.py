@@ -19,6 +19,7 @@ import anyio.abc
 import attrs
 
 from skueue.client.connection import Opened, open_connection
+from skueue.client.deadlines import Deadlines, Timed
 from skueue.client.errors import BadAddress, NodeUnreachable, SkueueError, reason
 from skueue.client.multiplex import Call, Requests
 from skueue.core.errors import RemoteProtocolError
@@ -66,6 +67,7 @@ class Link:
         self.requests = Requests()
         self._send_lock = anyio.Lock()  # the writer's, or a reconnect's sending again
         self._wake = anyio.Event()  # set: calls wait in the outbox for the writer
+        self._deadlines = Deadlines(self._expire)
         self.broken: SkueueError | None = None
 
     @property
@@ -82,11 +84,20 @@ class Link:
         tried = self._reconnect_error and f"; reopening it failed: {self._reconnect_error}"
         return f" ({self._why_lost}{tried})"
 
-    def submit(self, call: Call) -> None:
+    def submit(self, call: Call, seconds: float, waits: bool) -> None:
         """Queue a call for the writer; it goes out with whatever else is waiting when
-        the writer runs next (no timer: a lone call goes at once)."""
+        the writer runs next (no timer: a lone call goes at once).  It ends with a
+        timeout ``seconds`` from now unless answered before (``waits``: a blocking
+        remove's, see :class:`Deadlines`)."""
         self.requests.outbox.append(call)
+        self._deadlines.add(call, seconds, waits)
         self._wake.set()
+
+    def _expire(self, call: Timed) -> None:
+        """A call's deadline passed: its caller gets a RequestTimeout."""
+        assert isinstance(call, Call)
+        self.requests.leave(call)
+        call.done.set()
 
     async def _write_requests(self) -> None:
         """The connection's writer: each time calls are waiting, all of them go out as
@@ -137,6 +148,7 @@ class Link:
         (with a session) and send the waiting enqueues and dequeues again."""
         async with anyio.create_task_group() as tasks:
             tasks.start_soon(self._write_requests)
+            tasks.start_soon(self._deadlines.keep)
             await self._read_all_connections()
             tasks.cancel_scope.cancel()
 

@@ -47,7 +47,14 @@ class Call:
     waiter: Waiter | None = None  # the request it went out in (None: not yet)
     left: bool = False  # its caller stopped waiting (timed out or cancelled)
 
+    @property
+    def over(self) -> bool:
+        """Answered, or its caller stopped waiting (its deadline need not be kept)."""
+        return self.left or self.done.is_set()
+
     def finish(self, connection: int, error: SkueueError | None = None) -> None:
+        if self.left:
+            return  # timed out: a reply that comes later is not its caller's
         self.answered_on, self.error = connection, error
         self.done.set()
 
@@ -198,7 +205,7 @@ class Carrier(Protocol):
     @property
     def name(self) -> str: ...
 
-    def submit(self, call: Call) -> None: ...
+    def submit(self, call: Call, seconds: float, waits: bool) -> None: ...
 
     def why_unanswered(self) -> str: ...
 
@@ -214,14 +221,13 @@ async def call(
     if link.broken is not None:
         raise link.broken
     pending = Call(request, link.retries and isinstance(request, RETRYABLE_REQUESTS))
-    link.submit(pending)
+    link.submit(pending, link.request_timeout_s + waits_s + REPLY_GRACE_S, waits_s > 0)
     try:
-        with anyio.move_on_after(link.request_timeout_s + waits_s + REPLY_GRACE_S):
-            await pending.done.wait()
+        await pending.done.wait()
     finally:
         if not pending.done.is_set():
-            link.requests.leave(pending)
-    if not pending.done.is_set():
+            link.requests.leave(pending)  # cancelled
+    if pending.left:  # its deadline passed (Link's Deadlines)
         raise RequestTimeout(
             f"no reply from {link.name} within {link.request_timeout_s:g} s"
             f"{link.why_unanswered()}; the outcome is unknown"
