@@ -65,7 +65,6 @@ class Link:
         self.address = address
         self.request_timeout_s = request_timeout_s
         self.requests = Requests()
-        self._send_lock = anyio.Lock()  # the writer's, or a reconnect's sending again
         self._wake = anyio.Event()  # set: calls wait in the outbox for the writer
         self._deadlines = Deadlines(self._expire)
         self.broken: SkueueError | None = None
@@ -100,30 +99,35 @@ class Link:
         call.done.set()
 
     async def _write_requests(self) -> None:
-        """The connection's writer: each time calls are waiting, all of them go out as
-        request frames (joined where they can be) in one write; while disconnected,
-        the reconnect sends them."""
+        """The connection's writer, the only task that writes to it: each time calls
+        are waiting, all of them go out as request frames (joined where they can be) in
+        one write, after what a reconnect left to send again."""
+        requests = self.requests
         while True:
             await self._wake.wait()
             self._wake = anyio.Event()
-            async with self._send_lock:
-                waiters = self.requests.take()
-                stream, connection = self.stream, self.connection
-                if stream is None or not waiters:
-                    continue
-                sending = True
-                try:
-                    await stream.send(b"".join(w.blob for w in waiters))
-                    sending = False
-                    for waiter in waiters:
-                        waiter.sent_on = connection
-                except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError) as e:
-                    sending = False
-                    self.lose(connection, f"connection to {self.name} broke: {reason(e)}")
-                finally:
-                    if sending:
-                        # Cut off in the middle of a frame: this connection is out of step.
-                        self.lose(connection, f"a send to {self.name} was cut off")
+            requests.take()
+            stream, connection = self.stream, self.connection
+            if stream is None:
+                continue  # the reconnect sends every waiting request again
+            # Not those failed or given up on since they were taken.
+            waiters = [w for w in requests.unsent if w.rid in requests.waiting]
+            requests.unsent = []
+            if not waiters:
+                continue
+            sending = True
+            try:
+                await stream.send(b"".join(w.blob for w in waiters))
+                sending = False
+                for waiter in waiters:
+                    waiter.sent_on = connection
+            except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError) as e:
+                sending = False
+                self.lose(connection, f"connection to {self.name} broke: {reason(e)}")
+            finally:
+                if sending:
+                    # Cut off in the middle of a frame: this connection is out of step.
+                    self.lose(connection, f"a send to {self.name} was cut off")
 
     def lose(self, connection: int, why: str) -> None:
         """Connection number ``connection`` is unusable: end the client, or (with a
@@ -167,8 +171,8 @@ class Link:
             opened = reopened
 
     async def _reconnect(self) -> Opened | None:
-        """A new connection with every waiting retryable request sent on it (None: the
-        address now answers as another daemon, and the client is broken)."""
+        """A new connection, every waiting retryable request to be sent again on it
+        (None: the address now answers as another daemon, and the client is broken)."""
         assert self._reopen is not None
         delay = RECONNECT_START_S
         while True:
@@ -188,18 +192,12 @@ class Link:
                     f"{self.address} is now {opened.welcome.process_id}, not {self.process_id}"
                 ))  # fmt: skip
                 return None
-            async with self._send_lock:
-                self.connection += 1
-                try:
-                    again = self.requests.to_send_again()
-                    if again:
-                        await opened.stream.send(b"".join(w.blob for w in again))
-                    for waiter in again:
-                        waiter.sent_on = self.connection
-                except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
-                    await anyio.aclose_forcefully(opened.stream)
-                    continue
-                self.stream = opened.stream
+            # The writer sends every waiting request again, oldest first, before any
+            # new one.
+            self.connection += 1
+            self.requests.unsent = self.requests.to_send_again()
+            self.stream = opened.stream
+            self._wake.set()
             return opened
 
     async def _move_to_another_member(self) -> Opened | None:

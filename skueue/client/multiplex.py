@@ -82,14 +82,15 @@ class Requests:
         self.last_rid = 0
         self.waiting: dict[int, Waiter] = {}
         self.outbox: list[Call] = []  # calls made since the writer last ran
+        self.unsent: list[Waiter] = []  # requests the writer is to send, oldest first
         self.limits = JoinLimits()  # how far calls may be joined (the daemon's limits)
 
-    def take(self) -> list[Waiter]:
-        """The outbox as request frames, calls joined where they can be; each frame gets
-        the next request id and waits for its reply from now on."""
+    def take(self) -> None:
+        """The outbox as request frames, calls joined where they can be, added to
+        :attr:`unsent`; each frame gets the next request id and waits for its reply from
+        now on."""
         calls = [c for c in self.outbox if not c.left]
         self.outbox = []
-        waiters = []
         for joined in join([c.request for c in calls], self.limits):
             rid = self.last_rid = next(self._rids)
             members = [calls[i] for i in joined.members]
@@ -98,8 +99,7 @@ class Requests:
             for c in members:
                 c.waiter = waiter
             self.waiting[rid] = waiter
-            waiters.append(waiter)
-        return waiters
+            self.unsent.append(waiter)
 
     def leave(self, call: Call) -> None:
         """``call``'s caller stops waiting (timed out or cancelled): unsent, it is never
