@@ -13,7 +13,6 @@ fails with the connection.
 
 from __future__ import annotations
 
-import dataclasses
 import itertools
 from typing import Any, Protocol
 
@@ -94,7 +93,9 @@ class Requests:
         for joined in join([c.request for c in calls], self.limits):
             rid = self.last_rid = next(self._rids)
             members = [calls[i] for i in joined.members]
-            blob = pack(encode_request(dataclasses.replace(joined.request, rid=rid)))
+            frame = encode_request(joined.request)
+            frame[1] = rid  # [KIND, rid, ...]: cheaper than a copy of the request
+            blob = pack(frame)
             waiter = Waiter(rid, blob, members[0].retry, members, joined.counts, live=len(members))
             for c in members:
                 c.waiter = waiter
