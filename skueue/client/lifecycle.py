@@ -18,6 +18,7 @@ import anyio
 import anyio.abc
 import attrs
 
+from skueue.client.asyncio_stream import ProtocolStream
 from skueue.client.connection import Opened, open_connection
 from skueue.client.deadlines import Deadlines, Timed
 from skueue.client.errors import BadAddress, NodeUnreachable, SkueueError, reason
@@ -224,10 +225,13 @@ class Link:
             try:
                 for frame in opened.leftover:
                     self._deliver(frame, connection)
-                while True:
-                    data = await opened.stream.receive()
-                    for frame in opened.decoder.feed(data):
-                        self._deliver(frame, connection)
+                if isinstance(opened.stream, ProtocolStream):
+                    why = await self._take_deliveries(opened, connection) or why
+                else:
+                    while True:
+                        data = await opened.stream.receive()
+                        for frame in opened.decoder.feed(data):
+                            self._deliver(frame, connection)
             except (anyio.EndOfStream, anyio.BrokenResourceError, anyio.ClosedResourceError):
                 pass
             except OSError as e:
@@ -235,6 +239,28 @@ class Link:
             except RemoteProtocolError as e:
                 why = f"bad reply from {self.name}: {e}"
         self.lose(connection, why)
+
+    async def _take_deliveries(self, opened: Opened, connection: int) -> str | None:
+        """Under asyncio: the stream hands each chunk to the link as it arrives (no task
+        woken per chunk); wait until it ends.  Returns why it ended, if a bad reply
+        ended it."""
+        stream = opened.stream
+        assert isinstance(stream, ProtocolStream)
+        bad: list[str] = []
+
+        def deliver(data: bytes) -> None:
+            if bad:
+                return  # out of step since a bad reply: the connection is ending
+            try:
+                for frame in opened.decoder.feed(data):
+                    self._deliver(frame, connection)
+            except RemoteProtocolError as e:
+                bad.append(f"bad reply from {self.name}: {e}")
+                stream.abort()
+
+        stream.deliver_to(deliver)
+        await stream.wait_closed()
+        return bad[0] if bad else None
 
     def _deliver(self, frame: object, connection: int) -> None:
         ending = self.requests.deliver(frame, connection, self.name)

@@ -1,7 +1,8 @@
 """Calls waiting together on one connection go out joined (issue 30, item 4): which
 requests may be joined (skueue.client.coalesce), and, against a fake daemon, that a
 joined request's results reach the right callers, its error every one of them, and that
-nothing is joined across queues, structures, priorities or options."""
+nothing is joined across queues, structures, priorities or options; under trio and
+asyncio alike."""
 
 from __future__ import annotations
 
@@ -9,8 +10,8 @@ import threading
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+import anyio
 import pytest
-import trio
 
 import skueue
 from skueue.client.coalesce import JoinLimits, join
@@ -27,6 +28,15 @@ from skueue.wire.client_codec import encode_reply
 from tests.unit.fake_daemon import FakeDaemon
 
 TEST_DEADLINE_S = 10.0
+
+
+@pytest.fixture(params=["trio", "asyncio"])
+def anyio_backend(request: pytest.FixtureRequest) -> str:
+    """Every client test on both loops: under asyncio the connection is read by
+    callbacks (skueue.client.asyncio_stream), under trio by a task."""
+    return str(request.param)
+
+
 WIDE = JoinLimits(ops_per_request_max=1000, frame_bytes_max=1 << 20, remove_count_max=1000)
 LIMITS = {"ops_per_request_max": 1000, "value_bytes_max": 1000, "frame_bytes_max": 1 << 20}
 
@@ -138,15 +148,15 @@ async def together(calls: list[Callable[[], Awaitable[Any]]]) -> list[Any]:
         except skueue.SkueueError as e:
             out[i] = e
 
-    async with trio.open_nursery() as nursery:
+    async with anyio.create_task_group() as nursery:
         for i in range(len(calls)):
             nursery.start_soon(one, i)
     return out
 
 
-@pytest.mark.trio
+@pytest.mark.anyio
 async def test_concurrent_enqueues_go_in_fewer_frames_and_each_caller_gets_its_own() -> None:
-    with FakeDaemon(by_value, limits=LIMITS) as fake, trio.fail_after(TEST_DEADLINE_S):
+    with FakeDaemon(by_value, limits=LIMITS) as fake, anyio.fail_after(TEST_DEADLINE_S):
         async with skueue.connect(fake.address) as q:
             got = await together([lambda i=i: q.enqueue(b"%d" % i) for i in range(50)])
     assert [r.position for r in got] == list(range(50))
@@ -155,9 +165,9 @@ async def test_concurrent_enqueues_go_in_fewer_frames_and_each_caller_gets_its_o
     assert sorted(int(v) for f in inserts for v in f[2]) == list(range(50))
 
 
-@pytest.mark.trio
+@pytest.mark.anyio
 async def test_concurrent_dequeues_share_one_remove_and_the_rest_are_told_empty() -> None:
-    with FakeDaemon(by_value, limits=LIMITS) as fake, trio.fail_after(TEST_DEADLINE_S):
+    with FakeDaemon(by_value, limits=LIMITS) as fake, anyio.fail_after(TEST_DEADLINE_S):
         async with skueue.connect(fake.address) as q:
             got = await together([q.dequeue for _ in range(30)])
     removes = [f for f in fake.requests if f[0] == "remove"]
@@ -169,9 +179,9 @@ async def test_concurrent_dequeues_share_one_remove_and_the_rest_are_told_empty(
     assert got.count(None) == 30 - len(removes)
 
 
-@pytest.mark.trio
+@pytest.mark.anyio
 async def test_nothing_is_joined_across_queues_or_priorities() -> None:
-    with FakeDaemon(by_value, limits=LIMITS) as fake, trio.fail_after(TEST_DEADLINE_S):
+    with FakeDaemon(by_value, limits=LIMITS) as fake, anyio.fail_after(TEST_DEADLINE_S):
         async with skueue.connect(fake.address) as q:
             calls = [
                 lambda i=i: q.enqueue(b"%d" % i, queue=f"q{i % 3}", priority=i % 2)
@@ -186,14 +196,14 @@ async def test_nothing_is_joined_across_queues_or_priorities() -> None:
     assert len(fake.requests) < 60
 
 
-@pytest.mark.trio
+@pytest.mark.anyio
 async def test_a_joined_requests_error_reaches_every_caller_and_no_other() -> None:
     def refuse_bad(frame: list[Any]) -> list[Any]:
         if queue_of(frame) == "bad":
             return [encode_reply(ErrorReply(frame[1], "a stack's name", "refused"))]
         return by_value(frame)
 
-    with FakeDaemon(refuse_bad, limits=LIMITS) as fake, trio.fail_after(TEST_DEADLINE_S):
+    with FakeDaemon(refuse_bad, limits=LIMITS) as fake, anyio.fail_after(TEST_DEADLINE_S):
         async with skueue.connect(fake.address) as q:
             calls = [
                 lambda i=i: q.enqueue(b"%d" % i, queue="bad" if i % 2 else "good")
@@ -209,7 +219,7 @@ async def test_a_joined_requests_error_reaches_every_caller_and_no_other() -> No
     assert len([f for f in fake.requests if queue_of(f) == "bad"]) < 20
 
 
-@pytest.mark.trio
+@pytest.mark.anyio
 async def test_a_joined_reply_with_the_wrong_count_fails_its_callers_only() -> None:
     def short(frame: list[Any]) -> list[Any]:
         if len(frame[2]) > 1:  # a joined insert: answered with one result too few
@@ -217,7 +227,7 @@ async def test_a_joined_reply_with_the_wrong_count_fails_its_callers_only() -> N
             return [encode_reply(Done(frame[1], tuple(Inserted(0, int(v)) for v in values)))]
         return by_value(frame)
 
-    with FakeDaemon(short, limits=LIMITS) as fake, trio.fail_after(TEST_DEADLINE_S):
+    with FakeDaemon(short, limits=LIMITS) as fake, anyio.fail_after(TEST_DEADLINE_S):
         async with skueue.connect(fake.address) as q:
             got = await together([lambda i=i: q.enqueue(b"%d" % i) for i in range(10)])
             assert (await q.enqueue(b"3")).position == 3
@@ -226,7 +236,7 @@ async def test_a_joined_reply_with_the_wrong_count_fails_its_callers_only() -> N
     assert "results for" in str(got[0])
 
 
-@pytest.mark.trio
+@pytest.mark.anyio
 async def test_a_caller_that_gives_up_leaves_the_others_of_its_request_their_results() -> None:
     release = threading.Event()
 
@@ -234,35 +244,35 @@ async def test_a_caller_that_gives_up_leaves_the_others_of_its_request_their_res
         release.wait(TEST_DEADLINE_S)
         return by_value(frame)
 
-    with FakeDaemon(held, limits=LIMITS) as fake, trio.fail_after(TEST_DEADLINE_S):
+    with FakeDaemon(held, limits=LIMITS) as fake, anyio.fail_after(TEST_DEADLINE_S):
         async with skueue.connect(fake.address) as q:
             got: dict[int, Any] = {}
 
-            async def enqueue(i: int, scope: trio.CancelScope | None = None) -> None:
+            async def enqueue(i: int, scope: anyio.CancelScope | None = None) -> None:
                 if scope is None:
                     got[i] = await q.enqueue(b"%d" % i)
                     return
                 with scope:
                     got[i] = await q.enqueue(b"%d" % i)
 
-            async with trio.open_nursery() as nursery:
-                quitter = trio.CancelScope()
+            async with anyio.create_task_group() as nursery:
+                quitter = anyio.CancelScope()
                 nursery.start_soon(enqueue, 0, quitter)
                 for i in range(1, 5):
                     nursery.start_soon(enqueue, i)
                 while not fake.requests:
-                    await trio.sleep(0.01)
+                    await anyio.sleep(0.01)
                 quitter.cancel()
-                await trio.sleep(0.05)
+                await anyio.sleep(0.05)
                 release.set()
     assert len(fake.requests) == 1 and len(fake.requests[0][2]) == 5
     assert 0 not in got
     assert {i: r.position for i, r in got.items()} == {1: 1, 2: 2, 3: 3, 4: 4}
 
 
-@pytest.mark.trio
+@pytest.mark.anyio
 async def test_a_lone_call_goes_alone_and_a_blocking_dequeue_is_never_joined() -> None:
-    with FakeDaemon(by_value, limits=LIMITS) as fake, trio.fail_after(TEST_DEADLINE_S):
+    with FakeDaemon(by_value, limits=LIMITS) as fake, anyio.fail_after(TEST_DEADLINE_S):
         async with skueue.connect(fake.address) as q:
             assert (await q.enqueue(b"5")).position == 5
             await together([lambda: q.dequeue(wait=1.0) for _ in range(3)])
