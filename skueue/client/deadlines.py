@@ -18,6 +18,7 @@ longer than the interval, as it is by default: a new call's deadline is never be
 
 from __future__ import annotations
 
+import asyncio
 import heapq
 import itertools
 from collections import deque
@@ -29,6 +30,15 @@ import anyio
 # How often the waiting calls are looked at while some wait: answered ones are dropped
 # (so that they are not kept past that) and a deadline is kept to within this.
 SWEEP_INTERVAL_S = 0.25
+
+
+def _clock() -> Callable[[], float]:
+    """anyio's clock for this loop: under asyncio the loop's own ``time`` (what
+    ``anyio.current_time`` reads, without looking up the backend on every call)."""
+    try:
+        return asyncio.get_running_loop().time
+    except RuntimeError:
+        return anyio.current_time
 
 
 class Timed(Protocol):
@@ -47,11 +57,12 @@ class Deadlines:
         self._waits: list[tuple[float, int, Timed]] = []  # a heap: blocking removes
         self._numbers = itertools.count()
         self._armed = anyio.Event()  # set: a call waits (the task need not sleep long)
+        self._clock = _clock()
 
     def add(self, call: Timed, seconds: float, waits: bool) -> None:
         """``call`` ends ``seconds`` from now unless answered before; ``waits``: a
         blocking remove (its deadline is not in the order of the others')."""
-        deadline = anyio.current_time() + seconds
+        deadline = self._clock() + seconds
         if waits:
             heapq.heappush(self._waits, (deadline, next(self._numbers), call))
         else:
@@ -61,12 +72,13 @@ class Deadlines:
 
     async def keep(self) -> None:
         """End the calls whose time is up, as long as the connection lives."""
+        self._clock = _clock()  # the loop this task runs in
         plain, waits = self._plain, self._waits
         while True:
             if not plain and not waits:
                 self._armed = anyio.Event()
                 await self._armed.wait()
-            now = anyio.current_time()
+            now = self._clock()
             while plain and (plain[0][1].over or plain[0][0] <= now):
                 _, call = plain.popleft()
                 if not call.over:
