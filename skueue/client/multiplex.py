@@ -16,11 +16,11 @@ from __future__ import annotations
 import itertools
 from typing import Any, Protocol
 
-import anyio
 import attrs
 
 from skueue.client.coalesce import JoinLimits, join
 from skueue.client.errors import NodeUnreachable, RequestTimeout, SkueueError, error_from
+from skueue.client.signals import Signal, signal_factory
 from skueue.core.errors import RemoteProtocolError
 from skueue.host.replies import ErrorReply, More, StatsReply, Welcome
 from skueue.host.requests import RETRYABLE_REQUESTS, ClientRequest
@@ -38,7 +38,7 @@ class Call:
     # An enqueue or dequeue of a client with a session: sent again after a reconnect
     # (stats, join and leave fail with the connection instead).
     retry: bool
-    done: anyio.Event = attrs.field(factory=anyio.Event)
+    done: Signal  # set once its reply, or its timeout, came
     results: tuple[Result, ...] = ()
     summary: dict[str, Any] | None = None  # a stats request's
     error: SkueueError | None = None
@@ -83,6 +83,7 @@ class Requests:
         self.outbox: list[Call] = []  # calls made since the writer last ran
         self.unsent: list[Waiter] = []  # requests the writer is to send, oldest first
         self.limits = JoinLimits()  # how far calls may be joined (the daemon's limits)
+        self.new_signal = signal_factory()  # made in the loop the connection lives in
 
     def take(self) -> None:
         """The outbox as request frames, calls joined where they can be, added to
@@ -221,7 +222,8 @@ async def call(
     blocking remove's wait), on top of the request timeout."""
     if link.broken is not None:
         raise link.broken
-    pending = Call(request, link.retries and isinstance(request, RETRYABLE_REQUESTS))
+    retry = link.retries and isinstance(request, RETRYABLE_REQUESTS)
+    pending = Call(request, retry, link.requests.new_signal())
     link.submit(pending, link.request_timeout_s + waits_s + REPLY_GRACE_S, waits_s > 0)
     try:
         await pending.done.wait()
