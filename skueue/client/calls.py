@@ -88,6 +88,10 @@ class Calls:
         if priority is not None:
             check.checked_int("priority", priority, 0, PRIORITIES_MAX - 1)
         checked = [check.checked_value(v, self.value_bytes_max) for v in values]
+        if len(checked) == 1:  # an enqueue: one value always fits one request
+            return await self.results(
+                InsertRequest(0, tuple(checked), name, stack, priority, prefer), Inserted
+            )
         limits = self.limits
         out: list[Inserted] = []
         chunks = check.insert_chunks(checked, limits.ops_per_request_max, limits.frame_bytes_max)
