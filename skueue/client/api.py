@@ -139,7 +139,8 @@ class Client:
     ) -> Inserted:
         """``priority``: its level in a queue made with priority levels (0 the most
         urgent; past the last level, the last); other queues ignore it."""
-        return (await self.insert([value], queue=queue, structure=structure, priority=priority))[0]
+        target = check.target(queue, structure)
+        return (await self._calls.insert([value], target, priority))[0]
 
     @overload
     async def dequeue(

@@ -19,6 +19,7 @@ from skueue.client.arguments import (
     RESULT_OVERHEAD_BYTES,
     VALUE_OVERHEAD_BYTES,
 )
+from skueue.client.coalesce import JoinLimits
 from skueue.client.consumer import Leased, leased_from
 from skueue.client.errors import NodeUnreachable, SkueueError
 from skueue.client.lifecycle import Link
@@ -57,6 +58,10 @@ class Calls:
             if replies_in_pieces
             else max(1, min(limits.ops_per_request_max, per_reply))
         )
+        # Calls waiting together on the link are joined within the same limits.
+        link.requests.limits = JoinLimits(
+            limits.ops_per_request_max, limits.frame_bytes_max, self.remove_count_max
+        )
 
     async def dequeue_many(
         self,
@@ -83,6 +88,10 @@ class Calls:
         if priority is not None:
             check.checked_int("priority", priority, 0, PRIORITIES_MAX - 1)
         checked = [check.checked_value(v, self.value_bytes_max) for v in values]
+        if len(checked) == 1:  # an enqueue: one value always fits one request
+            return await self.results(
+                InsertRequest(0, tuple(checked), name, stack, priority, prefer), Inserted
+            )
         limits = self.limits
         out: list[Inserted] = []
         chunks = check.insert_chunks(checked, limits.ops_per_request_max, limits.frame_bytes_max)

@@ -12,6 +12,8 @@ import anyio
 import anyio.abc
 import attrs
 
+from skueue.client import asyncio_stream
+from skueue.client.asyncio_stream import running_asyncio
 from skueue.client.errors import (
     BadAddress,
     NodeUnavailable,
@@ -49,8 +51,10 @@ async def open_connection(
         raise BadAddress(str(e)) from None
     try:
         with anyio.fail_after(timeout_s):
-            if tls is None:
-                stream: anyio.abc.ByteStream = await anyio.connect_tcp(addr.host, addr.port)
+            if tls is None and running_asyncio():
+                stream: anyio.abc.ByteStream = await asyncio_stream.connect(addr.host, addr.port)
+            elif tls is None:
+                stream = await anyio.connect_tcp(addr.host, addr.port)
             else:
                 stream = await anyio.connect_tcp(
                     addr.host, addr.port, ssl_context=tls, tls_hostname=addr.host

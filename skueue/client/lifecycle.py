@@ -18,9 +18,11 @@ import anyio
 import anyio.abc
 import attrs
 
+from skueue.client.asyncio_stream import ProtocolStream
 from skueue.client.connection import Opened, open_connection
+from skueue.client.deadlines import Deadlines, Timed
 from skueue.client.errors import BadAddress, NodeUnreachable, SkueueError, reason
-from skueue.client.multiplex import Requests, Waiter
+from skueue.client.multiplex import Call, Requests
 from skueue.core.errors import RemoteProtocolError
 from skueue.host.address import AddressError, parse_seed_list
 from skueue.host.replies import Welcome
@@ -64,7 +66,8 @@ class Link:
         self.address = address
         self.request_timeout_s = request_timeout_s
         self.requests = Requests()
-        self._send_lock = anyio.Lock()
+        self._wake = anyio.Event()  # set: calls wait in the outbox for the writer
+        self._deadlines = Deadlines(self._expire)
         self.broken: SkueueError | None = None
 
     @property
@@ -81,18 +84,44 @@ class Link:
         tried = self._reconnect_error and f"; reopening it failed: {self._reconnect_error}"
         return f" ({self._why_lost}{tried})"
 
-    async def send(self, waiter: Waiter) -> None:
-        """Send a waiting request on the current connection, unless it went out there
-        already; while disconnected, the reconnect sends it."""
-        async with self._send_lock:
+    def submit(self, call: Call, seconds: float, waits: bool) -> None:
+        """Queue a call for the writer; it goes out with whatever else is waiting when
+        the writer runs next (no timer: a lone call goes at once).  It ends with a
+        timeout ``seconds`` from now unless answered before (``waits``: a blocking
+        remove's, see :class:`Deadlines`)."""
+        self.requests.outbox.append(call)
+        self._deadlines.add(call, seconds, waits)
+        self._wake.set()
+
+    def _expire(self, call: Timed) -> None:
+        """A call's deadline passed: its caller gets a RequestTimeout."""
+        assert isinstance(call, Call)
+        self.requests.leave(call)
+        call.done.set()
+
+    async def _write_requests(self) -> None:
+        """The connection's writer, the only task that writes to it: each time calls
+        are waiting, all of them go out as request frames (joined where they can be) in
+        one write, after what a reconnect left to send again."""
+        requests = self.requests
+        while True:
+            await self._wake.wait()
+            self._wake = anyio.Event()
+            requests.take()
             stream, connection = self.stream, self.connection
-            if stream is None or waiter.sent_on == connection:
-                return
+            if stream is None:
+                continue  # the reconnect sends every waiting request again
+            # Not those failed or given up on since they were taken.
+            waiters = [w for w in requests.unsent if w.rid in requests.waiting]
+            requests.unsent = []
+            if not waiters:
+                continue
             sending = True
             try:
-                await stream.send(waiter.blob)
+                await stream.send(b"".join(w.blob for w in waiters))
                 sending = False
-                waiter.sent_on = connection
+                for waiter in waiters:
+                    waiter.sent_on = connection
             except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError) as e:
                 sending = False
                 self.lose(connection, f"connection to {self.name} broke: {reason(e)}")
@@ -120,8 +149,15 @@ class Link:
         self.requests.fail(self.broken, retries_too=True)
 
     async def keep_connected(self) -> None:
-        """Read replies; when the connection breaks, open another (with a session) and
-        send the waiting enqueues and dequeues again."""
+        """Write requests and read replies; when the connection breaks, open another
+        (with a session) and send the waiting enqueues and dequeues again."""
+        async with anyio.create_task_group() as tasks:
+            tasks.start_soon(self._write_requests)
+            tasks.start_soon(self._deadlines.keep)
+            await self._read_all_connections()
+            tasks.cancel_scope.cancel()
+
+    async def _read_all_connections(self) -> None:
         opened = self.opened
         while True:
             stream = opened.stream
@@ -136,8 +172,8 @@ class Link:
             opened = reopened
 
     async def _reconnect(self) -> Opened | None:
-        """A new connection with every waiting retryable request sent on it (None: the
-        address now answers as another daemon, and the client is broken)."""
+        """A new connection, every waiting retryable request to be sent again on it
+        (None: the address now answers as another daemon, and the client is broken)."""
         assert self._reopen is not None
         delay = RECONNECT_START_S
         while True:
@@ -157,16 +193,12 @@ class Link:
                     f"{self.address} is now {opened.welcome.process_id}, not {self.process_id}"
                 ))  # fmt: skip
                 return None
-            async with self._send_lock:
-                self.connection += 1
-                try:
-                    for waiter in self.requests.to_send_again():
-                        await opened.stream.send(waiter.blob)
-                        waiter.sent_on = self.connection
-                except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
-                    await anyio.aclose_forcefully(opened.stream)
-                    continue
-                self.stream = opened.stream
+            # The writer sends every waiting request again, oldest first, before any
+            # new one.
+            self.connection += 1
+            self.requests.unsent = self.requests.to_send_again()
+            self.stream = opened.stream
+            self._wake.set()
             return opened
 
     async def _move_to_another_member(self) -> Opened | None:
@@ -193,10 +225,13 @@ class Link:
             try:
                 for frame in opened.leftover:
                     self._deliver(frame, connection)
-                while True:
-                    data = await opened.stream.receive()
-                    for frame in opened.decoder.feed(data):
-                        self._deliver(frame, connection)
+                if isinstance(opened.stream, ProtocolStream):
+                    why = await self._take_deliveries(opened, connection) or why
+                else:
+                    while True:
+                        data = await opened.stream.receive()
+                        for frame in opened.decoder.feed(data):
+                            self._deliver(frame, connection)
             except (anyio.EndOfStream, anyio.BrokenResourceError, anyio.ClosedResourceError):
                 pass
             except OSError as e:
@@ -204,6 +239,28 @@ class Link:
             except RemoteProtocolError as e:
                 why = f"bad reply from {self.name}: {e}"
         self.lose(connection, why)
+
+    async def _take_deliveries(self, opened: Opened, connection: int) -> str | None:
+        """Under asyncio: the stream hands each chunk to the link as it arrives (no task
+        woken per chunk); wait until it ends.  Returns why it ended, if a bad reply
+        ended it."""
+        stream = opened.stream
+        assert isinstance(stream, ProtocolStream)
+        bad: list[str] = []
+
+        def deliver(data: bytes) -> None:
+            if bad:
+                return  # out of step since a bad reply: the connection is ending
+            try:
+                for frame in opened.decoder.feed(data):
+                    self._deliver(frame, connection)
+            except RemoteProtocolError as e:
+                bad.append(f"bad reply from {self.name}: {e}")
+                stream.abort()
+
+        stream.deliver_to(deliver)
+        await stream.wait_closed()
+        return bad[0] if bad else None
 
     def _deliver(self, frame: object, connection: int) -> None:
         ending = self.requests.deliver(frame, connection, self.name)

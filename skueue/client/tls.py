@@ -51,4 +51,3 @@ def resolve(tls: bool | ssl.SSLContext | None) -> ssl.SSLContext | None:
     if tls is None and ca is None:
         return None
     return client_context(ca, cert, key)
-

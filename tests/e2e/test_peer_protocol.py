@@ -11,6 +11,7 @@ from skueue.runtime.limits import Limits
 from skueue.runtime.network.handshake import PEER_PROTOCOL, PeerProtocolMismatch, parse_peer_hello
 from tests.e2e.rawclient import RawClient, inproc_daemon
 
+
 def test_a_hello_says_its_protocol_and_one_without_it_is_of_the_first() -> None:
     greeting = parse_peer_hello(["hello-peer", "p1", "h:1", "n", {"protocol": PEER_PROTOCOL}])
     assert greeting.process == "p1"
