@@ -33,7 +33,11 @@ import trio
 
 from skueue.core.errors import RemoteProtocolError
 from skueue.host.requests import ClientRequest
-from skueue.runtime.network.connections import RECEIVE_BYTES
+from skueue.runtime.network.connections import (
+    RECEIVE_BYTES,
+    check_closed_between_frames,
+    receive_now,
+)
 from skueue.wire.framing import FrameDecoder
 
 if TYPE_CHECKING:
@@ -153,10 +157,7 @@ class ClientReader:
 
     def at_end(self) -> None:
         """The client closed its sending side."""
-        if self.decoder.pending_bytes:
-            raise RemoteProtocolError(
-                f"connection closed inside a frame ({self.decoder.pending_bytes} bytes pending)"
-            )
+        check_closed_between_frames(self.decoder)
 
     def answered(self) -> None:
         """The owner answered one of the client's requests: a paused reader takes frames
@@ -187,11 +188,11 @@ class ClientReader:
         raw, hand = self.raw, self.hand
         assert raw is not None and hand is not None
         try:
-            data = raw.recv(RECEIVE_BYTES, socket.MSG_DONTWAIT)
-        except BlockingIOError:
-            return
+            data = receive_now(raw)
         except OSError as e:
             self.end(e)
+            return
+        if data is None:
             return
         try:
             if not data:

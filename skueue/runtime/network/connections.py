@@ -7,6 +7,7 @@ blob; a writer also joins whatever else is queued before it writes
 
 from __future__ import annotations
 
+import socket
 from collections.abc import AsyncIterator
 from typing import Any, TypeVar
 
@@ -42,13 +43,27 @@ async def frames(
     while True:
         data = await stream.receive_some(RECEIVE_BYTES)
         if not data:
-            if decoder.pending_bytes:
-                raise RemoteProtocolError(
-                    f"connection closed inside a frame ({decoder.pending_bytes} bytes pending)"
-                )
+            check_closed_between_frames(decoder)
             return
         for frame in decoder.feed(data):
             yield frame
+
+
+def check_closed_between_frames(decoder: FrameDecoder) -> None:
+    """The other end closed: an error if it did so inside a frame."""
+    if decoder.pending_bytes:
+        raise RemoteProtocolError(
+            f"connection closed inside a frame ({decoder.pending_bytes} bytes pending)"
+        )
+
+
+def receive_now(raw: socket.socket) -> bytes | None:
+    """What a socket holds, without waiting: b"" at its end, None when nothing is there
+    yet; a broken connection raises ``OSError``."""
+    try:
+        return raw.recv(RECEIVE_BYTES, socket.MSG_DONTWAIT)
+    except BlockingIOError:
+        return None
 
 
 async def next_frame(

@@ -26,7 +26,7 @@ import trio
 
 from skueue.core.errors import RemoteProtocolError
 from skueue.host.inputs import PeerControl, PeerMessage
-from skueue.runtime.network.connections import RECEIVE_BYTES
+from skueue.runtime.network.connections import check_closed_between_frames, receive_now
 from skueue.runtime.network.peers import parse_peer_frame
 from skueue.wire.framing import FrameDecoder, pack
 
@@ -192,19 +192,15 @@ class PeerReader:
         raw = self.raw
         assert raw is not None
         try:
-            data = raw.recv(RECEIVE_BYTES, socket.MSG_DONTWAIT)
-        except BlockingIOError:
-            return
+            data = receive_now(raw)
         except OSError as e:
             self.end(e)
             return
+        if data is None:
+            return
         try:
             if not data:
-                if self.decoder.pending_bytes:
-                    raise RemoteProtocolError(
-                        "connection closed inside a frame "
-                        f"({self.decoder.pending_bytes} bytes pending)"
-                    )
+                check_closed_between_frames(self.decoder)
                 self.end(None)
                 return
             self.hand(self.decoder.feed(data))
