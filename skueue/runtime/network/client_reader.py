@@ -36,7 +36,7 @@ from skueue.host.requests import ClientRequest
 from skueue.runtime.network.connections import (
     RECEIVE_BYTES,
     check_closed_between_frames,
-    receive_now,
+    read_ready,
 )
 from skueue.wire.framing import FrameDecoder
 
@@ -185,25 +185,14 @@ class ClientReader:
 
     def on_readable(self) -> None:
         """The owner's reactor: read what the socket holds and hand its requests on."""
+        assert self.raw is not None
+        read_ready(self.raw, self.decoder, self._received, self.end)
+
+    def _received(self, data: bytes) -> None:
         raw, hand = self.raw, self.hand
         assert raw is not None and hand is not None
-        try:
-            data = receive_now(raw)
-        except OSError as e:
-            self.end(e)
-            return
-        if data is None:
-            return
-        try:
-            if not data:
-                self.at_end()
-                self.end(None)
-                return
-            between_frames = self.deadlines.frame_started is None
-            items = self.feed(data)
-        except RemoteProtocolError as e:
-            self.end(e)
-            return
+        between_frames = self.deadlines.frame_started is None
+        items = self.feed(data)
         if between_frames and self.deadlines.frame_started is not None:
             self.wakeup.set()
         for item in items:

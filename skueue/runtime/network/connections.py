@@ -8,7 +8,7 @@ blob; a writer also joins whatever else is queued before it writes
 from __future__ import annotations
 
 import socket
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import Any, TypeVar
 
 import trio
@@ -57,13 +57,30 @@ def check_closed_between_frames(decoder: FrameDecoder) -> None:
         )
 
 
-def receive_now(raw: socket.socket) -> bytes | None:
-    """What a socket holds, without waiting: b"" at its end, None when nothing is there
-    yet; a broken connection raises ``OSError``."""
+def read_ready(
+    raw: socket.socket,
+    decoder: FrameDecoder,
+    received: Callable[[bytes], None],
+    end: Callable[[BaseException | None], None],
+) -> None:
+    """A ready socket, read by the owner without waiting: its bytes go to ``received``;
+    its end (None), a broken connection or the other end's fault (what ``received``
+    raises as :class:`RemoteProtocolError`) go to ``end``, and that connection alone."""
     try:
-        return raw.recv(RECEIVE_BYTES, socket.MSG_DONTWAIT)
+        data = raw.recv(RECEIVE_BYTES, socket.MSG_DONTWAIT)
     except BlockingIOError:
-        return None
+        return
+    except OSError as e:
+        end(e)
+        return
+    try:
+        if not data:
+            check_closed_between_frames(decoder)
+            end(None)
+            return
+        received(data)
+    except RemoteProtocolError as e:
+        end(e)
 
 
 async def next_frame(

@@ -26,7 +26,7 @@ import trio
 
 from skueue.core.errors import RemoteProtocolError
 from skueue.host.inputs import PeerControl, PeerMessage
-from skueue.runtime.network.connections import check_closed_between_frames, receive_now
+from skueue.runtime.network.connections import read_ready
 from skueue.runtime.network.peers import parse_peer_frame
 from skueue.wire.framing import FrameDecoder, pack
 
@@ -133,8 +133,7 @@ class Numbering:
             self.next, self.left = frame[1], frame[2]
             if self.next > self.inbound.accepted + 1:
                 raise RemoteProtocolError(
-                    f"{self.peer} skipped frames: sent #{self.next} after "
-                    f"#{self.inbound.accepted}"
+                    f"{self.peer} skipped frames: sent #{self.next} after #{self.inbound.accepted}"
                 )
             return None
         number = self.next
@@ -189,23 +188,10 @@ class PeerReader:
                 self.inbound.accepted = taken[0]
 
     def on_readable(self) -> None:
-        raw = self.raw
-        assert raw is not None
-        try:
-            data = receive_now(raw)
-        except OSError as e:
-            self.end(e)
-            return
-        if data is None:
-            return
-        try:
-            if not data:
-                check_closed_between_frames(self.decoder)
-                self.end(None)
-                return
-            self.hand(self.decoder.feed(data))
-        except RemoteProtocolError as e:
-            self.end(e)
+        assert self.raw is not None
+        read_ready(
+            self.raw, self.decoder, lambda data: self.hand(self.decoder.feed(data)), self.end
+        )
 
     def end(self, error: BaseException | None) -> None:
         """Read no more; the session's task finds out (``error``: why, None: closed)."""
