@@ -1,0 +1,55 @@
+"""A replica's settings and its durable state at start."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from skueue.replication.config import Config, HostId
+from skueue.replication.messages import Entry
+
+
+@dataclass(frozen=True, slots=True)
+class ReplicaSettings:
+    """Times are in ticks (heartbeat intervals, ``heartbeat_interval_s`` in a daemon)."""
+
+    election_ticks: int = 10
+    """The least election timeout; each one is drawn from ``[election_ticks,
+    2 × election_ticks)`` (Raft §5.2).  A leader that heard from no majority for this
+    long steps down (CheckQuorum, thesis §6.2)."""
+    heartbeat_ticks: int = 1
+    """A leader sends an append (empty if need be) to every replica this often."""
+    inflight_appends_max: int = 256
+    """Appends sent to one replica and not yet answered, beyond which the leader waits
+    (etcd's ``MaxInflightMsgs``)."""
+    append_bytes_max: int = 1 << 20
+    """Entry bytes in one append (at least one entry always goes)."""
+    pre_vote: bool = True
+    """Ask before raising the term (thesis §9.6), so that a replica cut off and back
+    does not depose a working leader."""
+    check_quorum: bool = True
+    """A leader without a majority for an election timeout steps down (thesis §6.2);
+    replicas that heard from a leader within the least timeout ignore votes (§4.2.3)."""
+
+    def __post_init__(self) -> None:
+        if self.heartbeat_ticks < 1 or self.election_ticks <= self.heartbeat_ticks:
+            raise ValueError("need 1 <= heartbeat_ticks < election_ticks")
+        if self.inflight_appends_max < 1 or self.append_bytes_max < 1:
+            raise ValueError("inflight_appends_max and append_bytes_max must be >= 1")
+
+
+@dataclass(frozen=True, slots=True)
+class DurableState:
+    """What a replica's disk held at start: its hard state, its last snapshot's
+    position and configuration, and the entries after it."""
+
+    config: Config
+    """The configuration in force at the snapshot (or the group's first one)."""
+    term: int = 0
+    vote: HostId | None = None
+    snapshot_index: int = 0
+    snapshot_term: int = 0
+    entries: tuple[Entry, ...] = ()
+    """The log after ``snapshot_index``, in order."""
+    may_have_forgotten: bool = False
+    """The machine may have lost writes it acked (a reboot under a lax fsync policy):
+    the replica neither votes nor counts toward a commit until it caught up (I6)."""
