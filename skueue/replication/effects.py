@@ -3,8 +3,9 @@
 
 A step's effects come as one list.  The driver carries them out in that order, with one
 rule about time: a :class:`Send` whose ``after_sync`` is set leaves only once every
-:class:`AppendLocal` and :class:`SaveHardState` of the same step is durable (a vote or an
-ack must never be sent for what a crash could still take back, I7); the leader's appends
+:class:`AppendLocal` and :class:`SaveHardState` of this step *and of every earlier step*
+is durable (a vote or an ack must never be sent for what a crash could still take back,
+I7); the leader's appends
 go at once, in parallel with its own write (thesis §10.2.1), because the leader counts
 itself only once :class:`~skueue.replication.inputs.Persisted` says its write is durable.
 """
