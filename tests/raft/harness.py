@@ -237,6 +237,9 @@ class Group:
     # -- faults -------------------------------------------------------------------------
 
     def partition(self, *sides: Iterable[HostId]) -> None:
+        """Only machines on the same side hear each other (this replaces any partition
+        before)."""
+        self.cut.clear()
         groups = [set(s) for s in sides]
         for a in self.machines:
             for b in self.machines:
