@@ -96,6 +96,8 @@ class ReplicasConfig:
     torn_writes: bool = True  # a crash keeps a random prefix of the unsynced writes
     snapshot_every: int = 0  # entries applied between a machine's snapshots (0: never)
     election_ticks: int = 10
+    pre_vote: bool = True
+    check_quorum: bool = True
     settle_ms: int = 20_000
 
     def __post_init__(self) -> None:
@@ -152,7 +154,9 @@ class ReplicasSim:
         self.trace = trace
         """Told every step and every message, to follow a failing seed."""
         self.rng = random.Random(config.seed)
-        self.settings = ReplicaSettings(election_ticks=config.election_ticks)
+        self.settings = ReplicaSettings(election_ticks=config.election_ticks,
+                                        pre_vote=config.pre_vote,
+                                        check_quorum=config.check_quorum)
         voters = [f"m{i}" for i in range(1, config.voters + 1)]
         self.initial = Config.of(voters)
         self.hosts = voters + ([f"m{config.voters + 1}"] if config.learner else [])
