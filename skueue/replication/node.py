@@ -365,9 +365,13 @@ class ReplicaNode:
         if pr.next <= self.log.last_index and not pr.is_paused(self.settings.inflight_appends_max):
             entries = self.log.between(pr.next, self.settings.append_bytes_max)
         elif heartbeat and pr.state == "replicate":
-            # Nothing new, or the pipe is full: a heartbeat at what it surely holds,
-            # which carries the commit index without a chance of refusal.
-            prev, prev_term = pr.match, self.log.term_at(pr.match)
+            # Nothing new, or the pipe is full: a heartbeat at the last index sent.  If
+            # an append on the way was lost, the replica refuses it, and the refusal
+            # sends the progress back to probe, which sends the entries again (a
+            # heartbeat at ``match`` would be acked, and an entry whose appends were all
+            # lost would never go again while nothing new is proposed, Raft §5.3).
+            prev = pr.next - 1
+            prev_term = self.log.term_at(prev)
             if prev_term is None:
                 self._send_snapshot(to, pr)
                 return

@@ -249,11 +249,16 @@ class Group:
     def heal(self) -> None:
         self.cut.clear()
 
-    def crash(self, host: HostId) -> None:
+    def crash(self, host: HostId, forget_from: int | None = None) -> None:
         """The machine stops; what it had not synced is gone, and so are the messages on
-        their way to it."""
+        their way to it.  With ``forget_from``, its disk also loses the log from that
+        index on, though it had called it durable and acked it: a power loss under a lax
+        fsync policy (the hard state is always synced, docs/replication.md §5.1)."""
         m = self.machines[host]
         m.up, m.pending, m.held_sends = False, [], []
+        if forget_from is not None:
+            assert forget_from > m.disk.snapshot_index, "a snapshot is never forgotten"
+            del m.disk.log[forget_from - m.disk.snapshot_index - 1:]
         self.in_flight = [x for x in self.in_flight if x[1] != host]
 
     def restart(self, host: HostId, may_have_forgotten: bool = False) -> None:
