@@ -103,6 +103,8 @@ class ReplicasConfig:
     def __post_init__(self) -> None:
         if self.voters not in (1, 3, 5):
             raise ValueError("voters is 1, 3 or 5")
+        if min(self.crash, self.partition, self.pause) < 0:
+            raise ValueError("the weights of the faults must not be negative")
         if self.remove and self.voters + self.learner < 2:
             raise ValueError("a removal needs a voter to stay")
         for p in (self.loss, self.duplicate, self.reorder, self.fsync_lag,
@@ -415,6 +417,8 @@ class ReplicasSim:
         if self.calm:
             return
         c = self.config
+        if c.crash + c.partition + c.pause <= 0:
+            return  # every kind weighs nothing: no fault
         kind = self.rng.choices(["crash", "partition", "pause"], [c.crash, c.partition, c.pause])[0]
         m = self.machines[self.rng.choice(self.hosts)]
         until = self.now + self.rng.randrange(TICK_MS, c.outage_ms_max + TICK_MS)

@@ -110,6 +110,15 @@ def test_crashes_between_the_write_and_the_sync_lose_nothing_acknowledged() -> N
     check_settled(result)
 
 
+def test_faults_that_all_weigh_nothing_are_no_faults() -> None:
+    """Hypothesis draws the weights of crash, partition and pause; all zero is a run
+    without faults, not a ValueError from the draw."""
+    result = run_replicas(ReplicasConfig(seed=0, faults=3, crash=0.0, partition=0.0,
+                                         pause=0.0, commands=2))
+    assert result.crashes == 0 and len(result.leaders) == 1
+    check_settled(result)
+
+
 def test_membership_changes_and_snapshots_under_faults() -> None:
     """A learner added, caught up through snapshots, promoted; a first voter removed."""
     config = ReplicasConfig(seed=3, learner=True, remove=True, clients=2, commands=10, faults=8,
