@@ -341,6 +341,9 @@ class Host:
         self.clients.apply(process.join())
 
     def _leave(self, client: int, rid: int) -> None:
+        if self.left:  # asked again once it went through: it has left, say so now
+            self._reply(client, Done(rid, ()))
+            return
         process = self.process
         stats = process.stats()
         if stats.alone:

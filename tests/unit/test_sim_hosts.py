@@ -246,6 +246,23 @@ def test_a_blocking_remove_on_a_member_that_begins_to_leave_ends_its_wait() -> N
     assert isinstance(reply, Done) and reply.results[0].value is None, reply  # its wait ended
 
 
+def test_a_leave_asked_again_after_the_member_left_is_answered() -> None:
+    """An admin that asks a member to leave again once it has left (its first answer
+    was lost, or it asks after the member restarted from its log) gets Done at once:
+    the member has left.  It used to wait for an answer that only the departure gives,
+    which had already happened, until the request timed out."""
+    sim = HostsSim(HostsConfig(3, operations=0, clients=1, seed=5, drain=False))
+    pid = leaving_member(sim)
+    for _ in range(20_000):
+        if sim.members[pid].host.left:
+            break
+        sim._step()
+    assert sim.members[pid].host.left, "the leave went through"
+    again = FromClient(902, None, LeaveRequest(2), float("inf"), 0.0)
+    (reply,) = replies_to(sim, 902, again, pid)
+    assert isinstance(reply, Done) and reply.rid == 2, reply
+
+
 def test_the_anchor_really_moves_through_joins_and_leaves() -> None:
     """A joiner with a low id lands left of the anchor and takes its counters over; with
     ``leave_anchor`` the anchor's member leaves, and the counters move again."""
