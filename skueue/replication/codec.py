@@ -110,7 +110,8 @@ def decode_entry(x: Any, what: str = "entry") -> Entry:
         raise ReplicationCodecError(f"{what} kind: not one of {ENTRY_KINDS}: {kind!r:.60}")
     if (config is None) != (kind != "config"):
         raise ReplicationCodecError(f"{what}: a config entry, and only one, has a config")
-    return Entry(_int(f"{what} term")(term), typing.cast(EntryKind, kind), _bytes(f"{what} data")(data),
+    return Entry(_int(f"{what} term")(term), typing.cast(EntryKind, kind),
+                 _bytes(f"{what} data")(data),
                  None if config is None else decode_config(config, f"{what} config"))
 
 
