@@ -62,6 +62,12 @@ def events_of(paths: list[Path]) -> list[LeaseEvent]:
     return list(out.values())
 
 
+async def until_leased(out: Path, count: int) -> None:
+    """Wait until the consumer writing ``out`` has recorded ``count`` leases."""
+    while not out.exists() or out.read_text().count('"event": "lease"') < count:
+        await trio.sleep(0.05)
+
+
 @pytest.mark.trio
 async def test_consumers_killed_mid_work_lose_nothing_and_ack_nothing_twice(
     tmp_path: Path,
@@ -83,9 +89,11 @@ async def test_consumers_killed_mid_work_lose_nothing_and_ack_nothing_twice(
         with trio.fail_after(DEADLINE_S):
             for i in range(CONSUMERS):
                 procs.append(start_consumer(cluster.addresses[i % DAEMONS], f"c{i}", outs[i]))
-            await trio.sleep(rng.uniform(1.5, 2.5))  # mid-work
             victims = rng.sample(range(CONSUMERS), CONSUMERS // 2)
             for i in victims:
+                # Mid-work for sure, however loaded the machine: the victim has begun
+                # handling messages, so it holds leases (the one in hand, the prefetched).
+                await until_leased(outs[i], rng.randint(1, 5))
                 kills.append(LeaseEvent(f"c{i}", "close", time.monotonic(), time.monotonic()))
                 procs[i].send_signal(signal.SIGKILL)
             for i in range(CONSUMERS, CONSUMERS + len(victims)):
