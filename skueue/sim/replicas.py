@@ -96,6 +96,8 @@ class ReplicasConfig:
     torn_writes: bool = True  # a crash keeps a random prefix of the unsynced writes
     snapshot_every: int = 0  # entries applied between a machine's snapshots (0: never)
     election_ticks: int = 10
+    append_bytes_max: int = 1 << 20  # small: one entry an append, so appends split
+    inflight_appends_max: int = 256
     pre_vote: bool = True
     check_quorum: bool = True
     settle_ms: int = 20_000
@@ -157,6 +159,8 @@ class ReplicasSim:
         """Told every step and every message, to follow a failing seed."""
         self.rng = random.Random(config.seed)
         self.settings = ReplicaSettings(election_ticks=config.election_ticks,
+                                        append_bytes_max=config.append_bytes_max,
+                                        inflight_appends_max=config.inflight_appends_max,
                                         pre_vote=config.pre_vote,
                                         check_quorum=config.check_quorum)
         voters = [f"m{i}" for i in range(1, config.voters + 1)]

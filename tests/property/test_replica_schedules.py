@@ -52,6 +52,8 @@ def replica_configs(draw: st.DrawFn) -> ReplicasConfig:
         crash_before_sync=draw(st.sampled_from([0.0, 0.3, 1.0])),
         torn_writes=draw(st.booleans()),
         snapshot_every=draw(st.sampled_from([0, 1, 3, 10])),
+        append_bytes_max=draw(st.sampled_from([1, 1 << 20])),
+        inflight_appends_max=draw(st.sampled_from([1, 4, 256])),
         pre_vote=draw(st.booleans()),
         check_quorum=draw(st.booleans()),
     )
