@@ -36,6 +36,12 @@ class Entry:
     data: bytes = b""
     config: Config | None = None
 
+    def __post_init__(self) -> None:
+        # Here rather than in the codec, so that no entry anywhere (a proposal, a log
+        # read back, a message) can be a config entry without its configuration.
+        if (self.kind == "config") != (self.config is not None):
+            raise ValueError("a config entry carries a configuration, and no other kind does")
+
     def size(self) -> int:
         """Bytes it weighs toward an append's limit (its data; a few for the rest)."""
         return len(self.data) + 16
