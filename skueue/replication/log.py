@@ -69,11 +69,13 @@ class RaftLog:
                              f"{self.snapshot_index + 1}..{self.last_index})")
         return self.entries[index - self.snapshot_index - 1]
 
-    def between(self, first: int, bytes_max: int) -> tuple[Entry, ...]:
-        """Entries from ``first`` on, as many as fit in ``bytes_max`` (at least one)."""
+    def between(self, first: int, bytes_max: int, count_max: int) -> tuple[Entry, ...]:
+        """Entries from ``first`` on, at most ``count_max``, as many as fit in
+        ``bytes_max`` (at least one)."""
         out: list[Entry] = []
         size = 0
-        for entry in self.entries[first - self.snapshot_index - 1:]:
+        start = first - self.snapshot_index - 1
+        for entry in self.entries[start : start + count_max]:
             size += entry.size()
             if out and size > bytes_max:
                 break

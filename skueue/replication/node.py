@@ -363,7 +363,8 @@ class ReplicaNode:
             return
         entries: tuple[Entry, ...] = ()
         if pr.next <= self.log.last_index and not pr.is_paused(self.settings.inflight_appends_max):
-            entries = self.log.between(pr.next, self.settings.append_bytes_max)
+            entries = self.log.between(pr.next, self.settings.append_bytes_max,
+                                       self.settings.append_entries_max)
         elif heartbeat and pr.state == "replicate":
             # Nothing new, or the pipe is full: a heartbeat at the last index sent.  If
             # an append on the way was lost, the replica refuses it, and the refusal

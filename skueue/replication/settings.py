@@ -23,6 +23,9 @@ class ReplicaSettings:
     (etcd's ``MaxInflightMsgs``)."""
     append_bytes_max: int = 1 << 20
     """Entry bytes in one append (at least one entry always goes)."""
+    append_entries_max: int = 1 << 16
+    """Entries in one append: no more than the codec takes (``CodecLimits.entries_max``),
+    whatever ``append_bytes_max`` allows."""
     pre_vote: bool = True
     """Ask before raising the term (thesis §9.6), so that a replica cut off and back
     does not depose a working leader."""
@@ -33,8 +36,9 @@ class ReplicaSettings:
     def __post_init__(self) -> None:
         if self.heartbeat_ticks < 1 or self.election_ticks <= self.heartbeat_ticks:
             raise ValueError("need 1 <= heartbeat_ticks < election_ticks")
-        if self.inflight_appends_max < 1 or self.append_bytes_max < 1:
-            raise ValueError("inflight_appends_max and append_bytes_max must be >= 1")
+        if min(self.inflight_appends_max, self.append_bytes_max, self.append_entries_max) < 1:
+            raise ValueError(
+                "inflight_appends_max, append_bytes_max and append_entries_max must be >= 1")
 
 
 @dataclass(frozen=True, slots=True)
