@@ -72,16 +72,16 @@ Check = Callable[[Any], bool] | None
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class ClassSpec:
-    """How one allowed class travels: its fields in order, and how each is checked and
-    set back."""
+    """How one allowed class travels: its fields in order and how each is checked, or
+    an enum's members."""
 
     name: str
     cls: type
     fields: tuple[str, ...]
     checks: tuple[Check, ...]
     wants: tuple[str, ...]  # each field's annotation, for the error message
-    slotted: bool  # no __dict__: fields are set one by one
     is_enum: bool = False
+    members: dict[Any, Any] = dataclasses.field(default_factory=dict)  # an enum's, by value
 
 
 def _walked_modules() -> list[str]:
@@ -164,7 +164,6 @@ def _dataclass_spec(cls: type) -> ClassSpec:
         fields,
         tuple(checker(hints.get(name, Any)) for name in fields),
         tuple(str(hints.get(name, Any)) for name in fields),
-        slotted="__slots__" in cls.__dict__,
     )
 
 
@@ -175,7 +174,6 @@ def _plain_spec(cls: type, attributes: tuple[str, ...]) -> ClassSpec:
         tuple(attributes),
         (None,) * len(attributes),
         ("any",) * len(attributes),
-        slotted="__slots__" in cls.__dict__,
     )
 
 
@@ -197,7 +195,8 @@ def _registry() -> dict[str, ClassSpec]:
             if not inspect.isclass(cls) or cls.__module__ != module_name or not _allowed(cls):
                 continue
             if issubclass(cls, enum.Enum):
-                add(ClassSpec(cls.__name__, cls, (), (), (), slotted=False, is_enum=True))
+                members = {m.value: m for m in cls}
+                add(ClassSpec(cls.__name__, cls, (), (), (), is_enum=True, members=members))
             else:
                 add(_dataclass_spec(cls))
     for cls, attributes in PLAIN_ATTRIBUTES.items():

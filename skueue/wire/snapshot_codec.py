@@ -108,8 +108,10 @@ class _Encoder:
             if kind is int and not _INT_LOW <= obj < _INT_HIGH:
                 return [Tag.BIG_INT, obj.to_bytes((obj.bit_length() + 8) // 8, "big", signed=True)]
             return obj
-        if isinstance(obj, Enum):
-            return [Tag.ENUM, self._class(kind), self.value(obj.value, depth + 1)]
+        if isinstance(obj, Enum):  # by value: the decoder looks the member up
+            if type(obj.value) not in SCALARS:
+                raise SnapshotCodecError(f"{obj!r:.60}: an enum whose value is no scalar")
+            return [Tag.ENUM, self._class(kind), obj.value]
         seen = self.memo.get(id(obj))
         if seen is not None:
             if type(seen) is not int:
@@ -136,7 +138,11 @@ class _Encoder:
             return [tag, self._items(obj, depth)]
         tag = MAPS.get(kind)
         if tag is not None:
-            return [tag, self._items(obj.keys(), depth), self._items(obj.values(), depth)]
+            keys = self._items(obj.keys(), depth)
+            try:
+                return [tag, keys, self._items(obj.values(), depth)]
+            except SnapshotCodecError as e:
+                raise e.at_key(list(obj.keys())) from None
         if kind is deque:
             return [Tag.DEQUE, obj.maxlen, self._items(obj, depth)]
         if kind is array:

@@ -146,7 +146,10 @@ class _Decoder:
         if tag == Tag.ENUM:
             index, value = _fields(x, 2, "an enum")
             spec = self._spec(index, enum=True)
-            return spec.cls(self.value(value, depth))
+            member = spec.members.get(value) if type(value) in SCALARS else None
+            if member is None or type(member.value) is not type(value):  # True is not 1
+                raise SnapshotCodecError(f"{value!r:.40} is not a {spec.name}")
+            return member
         if tag == Tag.BIG_INT:
             (data,) = _fields(x, 1, "an int")
             if type(data) is not bytes or len(data) > self.limits.int_bytes_max:
@@ -188,7 +191,7 @@ class _Decoder:
         try:
             values = self._items(values, depth)
         except SnapshotCodecError as e:  # "[i]" is the i-th value: say its key
-            raise _at_key(e, keys) from None
+            raise e.at_key(keys) from None
         if len(keys) != len(values):
             raise SnapshotCodecError(f"a map of {len(keys)} keys and {len(values)} values")
         if tag == Tag.COUNTER:
@@ -215,7 +218,8 @@ class _Decoder:
             raise SnapshotCodecError(f"class {index!r:.20} is not in the class table")
         spec = self.specs[index]
         if spec.is_enum != enum:
-            raise SnapshotCodecError(f"{spec.name} is {'not ' if enum else ''}an enum here")
+            is_not = "is not an enum" if enum else "is an enum, not a class of objects"
+            raise SnapshotCodecError(f"{spec.name} {is_not}")
         return spec
 
     def _object(self, x: list[Any], depth: int) -> Any:
@@ -246,16 +250,6 @@ def _fields(x: list[Any], count: int, what: str) -> list[Any]:
     if len(x) != count + 1:
         raise SnapshotCodecError(f"{what} of {len(x) - 1} fields, not {count}")
     return x[1:]
-
-
-def _at_key(e: SnapshotCodecError, keys: list[Any]) -> SnapshotCodecError:
-    """A value's error, its path naming the key rather than the index."""
-    if e.path.startswith("[") and "]" in e.path:
-        index, rest = e.path[1:].split("]", 1)
-        if index.isdigit() and int(index) < len(keys):
-            e.path = f"[{keys[int(index)]!r:.40}]{rest}"
-            e.args = (e._text(),)
-    return e
 
 
 def _shown(x: Any) -> str:

@@ -31,6 +31,15 @@ class SnapshotCodecError(ValueError):
         self.args = (self._text(),)
         return self
 
+    def at_key(self, keys: list[Any]) -> SnapshotCodecError:
+        """A map's value's error, its path naming the value's key rather than its index
+        among the values."""
+        index, bracket, rest = self.path[1:].partition("]")
+        if self.path.startswith("[") and bracket and index.isdigit() and int(index) < len(keys):
+            self.path = f"[{keys[int(index)]!r:.40}]{rest}"
+            self.args = (self._text(),)
+        return self
+
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class SnapshotLimits:
