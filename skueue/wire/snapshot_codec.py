@@ -45,6 +45,7 @@ from __future__ import annotations
 from array import array
 from collections import deque
 from enum import Enum
+from itertools import chain
 from operator import attrgetter
 from typing import Any
 
@@ -138,6 +139,8 @@ class _Encoder:
             return [tag, self._items(obj, depth)]
         tag = MAPS.get(kind)
         if tag is not None:
+            if self.fast and scalars_only(chain(obj, obj.values())):  # one test, as decoded
+                return [tag, list(obj), list(obj.values())]
             keys = self._items(obj.keys(), depth)
             try:
                 return [tag, keys, self._items(obj.values(), depth)]

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from array import array
 from collections import Counter, OrderedDict, deque
+from itertools import chain
 from typing import Any
 
 import msgpack
@@ -68,6 +69,7 @@ def _classes(names: Any) -> list[ClassSpec]:
     return specs
 
 
+_MAP_TYPES: dict[int, type] = {Tag.DICT: dict, Tag.COUNTER: Counter, Tag.ORDERED_DICT: OrderedDict}
 _OPEN = object()  # a tuple or frozenset being rebuilt: not yet there to refer to
 
 
@@ -183,10 +185,19 @@ class _Decoder:
 
     def _map(self, x: list[Any], tag: int, depth: int) -> Any:
         keys, values = _fields(x, 2, "a map")
-        made: Any = {Tag.DICT: dict, Tag.COUNTER: Counter, Tag.ORDERED_DICT: OrderedDict}[
-            Tag(tag)
-        ]()
+        made: Any = _MAP_TYPES[tag]()
         self.objects.append(made)
+        if (
+            type(keys) is list
+            and type(values) is list
+            and len(keys) == len(values)
+            and scalars_only(chain(keys, values))
+        ):  # the common case, in one test (a stack's tables hold a small map per position)
+            self.count += 2 * len(keys)
+            if self.count > self.limits.objects_max:
+                raise SnapshotCodecError(f"more than objects_max={self.limits.objects_max} values")
+            _fill(made, tag, keys, values)
+            return made
         keys = self._items(keys, depth)
         try:
             values = self._items(values, depth)
@@ -194,10 +205,7 @@ class _Decoder:
             raise e.at_key(keys) from None
         if len(keys) != len(values):
             raise SnapshotCodecError(f"a map of {len(keys)} keys and {len(values)} values")
-        if tag == Tag.COUNTER:
-            dict.update(made, zip(keys, values, strict=True))
-        else:
-            made.update(zip(keys, values, strict=True))
+        _fill(made, tag, keys, values)
         return made
 
     def _array(self, x: list[Any]) -> array[Any]:
@@ -244,6 +252,14 @@ class _Decoder:
                 )
             setattr_(made, name, value)
         return made
+
+
+def _fill(made: Any, tag: int, keys: list[Any], values: list[Any]) -> None:
+    pairs = zip(keys, values, strict=True)
+    if tag == Tag.ORDERED_DICT:
+        made.update(pairs)  # its own order is kept beside the dict's
+    else:
+        dict.update(made, pairs)  # a Counter's update would add, not set
 
 
 def _fields(x: list[Any], count: int, what: str) -> list[Any]:
