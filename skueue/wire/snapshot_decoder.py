@@ -90,15 +90,18 @@ class _Decoder:
             raise SnapshotCodecError(f"expected a value, got {_shown(x)}")
         if depth >= self.limits.depth_max:
             raise SnapshotCodecError(f"deeper than depth_max={self.limits.depth_max}")
-        self.count += 1
-        if self.count > self.limits.objects_max:
-            raise SnapshotCodecError(f"more than objects_max={self.limits.objects_max} values")
+        self._counted(1)
         try:
             return self._build(x, x[0], depth + 1)
         except SnapshotCodecError:
             raise
         except Exception as e:  # a constructor refused (unhashable key, bad enum value...)
             raise SnapshotCodecError(f"{type(e).__name__}: {e}"[:300]) from None
+
+    def _counted(self, values: int) -> None:
+        self.count += values
+        if self.count > self.limits.objects_max:
+            raise SnapshotCodecError(f"more than objects_max={self.limits.objects_max} values")
 
     def _build(self, x: list[Any], tag: int, depth: int) -> Any:
         if tag == Tag.REF:
@@ -169,9 +172,7 @@ class _Decoder:
     def _items(self, items: Any, depth: int) -> list[Any]:
         if type(items) is not list:
             raise SnapshotCodecError(f"expected a list of items, got {_shown(items)}")
-        self.count += len(items)
-        if self.count > self.limits.objects_max:
-            raise SnapshotCodecError(f"more than objects_max={self.limits.objects_max} values")
+        self._counted(len(items))
         if scalars_only(items):
             return items
         i = 0
@@ -193,9 +194,7 @@ class _Decoder:
             and len(keys) == len(values)
             and scalars_only(chain(keys, values))
         ):  # the common case, in one test (a stack's tables hold a small map per position)
-            self.count += 2 * len(keys)
-            if self.count > self.limits.objects_max:
-                raise SnapshotCodecError(f"more than objects_max={self.limits.objects_max} values")
+            self._counted(2 * len(keys))
             _fill(made, tag, keys, values)
             return made
         keys = self._items(keys, depth)
@@ -238,7 +237,7 @@ class _Decoder:
             )
         made: Any = object.__new__(spec.cls)
         self.objects.append(made)
-        self.count += len(spec.fields)
+        self._counted(len(spec.fields))
         setattr_ = object.__setattr__  # frozen dataclasses and slots alike
         for name, check, raw in zip(spec.fields, spec.checks, x[2:], strict=True):
             try:
