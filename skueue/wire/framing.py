@@ -151,8 +151,7 @@ class FrameDecoder:
         more = len(self._buffer) - self._charged
         if more > 0 and not self._budget.take(more):
             raise BufferBudgetExceeded(
-                f"partial frames of all clients would hold more than "
-                f"{self._budget.bytes_max} bytes"
+                f"partial frames of all clients would hold more than {self._budget.bytes_max} bytes"
             )
         if more < 0:
             self._budget.give(-more)
