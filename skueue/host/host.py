@@ -60,6 +60,7 @@ from skueue.host.inputs import (
     Restarted,
     Tick,
     TimedOut,
+    TookOver,
 )
 from skueue.host.pending import COUNTER_NAMES
 from skueue.host.replies import INVALID, UNAVAILABLE, Done, ErrorReply
@@ -145,6 +146,11 @@ class Host:
                 self._control([(p, ["removed", member]) for p in self.directory.others()])
             case Restarted():
                 self._restarted()
+            case TookOver(lease_clock_ms=lease_clock_ms):
+                # The leases of the last term went back just now: only new ones run on
+                # the new leader's clock, which never goes below the log's last reading.
+                self._restarted()
+                self.clients.clock(max(lease_clock_ms, self.process.leases.now_ms))
         if self.clients.orphan_leases:  # granted to clients gone meanwhile: back they go
             orphans, self.clients.orphan_leases = self.clients.orphan_leases, []
             self.clients.end_leases("closed", orphans)
