@@ -179,9 +179,18 @@ class Host:
         key = None if item.session is None else (item.session, rid)
         clients = self.clients
         if isinstance(request, LeaseRequest):
+            # Sent again with its key (its reply was lost with a connection, or with a
+            # leader: docs/replication.md §5.6), it gets its first answer: the first
+            # attempt may have acked the element for good.
+            if key is not None and clients.retried(client, rid, key, item.deadline):
+                return
             held = clients.leases_held(client, list(request.leases))
             done = clients.end_leases(request.how, held, request.lease_ms)
-            self._reply(client, Done(rid, tuple(LeaseAnswer(i in done) for i in request.leases)))
+            answers = tuple(LeaseAnswer(i in done) for i in request.leases)
+            if key is not None:
+                clients.counters.dropped_results += clients.retry_window.finish(
+                    key, answers, True, 0)
+            self._reply(client, Done(rid, answers))
             return
         if isinstance(request, LeaveRequest):
             self._leave(client, rid)

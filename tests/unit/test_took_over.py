@@ -122,3 +122,26 @@ def test_replicas_that_step_the_same_log_with_it_are_equal() -> None:
     assert compared(hosts[0].host) == compared(hosts[1].host)
     assert hosts[0].process.stats().leases_held == 0
     assert [fields(r) for _, r in hosts[0].replies] == [fields(r) for _, r in hosts[1].replies]
+
+
+def test_an_ack_the_last_leader_stepped_gets_its_first_answer_when_sent_again() -> None:
+    """An ack stepped by the last leader (in the log: the new leader inherits it) whose
+    reply never came is sent again, with its key, after ``TookOver``: it gets its first
+    answer (the lease was live, the element is gone for good), not a second evaluation
+    that finds no lease and tells the consumer its element went back.  Found by
+    tests/property/test_replicated_schedules.py (seed 1643)."""
+    host = leader()
+    host.insert(client=1, rid=1, values=[b"x"])
+    host.settle()
+    host.remove(client=1, rid=2, count=1, lease_ms=LEASE_MS, key=("s", 2))
+    ((_, granted),) = host.settle()
+    lease = granted[2][0].lease
+    host.lease(client=1, rid=3, how="ack", leases=[lease.lease_id], key=("s", 3))
+    host.take_frames()  # its reply went to a connection of the last term, and was lost
+    host.step(TookOver(term=2, lease_clock_ms=0))
+    host.lease(client=2, rid=3, how="ack", leases=[lease.lease_id], key=("s", 3))
+    assert host.settle() == [(2, ("done", 3, (LeaseAnswer(True),)))]
+    assert host.process.stats().held_elements == 0
+    # Without a key (no session), an ack is answered from the leases as they are now.
+    host.lease(client=2, rid=4, how="ack", leases=[lease.lease_id])
+    assert host.settle() == [(2, ("done", 4, (LeaseAnswer(False),)))]
