@@ -207,7 +207,15 @@ class ReplicatedHostsSim(HostsSim):
             self._compare(rng.choice(list(self.groups.values())))
 
     def _compare(self, group: Group) -> None:
-        """I1, I3: replicas whose hosts stepped the same committed prefix are equal."""
+        """I1, I3: replicas whose hosts stepped the same committed prefix are equal; and
+        Log Matching (Raft §5.3): two logs with an entry of the same index and term hold
+        the same entries up to it."""
+        logs = [m.node.log.entries for m in group.machines.values() if m.up]
+        for a, b in zip(logs, logs[1:], strict=False):
+            at = min(len(a), len(b))
+            while at and a[at - 1].term != b[at - 1].term:
+                at -= 1
+            assert a[:at] == b[:at], f"seed {self.config.seed}: {group.pid}: logs differ"
         by_index: dict[int, list[Machine]] = {}
         for m in group.machines.values():
             if m.up and m.stepped == m.applied:
