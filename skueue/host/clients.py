@@ -223,7 +223,7 @@ class Clients:
         fetch: bool = False,
         look: bool = False,
     ) -> None:
-        if key is not None and self._retried(client, rid, key, deadline):
+        if key is not None and self.retried(client, rid, key, deadline):
             return
         if not ops:
             self.out.append(Reply(client, Done(rid, ())))
@@ -259,7 +259,7 @@ class Clients:
         """A request with this key is running here, or finished and remembered."""
         return key in self.retry_running or self.retry_window.get(key) is not None
 
-    def _retried(self, client: int, rid: int, key: RetryKey, deadline: float) -> bool:
+    def retried(self, client: int, rid: int, key: RetryKey, deadline: float) -> bool:
         """Serve a request sent again from what its first attempt did (True), if this
         daemon knows it: still running, the new connection takes it over; finished, its
         stored reply goes again."""

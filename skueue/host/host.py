@@ -60,6 +60,7 @@ from skueue.host.inputs import (
     Restarted,
     Tick,
     TimedOut,
+    TookOver,
 )
 from skueue.host.pending import COUNTER_NAMES
 from skueue.host.replies import INVALID, UNAVAILABLE, Done, ErrorReply
@@ -145,6 +146,11 @@ class Host:
                 self._control([(p, ["removed", member]) for p in self.directory.others()])
             case Restarted():
                 self._restarted()
+            case TookOver(lease_clock_ms=lease_clock_ms):
+                # The leases of the last term went back just now: only new ones run on
+                # the new leader's clock, which never goes below the log's last reading.
+                self._restarted()
+                self.clients.clock(max(lease_clock_ms, self.process.leases.now_ms))
         if self.clients.orphan_leases:  # granted to clients gone meanwhile: back they go
             orphans, self.clients.orphan_leases = self.clients.orphan_leases, []
             self.clients.end_leases("closed", orphans)
@@ -173,9 +179,18 @@ class Host:
         key = None if item.session is None else (item.session, rid)
         clients = self.clients
         if isinstance(request, LeaseRequest):
+            # Sent again with its key (its reply was lost with a connection, or with a
+            # leader: docs/replication.md §5.6), it gets its first answer: the first
+            # attempt may have acked the element for good.
+            if key is not None and clients.retried(client, rid, key, item.deadline):
+                return
             held = clients.leases_held(client, list(request.leases))
             done = clients.end_leases(request.how, held, request.lease_ms)
-            self._reply(client, Done(rid, tuple(LeaseAnswer(i in done) for i in request.leases)))
+            answers = tuple(LeaseAnswer(i in done) for i in request.leases)
+            if key is not None:
+                clients.counters.dropped_results += clients.retry_window.finish(
+                    key, answers, True, 0)
+            self._reply(client, Done(rid, answers))
             return
         if isinstance(request, LeaveRequest):
             self._leave(client, rid)

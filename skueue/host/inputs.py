@@ -207,9 +207,24 @@ class Restarted:
     tag: ClassVar[str] = "restarted"
 
 
+@dataclass(frozen=True, slots=True)
+class TookOver:
+    """A replica became the leader of its process's group (docs/replication.md §5.3): the
+    first input of its term.  What ``Restarted`` ends, it ends (the last leader's clients
+    are gone with their waits, leases and deadlines), and the lease clock goes to
+    ``lease_clock_ms``, the new leader's first reading (never below the log's last: a
+    clock in the log never goes back, §2)."""
+
+    logged: ClassVar[bool] = True
+    tag: ClassVar[str] = "took-over"
+    term: int
+    lease_clock_ms: int
+
+
 Input = (
     FromClient | ClientGone | PeerMessage | PeerControl | Hello | PeerGone | ControlSent
     | Tick | LeaseClock | EndWait | TimedOut | JoinStart | RemoveMember | Restarted
+    | TookOver
 )
 INPUT_KINDS: dict[str, type] = {kind.tag: kind for kind in Input.__args__}
 """Every input class by its tag (the first element of its log record)."""

@@ -221,6 +221,9 @@ class SimClients:
         if client.conn and client.session is not None and self.rng.random() < DROP_RATIO:
             self.counts["drops"] += 1  # its own connection broke: a new one, and again
             self.disconnect(client)
+            # ... now, once: not again at its next move, on the same connection, when
+            # its answer may be on the way (a replicated leader holds it to the commit).
+            client.resend = False
         if not client.conn:
             self.conns += 1
             client.conn = self.conns

@@ -119,6 +119,11 @@ class HostsConfig:
     retry_window_requests: int = 1000
     drain: bool = True
     max_steps: int = 400_000
+    # Replication (skueue/sim/replicated_hosts.py; 1: each process one host, as above).
+    replicas: int = 1  # machines per process, each a Raft replica of it
+    machine_crashes: int = 0  # a replica machine killed, restarted later from its disk
+    channel_loss: float = 0.0  # of the replicas' messages
+    channel_duplication: float = 0.0
 
     def __post_init__(self) -> None:
         if self.processes < 1 or self.clients < 1:
@@ -136,6 +141,19 @@ class HostsConfig:
             raise ValueError('delivery is "fifo" or "any"')
         if self.pq_operations and not self.pq_levels:
             raise ValueError("pq_operations need pq_levels")
+        if self.replicas not in (1, 3, 5):
+            raise ValueError("replicas is 1, 3 or 5")
+        if self.replicas == 1 and (self.machine_crashes or self.channel_loss
+                                   or self.channel_duplication):  # fmt: skip
+            raise ValueError("machine crashes and the replicas' channel need replicas > 1")
+        if self.replicas > 1 and (self.crashes or self.joins or self.leaves):
+            raise ValueError("with replicas, machines crash (machine_crashes); churn is "
+                             "not simulated yet")
+        for ratio in (self.channel_loss, self.channel_duplication):
+            if not 0.0 <= ratio < 1.0:
+                raise ValueError("channel ratios must be in [0, 1)")
+        if self.machine_crashes < 0:
+            raise ValueError("counts must not be negative")
 
 
 @dataclass
@@ -159,7 +177,11 @@ class HostsResult:
 
 
 class HostsSim:
+    replicated = False  # ReplicatedHostsSim (sim/replicated_hosts.py) runs replicas > 1
+
     def __init__(self, config: HostsConfig) -> None:
+        if config.replicas > 1 and not self.replicated:
+            raise ValueError("replicas > 1: run it with sim/replicated_hosts.py")
         self.config = config
         self.rng = rng = random.Random(config.seed)
         self.steps = 0

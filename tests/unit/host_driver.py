@@ -131,8 +131,8 @@ class HostDriver:
         self.request(client, DeleteRequest(rid, queue))
 
     def lease(self, client: int, rid: int, how: Any, leases: list[int],
-              lease_ms: int | None = None) -> None:
-        self.request(client, LeaseRequest(rid, how, tuple(leases), lease_ms))
+              lease_ms: int | None = None, key: RetryKey | None = None) -> None:
+        self.request(client, LeaseRequest(rid, how, tuple(leases), lease_ms), key=key)
 
     def client_gone(self, client: int) -> None:
         self.step(ClientGone(client))

@@ -1,0 +1,305 @@
+"""Hosts simulated with replication (docs/replication.md §8, stage 2b's prototype): each
+Skueue process is a Raft group of ``replicas`` machines, each with its own
+:class:`~skueue.host.host.Host` and :class:`~skueue.replication.node.ReplicaNode`.
+
+Theory of operation
+-------------------
+The cluster, its clients, its links and its workload are those of
+:class:`~skueue.sim.hosts.HostsSim`; what changes is who steps a process's inputs
+(``sim/replicated_groups.py``): only its group's leader, which holds the effects of each
+step until the step's entry is committed, then releases them here in log order:
+
+- frames to other processes join their links (``sim/host_links.py``) only then (I2);
+  their numbers follow the committed log, whichever leader released them;
+- a frame *from* a peer stays in its link until the entry holding it is committed (I4):
+  it is not delivered again while it is in the leader's log, and if that leader dies
+  first it goes to the next one (unless that one's log holds it already);
+- client replies go to the connection the request came on, only from the leader that
+  stepped it in its own term; a client whose leader changed has its connection closed
+  and sends its request again with its key (``sim/host_clients.py``), to the new leader.
+
+The replicas' own messages take a :class:`~skueue.sim.replicated_machines.Channel` that
+loses, duplicates and reorders them; every machine's Raft clock ticks now and then.
+``machine_crashes`` kill a machine (leader or follower) at random moments, after its
+sync or, for a share ``before_sync_ratio``, in its next action before it (its unsynced
+writes are lost); it restarts from its disk some steps later.
+
+Checked as the run goes (``AssertionError`` naming the seed): at most one leader per
+term (I5); an entry released only once a majority's disks hold it (I2); every replica
+that steps an entry steps the one released at that index, with the same frames (I3, and
+State Machine Safety); replicas at the same applied index have equal hosts (I1, on a
+sample of steps); after ``TookOver`` nothing of an earlier term remains (I8).  At the end,
+the checks of the hosts simulator's tests (history, nothing lost or duplicated).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from skueue.core.effects import Send
+from skueue.host.effects import HostEffect, Reply, SendControl
+from skueue.host.inputs import Hello, Input, PeerControl, PeerMessage
+from skueue.replication.config import HostId
+from skueue.replication.inputs import Received
+from skueue.replication.inputs import Tick as RaftTick
+from skueue.replication.messages import Entry, Message
+from skueue.replication.settings import ReplicaSettings
+from skueue.sim.host_links import Link, Links
+from skueue.sim.host_members import Member, compared
+from skueue.sim.hosts import HostsConfig, HostsResult, HostsSim
+from skueue.sim.replicated_groups import Group
+from skueue.sim.replicated_machines import Channel, Machine
+
+RAFT_TICK_RATIO = 0.1
+"""The chance that a machine's Raft clock ticks at a step (a heartbeat interval is about
+ten steps, an election timeout 100 to 200)."""
+COMPARE_RATIO = 0.02
+"""The share of steps after which one group's replicas are compared (I1, I3)."""
+RESTART_STEPS = (30, 600)
+SETTINGS = ReplicaSettings(election_ticks=10, heartbeat_ticks=1)
+
+
+class HeldLinks(Links):
+    """Links whose frames in a leader's log wait there, undelivered, until committed."""
+
+    def __init__(self, links: Links) -> None:
+        super().__init__(links.rng, links.any_order)
+
+    def pick_free(self, held: Callable[[Link], set[int]]) -> tuple[Link, int] | None:
+        """As :meth:`Links.pick`, among frames no leader holds in its log."""
+        free: dict[Link, list[int]] = {}
+        for link, queue in self.frames.items():
+            skip = held(link)
+            indexes = [i for i, (number, _) in enumerate(queue) if number not in skip]
+            if indexes:
+                free[link] = indexes
+        if not free:
+            return None
+        links = list(free)
+        if self.mood == "starve" and self.rng.random() < 0.95:
+            links = [k for k in links if k[1] != self.victim] or links
+        link = self.rng.choice(links)
+        indexes = free[link]
+        if not self.any_order:
+            return link, indexes[0]
+        if self.mood == "newest":
+            return link, indexes[-1 - min(len(indexes) - 1, int(self.rng.expovariate(0.5)))]
+        return link, self.rng.choice(indexes)
+
+    def take_number(self, link: Link, number: int) -> None:
+        for index, (n, _) in enumerate(self.frames.get(link, ())):
+            if n == number:
+                self.take(link, index)
+                return
+        raise AssertionError(f"frame {number} of {link} was taken twice or never sent")
+
+
+class ReplicatedHostsSim(HostsSim):
+    replicated = True
+
+    def __init__(self, config: HostsConfig) -> None:
+        if config.replicas < 2:
+            raise ValueError("ReplicatedHostsSim runs replicas > 1")
+        super().__init__(config)
+        rng = self.rng
+        self.links = self.held_links = HeldLinks(self.links)
+        self.channel = Channel(rng, config.channel_loss, config.channel_duplication)
+        self.inputs: dict[bytes, Input] = {}
+        self.groups: dict[str, Group] = {}
+        self.machines: dict[HostId, tuple[Group, Machine]] = {}
+        for pid, member in self.members.items():
+            group = Group(pid, member.create, config.replicas, SETTINGS, rng, self)
+            self.groups[pid] = group
+            for mid, m in group.machines.items():
+                self.machines[mid] = (group, m)
+            member.host = group.face()
+        self.released: dict[str, list[tuple[int, bytes, list[Any]]]] = {
+            pid: [] for pid in self.groups
+        }
+        """Per process, each released entry's term, data and frames (I3, I5)."""
+        self.terms: dict[tuple[str, int], HostId] = {}
+        span = max(1, len(self.clients.script) * 20)
+        for _ in range(config.machine_crashes):
+            self.events.append((rng.randrange(span), "machine-crash"))
+        self.events.sort(reverse=True)
+        self.machine_crashes = 0
+        self.lost_unsynced = 0
+
+    # -- what the groups ask of the simulation ---------------------------------------------
+
+    def post(self, src: HostId, dst: HostId, message: Message) -> None:
+        self.channel.post(src, dst, message)
+
+    def now_ms(self) -> int:
+        return self.steps
+
+    def crashed(self, m: Machine) -> None:
+        self.channel.drop_to(m.mid)
+
+    def leader_changed(self, group: Group) -> None:
+        """A new leader, or none: the clients' connections to the old one close (they
+        send again, with their keys), and the links to and from it start new sessions."""
+        leader = group.leader()
+        view = None if leader is None else (leader.mid, leader.node.term)
+        self.members[group.pid].host = group.face()
+        if view == group.view:
+            return
+        if leader is not None:
+            first = self.terms.setdefault((group.pid, leader.node.term), leader.mid)
+            assert first == leader.mid, (f"seed {self.config.seed}: two leaders of "
+                                         f"{group.pid} in term {leader.node.term}")  # fmt: skip
+        if group.view is not None:
+            self.clients.member_crashed(group.pid)
+            self.links.end_sessions(group.pid)
+        group.view = view
+
+    def release(self, group: Group, m: Machine, index: int, entry: Entry,
+                effects: list[HostEffect], own: bool) -> None:  # fmt: skip
+        """``m`` stepped the committed entry at ``index``: the first replica to do so
+        lets its effects out (a leader, always); the others must match it."""
+        seed, pid = self.config.seed, group.pid
+        frames = [e for e in effects if isinstance(e, Send | SendControl)]
+        released = self.released[pid]
+        if index <= len(released):
+            term, data, first = released[index - 1]
+            assert (entry.term, entry.data) == (term, data), (
+                f"seed {seed}: {m.mid} stepped another entry at {index} than the one "
+                f"released (term {entry.term}, not {term})")  # fmt: skip
+            assert frames == first, f"seed {seed}: {m.mid}: other frames at {index} (I3)"
+            return
+        assert index == len(released) + 1, f"seed {seed}: {pid}: a gap before {index}"
+        assert m.lead_term is not None, f"seed {seed}: {m.mid}: a follower released {index}"
+        holders = sum(d.disk.holds(index, entry.term) for d in group.machines.values())
+        assert 2 * holders > len(group.machines), (
+            f"seed {seed}: {m.mid} released {index} held by {holders} disks (I2)")  # fmt: skip
+        released.append((entry.term, entry.data, frames))
+        item = self.inputs.get(entry.data) if entry.kind == "data" else None
+        if isinstance(item, PeerMessage | PeerControl):
+            self.held_links.take_number((item.peer, pid), item.number)  # acked now (I4)
+            group.in_log.discard((item.peer, item.number))
+        member = self.members[pid]
+        member.host = m.host
+        self._route(member, effects if own else [e for e in effects
+                                                  if not isinstance(e, Reply)])  # fmt: skip
+
+    # -- the schedule -----------------------------------------------------------------------
+
+    def _step(self) -> None:
+        super()._step()
+        self._replicate()
+
+    def _drain_step(self) -> None:
+        super()._drain_step()
+        self._replicate()
+
+    def _replicate(self) -> None:
+        """The machines' Raft clocks tick, some of their messages arrive; a check."""
+        rng = self.rng
+        for group, m in self.machines.values():
+            if m.up and rng.random() < RAFT_TICK_RATIO:
+                group.act(m, RaftTick())
+        for src, dst, message in self.channel.arrivals():
+            group, m = self.machines[dst]
+            if m.up:
+                group.act(m, Received(src, message))
+        if rng.random() < COMPARE_RATIO:
+            self._compare(rng.choice(list(self.groups.values())))
+
+    def _compare(self, group: Group) -> None:
+        """I1, I3: replicas whose hosts stepped the same committed prefix are equal; and
+        Log Matching (Raft §5.3): two logs with an entry of the same index and term hold
+        the same entries up to it."""
+        logs = [m.node.log.entries for m in group.machines.values() if m.up]
+        for a, b in zip(logs, logs[1:], strict=False):
+            at = min(len(a), len(b))
+            while at and a[at - 1].term != b[at - 1].term:
+                at -= 1
+            assert a[:at] == b[:at], f"seed {self.config.seed}: {group.pid}: logs differ"
+        by_index: dict[int, list[Machine]] = {}
+        for m in group.machines.values():
+            if m.up and m.stepped == m.applied:
+                by_index.setdefault(m.applied, []).append(m)
+        for index, same in by_index.items():
+            if len(same) > 1:
+                first = compared(same[0].host)
+                for other in same[1:]:
+                    assert compared(other.host) == first, (
+                        f"seed {self.config.seed}: {same[0].mid} and {other.mid} differ "
+                        f"at applied index {index} (I1)")  # fmt: skip
+
+    def _event(self, kind: str) -> None:
+        if kind == "machine-crash":
+            self._machine_crash()
+        elif kind.startswith("restart "):
+            group, m = self.machines[kind.removeprefix("restart ")]
+            group.restart(m)
+        else:
+            super()._event(kind)
+
+    def _machine_crash(self) -> None:
+        up = [(g, m) for g, m in self.machines.values() if m.up and not m.doomed]
+        if not up:
+            return
+        group, m = self.rng.choice(up)
+        self.machine_crashes += 1
+        if self.rng.random() < self.config.before_sync_ratio:
+            m.doomed = True  # dies in its next action, before its sync
+            self.lost_unsynced += 1
+        else:
+            group.crash(m)
+        self.events.append((self.steps + self.rng.randrange(*RESTART_STEPS), f"restart {m.mid}"))
+        self.events.sort(reverse=True)
+
+    # -- the members, as groups -------------------------------------------------------------
+
+    def enter(self, member: Member, item: Input) -> bool:
+        """The process's leader steps ``item`` and proposes it; False if it has none (the
+        input is not taken: a frame stays, a client sends again)."""
+        group = self.groups[member.pid]
+        if not group.propose([item]):
+            return False
+        if self.config.lease_ratio and group.leader() is not None:
+            self._check_leases(member)
+        return True
+
+    def _deliver(self) -> None:
+        picked = self.held_links.pick_free(self._in_log)
+        if picked is None:
+            return
+        link, index = picked
+        number, payload = self.links.peek(link, index)
+        src, dst = link
+        member = self.members[dst]
+        if self.groups[dst].leader() is None:
+            return  # nobody takes it now: it stays in its link
+        if payload[0] == "msg":
+            item: Input = PeerMessage(src, number, payload[1], payload[2])
+        else:
+            item = PeerControl(src, number, payload[1])
+        if link not in self.links.sessions:
+            if not self.enter(member, Hello(src, str(self.addresses[src]), f"n-{src}")):
+                return
+            self.links.sessions.add(link)
+        self.enter(member, item)  # taken once its entry is committed (release)
+
+    def _in_log(self, link: Link) -> set[int]:
+        src, dst = link
+        return {n for peer, n in self.groups[dst].in_log if peer == src}
+
+    def _tick(self, member: Member) -> None:
+        leader = self.groups[member.pid].leader()
+        if leader is None:
+            return
+        member.host = leader.host  # what time made due is the leader's
+        super()._tick(member)
+
+    def _finished(self) -> bool:
+        return super()._finished() and all(g.quiet() for g in self.groups.values())
+
+    def run(self) -> HostsResult:
+        result = super().run()
+        for pid, group in self.groups.items():
+            self.members[pid].host = group.face()
+        result.processes = self.processes()
+        return result
