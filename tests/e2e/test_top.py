@@ -34,7 +34,9 @@ from tests.e2e.test_cli import ROOT
 StartCluster = Callable[..., Cluster]
 WIDTH, HEIGHT = 160, 40
 WAIT_S = 30.0
-TMUX_TIMEOUT_S = 10.0
+# One tmux command (a capture, a key) answers in milliseconds; on a machine loaded
+# tenfold it once took over 10 s (a CI run beside simulations), so as long as any wait.
+TMUX_TIMEOUT_S = WAIT_S
 APT_TIMEOUT_S = 300.0
 WORKLOAD_OPS_MAX = 3000
 LEASE_S = 60.0
