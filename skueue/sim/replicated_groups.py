@@ -186,15 +186,11 @@ class Group:
     def _sync(self, m: Machine) -> None:
         while m.pending:
             pending, m.pending = m.pending, []
-            wrote = False
             for write in pending:
-                if isinstance(write, SaveHardState):
-                    m.disk.term, m.disk.vote = write.term, write.vote
-                else:
-                    m.disk.write(write.index, write.entries)
-                    wrote = True
-            if wrote and m.disk.log:
-                self._node_step(m, Persisted(len(m.disk.log), m.disk.log[-1].term))
+                m.disk.apply(write)
+            last = m.disk.last_index
+            if last and not all(isinstance(w, SaveHardState) for w in pending):
+                self._node_step(m, Persisted(last, m.disk.log[-1].term))
         held, m.held_sends = m.held_sends, []
         for send in held:
             self.outside.post(m.mid, send.to, send.message)
@@ -287,7 +283,7 @@ class Group:
         """``m`` comes back from its disk as a follower; its host is rebuilt as the
         commit index reaches it."""
         self.stats.restarts += 1
-        m.node = self._node(m.mid, m.disk.durable())
+        m.node = self._node(m.mid, m.disk.durable_state())
         m.host = self.create()
         m.applied = m.stepped = 0
         m.up = True

@@ -170,7 +170,7 @@ class ReplicatedHostsSim(HostsSim):
             return
         assert index == len(released) + 1, f"seed {seed}: {pid}: a gap before {index}"
         assert m.lead_term is not None, f"seed {seed}: {m.mid}: a follower released {index}"
-        holders = sum(d.disk.holds(index, entry.term) for d in group.machines.values())
+        holders = sum(d.disk.term_at(index) == entry.term for d in group.machines.values())
         assert 2 * holders > len(group.machines), (
             f"seed {seed}: {m.mid} released {index} held by {holders} disks (I2)")  # fmt: skip
         released.append((entry.term, entry.data, frames))

@@ -30,32 +30,13 @@ from skueue.host.effects import HostEffect
 from skueue.host.host import Host
 from skueue.replication.config import Config, HostId
 from skueue.replication.effects import AppendLocal, SaveHardState, Send
-from skueue.replication.messages import Entry, Message
+from skueue.replication.messages import Message
 from skueue.replication.node import ReplicaNode
 from skueue.replication.settings import DurableState
+from skueue.sim.replica_disk import DiskImage
 
 DELIVER_RATIO = 0.5
 """The chance that a message in flight on the channel arrives at a given step."""
-
-
-@dataclass
-class Disk:
-    """What survives a crash: the hard state and the log (no snapshots here)."""
-
-    config: Config
-    term: int = 0
-    vote: HostId | None = None
-    log: list[Entry] = field(default_factory=list)
-
-    def write(self, index: int, entries: tuple[Entry, ...]) -> None:
-        del self.log[index - 1 :]
-        self.log.extend(entries)
-
-    def durable(self) -> DurableState:
-        return DurableState(self.config, self.term, self.vote, 0, 0, tuple(self.log))
-
-    def holds(self, index: int, term: int) -> bool:
-        return len(self.log) >= index and self.log[index - 1].term == term
 
 
 @dataclass
@@ -75,7 +56,7 @@ class Machine:
     pid: str  # the process it is a replica of
     host: Host
     node: ReplicaNode
-    disk: Disk
+    disk: DiskImage
     applied: int = 0  # committed entries the host stepped (and, on a leader, released)
     stepped: int = 0  # entries the host stepped (past ``applied`` only on a leader)
     lead_term: int | None = None  # the term it leads (its host runs ahead of commit)
@@ -131,5 +112,5 @@ class Channel:
 
 def new_machine(mid: HostId, pid: str, create: Callable[[], Host], config: Config,
                 make_node: Callable[[HostId, DurableState], ReplicaNode]) -> Machine:  # fmt: skip
-    disk = Disk(config)
-    return Machine(mid, pid, create(), make_node(mid, disk.durable()), disk)
+    disk = DiskImage(config)
+    return Machine(mid, pid, create(), make_node(mid, disk.durable_state()), disk)

@@ -12,10 +12,9 @@ drops them.  ``random.Random`` seeds every election timeout, so a test replays.
 
 from __future__ import annotations
 
-import json
 import random
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from skueue.replication.config import Config, HostId
 from skueue.replication.effects import (
@@ -39,34 +38,15 @@ from skueue.replication.inputs import (
 )
 from skueue.replication.messages import Entry, Message, Snapshot
 from skueue.replication.node import ReplicaNode
-from skueue.replication.settings import DurableState, ReplicaSettings
-
-
-@dataclass
-class Disk:
-    config: Config
-    term: int = 0
-    vote: HostId | None = None
-    log: list[Entry] = field(default_factory=list)
-    """Entries after the snapshot."""
-    snapshot_index: int = 0
-    snapshot_term: int = 0
-    snapshot_state: list[tuple[int, bytes]] = field(default_factory=list)
-
-    def write(self, index: int, entries: Iterable[Entry]) -> None:
-        del self.log[index - self.snapshot_index - 1:]
-        self.log.extend(entries)
-
-    def durable(self, may_have_forgotten: bool = False) -> DurableState:
-        return DurableState(self.config, self.term, self.vote, self.snapshot_index,
-                            self.snapshot_term, tuple(self.log), may_have_forgotten)
+from skueue.replication.settings import ReplicaSettings
+from skueue.sim.replica_disk import DiskImage, Write, decode_state, encode_state
 
 
 @dataclass
 class Machine:
     host: HostId
     node: ReplicaNode
-    disk: Disk
+    disk: DiskImage
     state: list[tuple[int, bytes]] = field(default_factory=list)
     """The state machine: each applied ``data`` entry with its index."""
     pending: list[ReplicaEffect] = field(default_factory=list)
@@ -94,8 +74,8 @@ class Group:
             self.add_machine(host, self.config)
 
     def add_machine(self, host: HostId, config: Config) -> Machine:
-        disk = Disk(config)
-        node = ReplicaNode(host, disk.durable(), self.settings,
+        disk = DiskImage(config)
+        node = ReplicaNode(host, disk.durable_state(), self.settings,
                            random.Random(self.rng.randrange(1 << 30)))
         self.machines[host] = Machine(host, node, disk)
         return self.machines[host]
@@ -120,7 +100,7 @@ class Group:
         if isinstance(effect, SaveHardState | AppendLocal | InstallSnapshot):
             m.pending.append(effect)
             if isinstance(effect, InstallSnapshot):
-                m.state = _decode_state(effect.data)
+                m.state = decode_state(effect.data)
                 self._write(m, effect)  # the state machine is replaced at once
                 m.pending.remove(effect)
         elif isinstance(effect, Send):
@@ -131,7 +111,7 @@ class Group:
         elif isinstance(effect, Commit):
             self._apply(m, effect.index)
         elif isinstance(effect, SendSnapshot):
-            data = _encode_state(m.disk.snapshot_state)
+            data = m.disk.snapshot_data
             self._post(m.host, effect.to, Snapshot(effect.term, effect.index, effect.last_term,
                                                     effect.config, data))
         elif isinstance(effect, ProposalRefused):
@@ -148,17 +128,8 @@ class Group:
         effects = node.step(Applied(index))
         assert not effects
 
-    def _write(self, m: Machine, effect: ReplicaEffect) -> None:
-        disk = m.disk
-        if isinstance(effect, SaveHardState):
-            disk.term, disk.vote = effect.term, effect.vote
-        elif isinstance(effect, AppendLocal):
-            disk.write(effect.index, effect.entries)
-        elif isinstance(effect, InstallSnapshot):
-            disk.log = []
-            disk.snapshot_index, disk.snapshot_term = effect.index, effect.last_term
-            disk.config = effect.config
-            disk.snapshot_state = list(m.state)
+    def _write(self, m: Machine, effect: Write) -> None:
+        m.disk.apply(effect)
 
     def sync(self, host: HostId) -> None:
         """Make the machine's pending writes durable, then let its held messages go."""
@@ -168,8 +139,7 @@ class Group:
             self._write(m, effect)
         m.pending = []
         if wrote and m.disk.log:
-            last = m.disk.snapshot_index + len(m.disk.log)
-            self.step_quietly(host, Persisted(last, m.disk.log[-1].term))
+            self.step_quietly(host, Persisted(m.disk.last_index, m.disk.log[-1].term))
         held, m.held_sends = m.held_sends, []
         for send in held:
             self._post(host, send.to, send.message)
@@ -263,9 +233,10 @@ class Group:
 
     def restart(self, host: HostId, may_have_forgotten: bool = False) -> None:
         m = self.machines[host]
-        m.node = ReplicaNode(host, m.disk.durable(may_have_forgotten), self.settings,
+        durable = replace(m.disk.durable_state(), may_have_forgotten=may_have_forgotten)
+        m.node = ReplicaNode(host, durable, self.settings,
                              random.Random(self.rng.randrange(1 << 30)))
-        m.state = list(m.disk.snapshot_state)
+        m.state = decode_state(m.disk.snapshot_data)
         m.up = True
 
     def snapshot(self, host: HostId) -> None:
@@ -275,9 +246,7 @@ class Group:
         term = m.node.term_at(index)
         assert term is not None
         config = m.node.log.config_at(index)
-        m.disk.snapshot_state = list(m.state)
-        m.disk.log = m.disk.log[index - m.disk.snapshot_index:]
-        m.disk.snapshot_index, m.disk.snapshot_term, m.disk.config = index, term, config
+        m.disk.compact(index, term, config, encode_state(m.state))
         self.step(host, SnapshotTaken(index))
 
     # -- what tests look at -------------------------------------------------------------
@@ -289,10 +258,3 @@ class Group:
         node = self[host]
         return [node.entry(i) for i in range(node.snapshot_index + 1, node.commit + 1)]
 
-
-def _encode_state(state: list[tuple[int, bytes]]) -> bytes:
-    return json.dumps([[i, d.hex()] for i, d in state]).encode()
-
-
-def _decode_state(data: bytes) -> list[tuple[int, bytes]]:
-    return [(i, bytes.fromhex(d)) for i, d in json.loads(data)]
