@@ -5,10 +5,11 @@ Theory of operation
 -------------------
 A :class:`Machine` is one replica slot of docs/replication.md §6.2: a
 :class:`~skueue.host.host.Host`, the group's :class:`~skueue.replication.node.ReplicaNode`
-at this machine, and a :class:`Disk` with the node's hard state and log.  Writes the node
-asks for (``SaveHardState``, ``AppendLocal``) wait in ``pending`` until the machine syncs
-at the end of its action; a message that must follow them (``Send.after_sync``) waits in
-``held_sends``.  A crash loses both, as a real disk's cache and socket buffers would.
+at this machine, and a :class:`~skueue.sim.replica_disk.DiskImage` with the node's hard
+state and log.  Writes the node asks for (``SaveHardState``, ``AppendLocal``) wait in
+``pending`` until the machine syncs at the end of its action; a message that must follow
+them (``Send.after_sync``) waits in ``held_sends``.  A crash loses both, as a real disk's
+cache and socket buffers would.
 
 A leader steps its host at once (pipelined) and keeps each step's effects in ``held``
 until the entry commits; a follower steps only committed entries.  So ``stepped`` (how far
