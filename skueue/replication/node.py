@@ -359,23 +359,18 @@ class ReplicaNode:
         if prev_term is None:
             self._send_snapshot(to, pr)
             return
-        if pr.is_paused(self.settings.inflight_appends_max) and not heartbeat:
+        paused = pr.is_paused(self.settings.inflight_appends_max)
+        if paused and not heartbeat:
             return
         entries: tuple[Entry, ...] = ()
-        if pr.next <= self.log.last_index and not pr.is_paused(self.settings.inflight_appends_max):
+        if pr.next <= self.log.last_index and not paused:
             entries = self.log.between(pr.next, self.settings.append_bytes_max,
                                        self.settings.append_entries_max)
-        elif heartbeat and pr.state == "replicate":
-            # Nothing new, or the pipe is full: a heartbeat at the last index sent.  If
-            # an append on the way was lost, the replica refuses it, and the refusal
-            # sends the progress back to probe, which sends the entries again (a
-            # heartbeat at ``match`` would be acked, and an entry whose appends were all
-            # lost would never go again while nothing new is proposed, Raft §5.3).
-            prev = pr.next - 1
-            prev_term = self.log.term_at(prev)
-            if prev_term is None:
-                self._send_snapshot(to, pr)
-                return
+        # Else a heartbeat (nothing new, or the pipe is full), at the last index sent, not
+        # at ``match``: if an append on the way was lost, the replica refuses it and the
+        # refusal sends the progress back to probe, which sends the entries again; acked
+        # at ``match``, an entry whose appends were all lost would never go again while
+        # nothing new is proposed (Raft §5.3).
         commit = min(self.commit, prev + len(entries))
         self._send(to, AppendEntries(self.term, prev, prev_term, entries, commit))
         if entries or pr.state == "probe":
