@@ -286,11 +286,18 @@ class ReplicaNode:
     def _refuse(self, reason: str) -> None:
         self._out.append(ProposalRefused(self.leader, self.term, reason))
 
-    def _propose(self, data: tuple[bytes, ...]) -> None:
+    def _not_taking(self) -> str | None:
+        """Why this replica takes no proposal or change now (None: it does)."""
         if self.role != "leader":
-            self._refuse("not the leader")
-        elif self.transfer_to is not None:
-            self._refuse(f"handing leadership over to {self.transfer_to}")
+            return "not the leader"
+        if self.transfer_to is not None:
+            return f"handing leadership over to {self.transfer_to}"
+        return None
+
+    def _propose(self, data: tuple[bytes, ...]) -> None:
+        why = self._not_taking()
+        if why is not None:
+            self._refuse(why)
         elif data:
             self._append(tuple(Entry(self.term, "data", d) for d in data))
 
@@ -311,11 +318,9 @@ class ReplicaNode:
         self._maybe_commit()  # a group of one commits at its own write
 
     def _change_config(self, change: ConfigChange) -> None:
-        if self.role != "leader":
-            self._refuse("not the leader")
-            return
-        if self.transfer_to is not None:
-            self._refuse(f"handing leadership over to {self.transfer_to}")
+        why = self._not_taking()
+        if why is not None:
+            self._refuse(why)
             return
         if self.commit < self._term_start:
             self._refuse("no entry of this leader's term is committed yet")

@@ -21,7 +21,6 @@ from skueue.replication.effects import (
     AppendLocal,
     Commit,
     InstallSnapshot,
-    ProposalRefused,
     ReplicaEffect,
     SaveHardState,
     Send,
@@ -36,7 +35,7 @@ from skueue.replication.inputs import (
     SnapshotTaken,
     Tick,
 )
-from skueue.replication.messages import Entry, Message, Snapshot
+from skueue.replication.messages import Message, Snapshot
 from skueue.replication.node import ReplicaNode
 from skueue.replication.settings import ReplicaSettings
 from skueue.sim.replica_disk import DiskImage, Write, decode_state, encode_state
@@ -54,7 +53,6 @@ class Machine:
     held_sends: list[Send] = field(default_factory=list)
     hold_sync: bool = False
     up: bool = True
-    refused: list[ProposalRefused] = field(default_factory=list)
 
 
 class Group:
@@ -114,8 +112,6 @@ class Group:
             data = m.disk.snapshot_data
             self._post(m.host, effect.to, Snapshot(effect.term, effect.index, effect.last_term,
                                                     effect.config, data))
-        elif isinstance(effect, ProposalRefused):
-            m.refused.append(effect)
 
     def _apply(self, m: Machine, index: int) -> None:
         node = m.node
@@ -253,8 +249,3 @@ class Group:
 
     def applied_data(self, host: HostId) -> list[bytes]:
         return [data for _, data in self.machines[host].state]
-
-    def committed(self, host: HostId) -> list[Entry]:
-        node = self[host]
-        return [node.entry(i) for i in range(node.snapshot_index + 1, node.commit + 1)]
-
