@@ -5,14 +5,31 @@ The driver keeps the log on disk (``AppendLocal``); this is the replica's own co
 what it needs to decide: terms for the consistency check and the election restriction,
 entries to send, and which configuration is in force (the last one in the log,
 committed or not, thesis §4.1).
+
+Memory: a term per entry (8 bytes), and the entries themselves only until the disk has
+them, when the driver gives an :class:`EntryReader` to read them back (as etcd's
+``Storage``): a daemon's log holds up to ``snapshot_log_bytes`` per group, which must
+not also sit in memory.  Without a reader (tests, small simulations) every entry stays.
 """
 
 from __future__ import annotations
 
+from array import array
 from collections.abc import Sequence
+from typing import Protocol
 
 from skueue.replication.config import Config
 from skueue.replication.messages import Entry
+
+
+class EntryReader(Protocol):
+    """Reads back entries the driver's disk holds (everything the replica was told is
+    ``Persisted`` and not compacted away by a snapshot)."""
+
+    def read_entries(self, first: int, last: int, bytes_max: int) -> Sequence[Entry]:
+        """The entries ``first`` through ``last``, in order, stopping before the one that
+        would take their ``Entry.size`` past ``bytes_max`` (at least one)."""
+        ...
 
 
 class RaftLog:
@@ -20,25 +37,44 @@ class RaftLog:
     held here (0 and 0 for a log that never snapshotted)."""
 
     def __init__(self, snapshot_index: int, snapshot_term: int, config: Config,
-                 entries: Sequence[Entry] = ()) -> None:
+                 entries: Sequence[Entry] = (), reader: EntryReader | None = None) -> None:
         self.snapshot_index = snapshot_index
         self.snapshot_term = snapshot_term
-        self.entries: list[Entry] = []
+        self.reader = reader
+        self.terms = array("q")
+        """The term of each entry after the snapshot."""
+        self.stable = snapshot_index
+        """Entries through this index are read back from the reader, and not held here
+        (with no reader, it stays at the snapshot)."""
+        self.held: list[Entry] = []
+        """The entries after ``stable``."""
         self.configs: list[tuple[int, Config]] = [(snapshot_index, config)]
         """Each configuration in force from its index on: the snapshot's, then one per
         config entry of the log."""
-        self.persisted = snapshot_index
-        """The local log is durable through this index (the snapshot is durable)."""
+        self._persisted = snapshot_index
         self.append(entries)
         self.persisted = self.last_index  # what a replica starts from was read from disk
 
     @property
+    def persisted(self) -> int:
+        """The local log is durable through this index (the snapshot is durable)."""
+        return self._persisted
+
+    @persisted.setter
+    def persisted(self, index: int) -> None:
+        self._persisted = index
+        if self.reader is not None and index > self.stable:
+            del self.held[: index - self.stable]  # the disk gives them back from now on
+            self.stable = index
+        self.stable = min(self.stable, index)
+
+    @property
     def last_index(self) -> int:
-        return self.snapshot_index + len(self.entries)
+        return self.snapshot_index + len(self.terms)
 
     @property
     def last_term(self) -> int:
-        return self.entries[-1].term if self.entries else self.snapshot_term
+        return self.terms[-1] if self.terms else self.snapshot_term
 
     @property
     def config(self) -> Config:
@@ -60,22 +96,28 @@ class RaftLog:
         if index == self.snapshot_index:
             return self.snapshot_term
         if self.snapshot_index < index <= self.last_index:
-            return self.entries[index - self.snapshot_index - 1].term
+            return self.terms[index - self.snapshot_index - 1]
         return None
 
     def entry(self, index: int) -> Entry:
         if not self.snapshot_index < index <= self.last_index:
             raise IndexError(f"entry {index} is not held (held: "
                              f"{self.snapshot_index + 1}..{self.last_index})")
-        return self.entries[index - self.snapshot_index - 1]
+        return self.between(index, 0, 1)[0]
 
     def between(self, first: int, bytes_max: int, count_max: int) -> tuple[Entry, ...]:
         """Entries from ``first`` on, at most ``count_max``, as many as fit in
         ``bytes_max`` (at least one)."""
+        last = min(self.last_index, first + count_max - 1)
         out: list[Entry] = []
-        size = 0
-        start = first - self.snapshot_index - 1
-        for entry in self.entries[start : start + count_max]:
+        if first <= self.stable:
+            assert self.reader is not None
+            out.extend(self.reader.read_entries(first, min(last, self.stable), bytes_max))
+            if first + len(out) <= self.stable:
+                return tuple(out)  # the reader stopped at the byte limit
+        size = sum(entry.size() for entry in out)
+        start = first + len(out) - self.stable - 1
+        for entry in self.held[start : start + last - first + 1 - len(out)]:
             size += entry.size()
             if out and size > bytes_max:
                 break
@@ -90,7 +132,8 @@ class RaftLog:
     def append(self, entries: Sequence[Entry]) -> None:
         """Add ``entries`` after the last one."""
         first = self.last_index + 1
-        self.entries.extend(entries)
+        self.terms.extend(entry.term for entry in entries)
+        self.held.extend(entries)
         for offset, entry in enumerate(entries):
             if entry.kind == "config":
                 assert entry.config is not None
@@ -100,7 +143,11 @@ class RaftLog:
         """Drop the entries from ``index`` on (a conflicting tail, Raft §5.3), and the
         configurations they brought."""
         assert index > self.snapshot_index, "a snapshot is never truncated"
-        del self.entries[index - self.snapshot_index - 1:]
+        del self.terms[index - self.snapshot_index - 1:]
+        if index > self.stable:
+            del self.held[index - self.stable - 1:]
+        else:
+            self.held = []
         while self.configs[-1][0] >= index:
             self.configs.pop()
         self.persisted = min(self.persisted, index - 1)
@@ -122,17 +169,21 @@ class RaftLog:
         term = self.term_at(index)
         assert term is not None and index <= self.last_index
         config = self.config_at(index)
-        del self.entries[: index - self.snapshot_index]
+        del self.terms[: index - self.snapshot_index]
+        if index > self.stable:
+            del self.held[: index - self.stable]
+            self.stable = index
         self.snapshot_index, self.snapshot_term = index, term
         self.configs = [(index, config)] + [c for c in self.configs if c[0] > index]
         self.persisted = max(self.persisted, index)
 
     def restore(self, index: int, term: int, config: Config) -> None:
         """Become the log a snapshot leaves: nothing after ``index``."""
-        self.entries = []
+        self.terms = array("q")
+        self.held = []
         self.snapshot_index, self.snapshot_term = index, term
         self.configs = [(index, config)]
-        self.persisted = index
+        self.stable = self._persisted = index
 
     def config_at(self, index: int) -> Config:
         """The configuration in force at ``index``."""

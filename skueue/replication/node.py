@@ -64,7 +64,7 @@ from skueue.replication.inputs import (
     Tick,
     TransferLeader,
 )
-from skueue.replication.log import RaftLog
+from skueue.replication.log import EntryReader, RaftLog
 from skueue.replication.messages import (
     AppendEntries,
     AppendReply,
@@ -87,12 +87,12 @@ class Draws(Protocol):
 
 class ReplicaNode:
     def __init__(self, host: HostId, durable: DurableState, settings: ReplicaSettings,
-                 rng: Draws) -> None:
+                 rng: Draws, reader: EntryReader | None = None) -> None:
         self.host = host
         self.settings = settings
         self._rng = rng
         self.log = RaftLog(durable.snapshot_index, durable.snapshot_term, durable.config,
-                           durable.entries)
+                           durable.entries, reader)
         self.term = durable.term
         self.vote: HostId | None = durable.vote
         self.role: Role = "follower"

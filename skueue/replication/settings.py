@@ -53,7 +53,8 @@ class DurableState:
     snapshot_index: int = 0
     snapshot_term: int = 0
     entries: tuple[Entry, ...] = ()
-    """The log after ``snapshot_index``, in order."""
+    """The log after ``snapshot_index``, in order.  A replica given an ``EntryReader``
+    reads the entries' data back from it, so their ``data`` may be left empty here."""
     may_have_forgotten: bool = False
     """The machine may have lost writes it acked (a reboot under a lax fsync policy):
     the replica neither votes nor counts toward a commit until it caught up (I6)."""

@@ -87,9 +87,13 @@ class DiskImage:
         return DiskImage(self.config, self.term, self.vote, self.snapshot_index,
                          self.snapshot_term, self.snapshot_data, list(self.log))
 
-    def durable_state(self) -> DurableState:
+    def durable_state(self, with_data: bool = True) -> DurableState:
+        """What a replica starts from; ``with_data=False`` leaves the entries' data out
+        (a replica that reads them back from the disk must not need it)."""
+        entries = self.log if with_data else [
+            Entry(e.term, e.kind, b"", e.config) for e in self.log]
         return DurableState(self.config, self.term, self.vote, self.snapshot_index,
-                            self.snapshot_term, tuple(self.log))
+                            self.snapshot_term, tuple(entries))
 
 
 class SimDisk:
@@ -113,6 +117,19 @@ class SimDisk:
             self.durable.apply(write)
         self.pending = []
         self.volatile = self.durable.copy()
+
+    def read_entries(self, first: int, last: int, bytes_max: int) -> list[Entry]:
+        """The replica's ``EntryReader``: what the running machine reads back (the page
+        cache's image), as much as ``bytes_max`` allows (at least one entry)."""
+        out: list[Entry] = []
+        size = 0
+        for index in range(first, last + 1):
+            entry = self.volatile.entry(index)
+            size += entry.size()
+            if out and size > bytes_max:
+                break
+            out.append(entry)
+        return out
 
     def snapshot(self, index: int, term: int, config: Config, data: bytes) -> None:
         assert not self.pending, "a snapshot is written on a synced disk"

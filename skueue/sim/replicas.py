@@ -101,6 +101,7 @@ class ReplicasConfig:
     pre_vote: bool = True
     check_quorum: bool = True
     settle_ms: int = 20_000
+    read_back: bool = False  # replicas read entries back from the disk (EntryReader)
 
     def __post_init__(self) -> None:
         if self.voters not in (1, 3, 5):
@@ -218,8 +219,10 @@ class ReplicasSim:
 
     def _boot(self, m: Machine) -> None:
         durable = m.disk.durable
-        m.node = ReplicaNode(m.host, durable.durable_state(), self.settings,
-                             random.Random(self.rng.getrandbits(64)))
+        read_back = self.config.read_back
+        m.node = ReplicaNode(m.host, durable.durable_state(with_data=not read_back),
+                             self.settings, random.Random(self.rng.getrandbits(64)),
+                             m.disk if read_back else None)
         m.state = decode_state(durable.snapshot_data)
         m.applied = m.commit_seen = durable.snapshot_index
         self.checks.restored(m.host, m.applied, m.state)

@@ -210,7 +210,7 @@ class ReplicatedHostsSim(HostsSim):
         """I1, I3: replicas whose hosts stepped the same committed prefix are equal; and
         Log Matching (Raft §5.3): two logs with an entry of the same index and term hold
         the same entries up to it."""
-        logs = [m.node.log.entries for m in group.machines.values() if m.up]
+        logs = [m.node.log.held for m in group.machines.values() if m.up]
         for a, b in zip(logs, logs[1:], strict=False):
             at = min(len(a), len(b))
             while at and a[at - 1].term != b[at - 1].term:

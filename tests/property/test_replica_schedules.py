@@ -56,6 +56,7 @@ def replica_configs(draw: st.DrawFn) -> ReplicasConfig:
         inflight_appends_max=draw(st.sampled_from([1, 4, 256])),
         pre_vote=draw(st.booleans()),
         check_quorum=draw(st.booleans()),
+        read_back=draw(st.booleans()),
     )
 
 

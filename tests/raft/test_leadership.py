@@ -174,7 +174,7 @@ def test_leader_cut_off_from_a_majority_steps_down(voters: tuple[HostId, ...],
     assert stepped_down_at is not None and stepped_down_at <= 2 * timeout, stepped_down_at
     assert g["a"].role == "follower" and g["a"].term == 1 and g["a"].leader is None
     assert g.step("a", Propose((b"late",))) == [ProposalRefused(None, 1, "not the leader")]
-    assert all(e.data != b"late" for e in g["a"].log.entries)
+    assert all(e.data != b"late" for e in g["a"].log.held)
 
 
 # -- disruption (thesis §4.2.3, §9.6) --------------------------------------------------
