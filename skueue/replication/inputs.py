@@ -74,7 +74,15 @@ class TransferLeader:
     to: HostId
 
 
+@dataclass(frozen=True, slots=True)
+class Campaign:
+    """Stand for election now, without waiting for the election timeout (etcd's
+    ``MsgHup``): a daemon whose group has one voter steps it at start, so that it leads
+    at once.  A replica that may not campaign (a learner, one that may have forgotten
+    acked entries, a leader) ignores it."""
+
+
 ReplicaInput = (
     Propose | Received | Tick | Persisted | Applied | SnapshotTaken | ChangeConfig
-    | TransferLeader
+    | TransferLeader | Campaign
 )

@@ -55,6 +55,7 @@ from skueue.replication.effects import (
 )
 from skueue.replication.inputs import (
     Applied,
+    Campaign,
     ChangeConfig,
     Persisted,
     Propose,
@@ -159,6 +160,9 @@ class ReplicaNode:
             self._change_config(event.change)
         elif isinstance(event, TransferLeader):
             self._transfer(event.to)
+        elif isinstance(event, Campaign):
+            if self.role != "leader" and self._may_campaign():
+                self._campaign(pre_vote=self.settings.pre_vote, transfer=False)
         else:  # pragma: no cover - the union is closed
             raise TypeError(f"not a replica input: {event!r}")
         out, self._out = self._out, []
