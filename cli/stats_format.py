@@ -47,8 +47,11 @@ def _durability(member: dict[str, Any]) -> str:
     refused = durable.get("refused_for_space") or 0
     if refused:
         space += f", {refused} enqueue requests refused below the disk reserve"
+    replicas = durable.get("replicas")
+    group = (f"{len(replicas)} replica{'s' if len(replicas) != 1 else ''}, term "
+             f"{durable.get('term')}, " if isinstance(replicas, list) else "")  # fmt: skip
     return (
-        f"  (durable in {durable.get('data_dir')}, fsync {durable.get('fsync')}, "
+        f"  (durable in {durable.get('data_dir')}, fsync {durable.get('fsync')}, {group}"
         f"log {log_mib:.1f} MiB since the last snapshot{space})"
     )
 

@@ -51,9 +51,18 @@ class RaftLog:
         self.configs: list[tuple[int, Config]] = [(snapshot_index, config)]
         """Each configuration in force from its index on: the snapshot's, then one per
         config entry of the log."""
-        self._persisted = snapshot_index
-        self.append(entries)
-        self.persisted = self.last_index  # what a replica starts from was read from disk
+        # What a replica starts from was read from its disk: with a reader, only the
+        # terms are kept (``entries`` may be a lazy sequence, never held whole here).
+        for offset, entry in enumerate(entries, snapshot_index + 1):
+            self.terms.append(entry.term)
+            if entry.kind == "config":
+                assert entry.config is not None
+                self.configs.append((offset, entry.config))
+        if reader is None:
+            self.held = list(entries)
+        else:
+            self.stable = self.last_index
+        self._persisted = self.last_index
 
     @property
     def persisted(self) -> int:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from skueue.replication.config import Config, HostId
@@ -52,7 +53,7 @@ class DurableState:
     vote: HostId | None = None
     snapshot_index: int = 0
     snapshot_term: int = 0
-    entries: tuple[Entry, ...] = ()
+    entries: Sequence[Entry] = ()
     """The log after ``snapshot_index``, in order.  A replica given an ``EntryReader``
     reads the entries' data back from it, so their ``data`` may be left empty here."""
     may_have_forgotten: bool = False

@@ -4,9 +4,10 @@ the host's state.
 Each step it takes what waits in the inbox (up to ``inputs_per_step_max``) and what it
 reads itself from the plaintext connections that are ready (runtime/network/reactor.py),
 turns each item into host inputs (:meth:`Owner.enter`: logged first when durable, then stepped),
-ticks when a tick is due, enters what time made due (ended waits, timeouts), syncs the
-log, and only then carries out the step's effects: one coalesced write per peer link,
-the replies to their clients.
+ticks when a tick is due, enters what time made due (ended waits, timeouts), commits the
+step's logged inputs in its replication group (runtime/group.py: written, synced,
+committed), and only then carries out the step's effects: one coalesced write per peer
+link, the replies to their clients.
 
 Pacing: a tick runs at once when a batch can go up and operations wait in this process
 (or another process hurried it, see ``Process.tick_due``); when only an empty batch can,
@@ -60,6 +61,7 @@ from skueue.runtime.durability.entry_store import SnapshotEntryStore
 from skueue.runtime.durability.input_log import InputLog
 from skueue.runtime.durability.records import record_of
 from skueue.runtime.durability.snapshots import capture
+from skueue.runtime.group import ProcessGroup
 from skueue.runtime.inbox import (
     ClientError,
     InboxItem,
@@ -102,9 +104,11 @@ class Owner:
         self.host = host
         ctx.directory = host.directory
         ctx.members_known = True
-        # The write-ahead log of inputs (None: an in-memory daemon), and whether the
-        # host is being replayed from it (runtime/replay.py): then nothing goes out.
+        # The write-ahead log of inputs (None: an in-memory daemon), the replication
+        # group that writes it (set at start, runtime/startup.py), and whether the host
+        # is being replayed from it (runtime/replay.py): then nothing goes out.
         self.input_log = input_log
+        self.group: ProcessGroup | None = None
         self.replaying = False
         # Where the DHT tables keep their elements
         # (None: in memory; runtime/durability/entry_store.py).
@@ -131,8 +135,8 @@ class Owner:
     def enter(self, item: Input) -> None:
         """Log ``item`` (if it is of a kind the log keeps), step the host with it, and
         queue what that asks for."""
-        if item.logged and self.input_log is not None and not self.replaying:
-            self.input_log.append(record_of(item))
+        if item.logged and self.group is not None and not self.replaying:
+            self.group.stage(record_of(item))
         self.carry_out(self.host.step(item))
 
     def carry_out(self, effects: list[HostEffect]) -> None:
@@ -246,8 +250,8 @@ class Owner:
                 for made in host.due(now, ctx.why_no_answer()):
                     self._guarded(self.enter, made)
             host.clients.queue_stats.sample(now)
-            if self.input_log is not None:
-                self.input_log.sync(now)  # before anything of this step goes out
+            if self.group is not None:
+                self.group.end_step(now)  # committed before anything of this step goes out
             if self.entry_store is not None:
                 self.entry_store.end_step()
             self.flush()
@@ -426,8 +430,8 @@ class Owner:
         """Compact the input log into a snapshot once it has grown past its limit, or
         early under the disk reserve to free what dequeues took (between steps:
         everything of this step is logged, synced and flushed)."""
-        input_log, store, disk = self.input_log, self.entry_store, self.disk
-        if input_log is None:
+        input_log, store, disk, group = self.input_log, self.entry_store, self.disk, self.group
+        if input_log is None or group is None:
             return
         if not input_log.snapshot_due(self.ctx.limits.snapshot_log_bytes) and not (
             disk is not None
@@ -440,7 +444,9 @@ class Owner:
         if store is not None:
             store.before_snapshot()
         host, inbound = self.host, self.ctx.inbound
-        input_log.snapshot(lambda f: capture(f, host, inbound, links, store))
+        index, term, config = group.snapshot_position()
+        input_log.snapshot(lambda f: capture(f, host, inbound, links, store), index, term, config)
+        group.snapshot_taken(index)
         if store is not None:
             store.after_snapshot()
 
@@ -459,6 +465,7 @@ class Owner:
             "segment": log_.segment,
             "fsync": log_.policy.mode,
             **self._disk_stats(),
+            **self._group_stats(),
         }
         ready = self.readiness()
         down = ctx.links.down() if ctx.links is not None else {}
@@ -472,6 +479,16 @@ class Owner:
             "peers_down": {p: round(s, 1) for p, s in down.items()},
             **usage(),
         }
+
+    def _group_stats(self) -> dict[str, Any]:
+        """The process's replication group: its replicas, the term (the epoch: a new
+        one at each start) and the last committed entry."""
+        group = self.group
+        if group is None:
+            return {}
+        node = group.node
+        return {"replicas": list(node.config.voters), "term": node.term,
+                "commit_index": node.commit}  # fmt: skip
 
     def _disk_stats(self) -> dict[str, Any]:
         """The data directory's free space as last read, the reserve, and the enqueues

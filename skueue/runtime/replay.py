@@ -6,9 +6,10 @@ stepped through the host as the first time (the log itself is described in
 Replaying is "for each record: step".  Nothing goes out while it runs: replies are
 dropped (the clients are gone; those that retry get the first attempt's outcome from the
 retry window), and every frame for a peer goes into its link's outbox again, numbered as
-the first time, so that the peers skip the ones they already took.  Then a
-``Restarted`` input (logged, like any) ends what the last life's clients left: their
-blocking waits, their leases.
+the first time, so that the peers skip the ones they already took.  Then the daemon
+leads its replication group again (runtime/group.py), and the host's ``TookOver`` input
+(logged, like any) ends what the last life's clients left: their blocking waits, their
+leases; the lease clock goes on from the log's last reading.
 """
 
 from __future__ import annotations
@@ -19,8 +20,10 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+import trio
+
 from skueue.host.address import Address
-from skueue.host.inputs import PeerControl, PeerMessage, Restarted
+from skueue.host.inputs import PeerControl, PeerMessage, TookOver
 from skueue.runtime.durability.entry_store import named_records
 from skueue.runtime.durability.input_log import open_snapshot
 from skueue.runtime.durability.records import UnreadableRecord, input_of
@@ -28,7 +31,7 @@ from skueue.runtime.durability.snapshots import install_outbox, restore
 from skueue.runtime.errors import DaemonError
 from skueue.runtime.network.link_receiver import Inbound
 from skueue.runtime.network.link_sender import LinkSender
-from skueue.runtime.owner import Owner
+from skueue.runtime.owner import Owner, lease_clock_ms
 from skueue.runtime.state import log
 
 
@@ -71,11 +74,12 @@ def forget_lost_appends(owner: Owner) -> None:
 
 
 def replay(owner: Owner, records: Iterable[Any]) -> None:
-    """Step every record through the host; then end the last life (``Restarted``) and
-    hand the peers' links what the replay made for them."""
-    ctx = owner.ctx
+    """Step every record through the host; then lead the group and end the last life
+    (``TookOver``, committed before anything it made goes out), and hand the peers'
+    links what the replay made for them."""
+    ctx, group = owner.ctx, owner.group
     links = ctx.links
-    assert links is not None
+    assert links is not None and group is not None
     handled: dict[str, int] = {}
     owner.replaying = True
     count = 0
@@ -90,7 +94,9 @@ def replay(owner: Owner, records: Iterable[Any]) -> None:
             owner.enter(item)
     finally:
         owner.replaying = False
-    owner.enter(Restarted())
+    now = trio.current_time()
+    owner.enter(TookOver(group.take_over(now), lease_clock_ms()))
+    group.end_step(now)
     # New connections are numbered past every one the log names.
     ctx.sessions.client_ids = itertools.count(owner.host.client_ids_max + 1)
     for peer, number in handled.items():

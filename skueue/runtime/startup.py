@@ -22,11 +22,13 @@ from skueue.host.host import Host
 from skueue.host.inputs import JoinStart
 from skueue.host.retries import RetryWindow
 from skueue.overlay.ring import build_views
+from skueue.replication.config import Config
 from skueue.runtime.durability.data_lock import DataDirLock
 from skueue.runtime.durability.disk_space import DiskSpace
 from skueue.runtime.durability.entry_store import ENTRIES_DIRECTORY, SnapshotEntryStore, attach
 from skueue.runtime.durability.input_log import InputLog, Meta
 from skueue.runtime.errors import DaemonError
+from skueue.runtime.group import ProcessGroup
 from skueue.runtime.network.handshake import check_distinct
 from skueue.runtime.owner import Owner
 from skueue.runtime.replay import forget_lost_appends, replay, restore_snapshot
@@ -104,6 +106,7 @@ async def start_owner(ctx: DaemonContext, data: DataDirectory) -> tuple[Owner, i
             input_log.snapshot_file = None
         forget_lost_appends(owner)
         owner.input_log = input_log
+        owner.group = ProcessGroup(ctx.process_id, input_log, Config.of([ctx.process_id]))
         replay(owner, input_log.records())
         input_log.replay_segments = []
         if not fresh:

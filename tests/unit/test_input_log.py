@@ -1,23 +1,35 @@
 """The write-ahead log of inputs (runtime/durability/input_log.py): records come back whole, a torn
-tail is cut, and a directory of another process or version is refused."""
+tail is cut, and a directory of another process or version is refused.  Its records are
+the entries of the process's replicated log (runtime/durability/log_index.py)."""
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
+import msgpack
 import pytest
 
+from skueue.replication.config import Config
+from skueue.replication.messages import Entry
 from skueue.runtime.durability.input_log import InputLog, Meta, SyncPolicy, open_snapshot
+from skueue.runtime.durability.log_index import LogIndex, base_record, entry_record
 from skueue.runtime.errors import DaemonError
 
 META = Meta("p1", "nonce-1", "queue", ())
+ALONE = Config.of(["p1"])
+
+
+def append(log: InputLog, *records: Any, term: int = 1) -> None:
+    """Log each record as the next data entry of ``term``."""
+    packed = [Entry(term, "data", msgpack.packb(r)) for r in records]
+    log.write_entries(log.index.last_index + 1, packed)
 
 
 def test_records_come_back_in_order_with_the_first_nonce(tmp_path: Path) -> None:
     log = InputLog.open(tmp_path, META, SyncPolicy())
-    log.append(["t"])
-    log.append(["i", "s", 1, [b"x"]])
+    append(log, ["t"], ["i", "s", 1, [b"x"]])
     log.sync(0.0)
     log.close()
     again = InputLog.open(tmp_path, Meta("p1", "nonce-2", "queue", ()), SyncPolicy())
@@ -28,7 +40,7 @@ def test_records_come_back_in_order_with_the_first_nonce(tmp_path: Path) -> None
 def test_a_torn_tail_is_cut_and_never_replayed(tmp_path: Path) -> None:
     log = InputLog.open(tmp_path, META, SyncPolicy())
     for i in range(3):
-        log.append(["r", None, i, 1])
+        append(log, ["r", None, i, 1])
     log.sync(0.0)
     log.close()
     path = tmp_path / "inputs-00000000.log"
@@ -78,7 +90,7 @@ def test_a_directory_of_the_per_position_placement_is_refused(tmp_path: Path) ->
     InputLog.open(tmp_path, META, SyncPolicy())
     raw = json.loads((tmp_path / "meta.json").read_text())
     (tmp_path / "meta.json").write_text(json.dumps({**raw, "version": 10}))
-    with pytest.raises(DaemonError, match="version 10; this one reads .* version 11") as e:
+    with pytest.raises(DaemonError, match="version 10; this one reads .* version 12") as e:
         InputLog.open(tmp_path, META, SyncPolicy())
     assert "\n" not in str(e.value) and "empty directory" in str(e.value)
 
@@ -94,11 +106,12 @@ def test_sync_policies_parse_and_bad_ones_are_refused() -> None:
 
 def test_a_snapshot_replaces_the_log_before_it(tmp_path: Path) -> None:
     log = InputLog.open(tmp_path, META, SyncPolicy())
-    log.append(["t"])
+    log.save_hard_state(1, "p1")
+    append(log, ["t"])
     log.sync(0.0)
     assert log.snapshot_due(1) and not log.snapshot_due(1 << 20)
-    log.snapshot(lambda f: f.write(b"state-1"))
-    log.append(["r", None, 5, 1])
+    log.snapshot(lambda f: f.write(b"state-1"), 1, 1, ALONE)
+    append(log, ["r", None, 5, 1])
     log.sync(0.0)
     log.close()
     again = InputLog.open(tmp_path, META, SyncPolicy())
@@ -107,11 +120,14 @@ def test_a_snapshot_replaces_the_log_before_it(tmp_path: Path) -> None:
         assert f.read() == b"state-1"
     assert list(again.records()) == [["r", None, 5, 1]]  # only what came after the snapshot
     assert sorted(p.name for p in tmp_path.glob("inputs-*.log")) == ["inputs-00000001.log"]
+    # The segment after the snapshot says where the replica's log stands.
+    assert again.index.base == (1, 1, ALONE) and again.index.hard_state == (1, "p1")
+    assert (again.index.first, again.index.last_index) == (2, 2)
 
 
 def test_a_damaged_snapshot_is_refused_not_half_read(tmp_path: Path) -> None:
     log = InputLog.open(tmp_path, META, SyncPolicy())
-    log.snapshot(lambda f: f.write(b"state"))
+    log.snapshot(lambda f: f.write(b"state"), 0, 0, ALONE)
     log.close()
     path = tmp_path / "snapshot.bin"
     data = bytearray(path.read_bytes())
@@ -127,3 +143,54 @@ def test_a_member_that_left_is_remembered_as_gone(tmp_path: Path) -> None:
     log.record_left()
     log.close()
     assert InputLog.open(tmp_path, META, SyncPolicy()).meta.left  # the daemon refuses it
+
+
+def test_entries_and_the_hard_state_come_back_and_read_back(tmp_path: Path) -> None:
+    log = InputLog.open(tmp_path, META, SyncPolicy())
+    log.save_hard_state(3, "p1")
+    log.write_entries(1, [Entry(3, "took_over"), Entry(3, "data", b"x" * 40)])
+    log.sync(0.0)
+    assert log.read_entries(1, 2, 1 << 20) == [Entry(3, "took_over"), Entry(3, "data", b"x" * 40)]
+    assert log.read_entries(1, 2, 0) == [Entry(3, "took_over")]  # at least one
+    log.close()
+    again = InputLog.open(tmp_path, META, SyncPolicy())
+    assert again.index.hard_state == (3, "p1")
+    assert list(again.index.bare_entries()) == [Entry(3, "took_over"), Entry(3, "data")]
+    assert again.read_entries(2, 2, 1 << 20) == [Entry(3, "data", b"x" * 40)]
+
+
+def test_an_entry_written_again_replaces_the_tail_for_the_replay(tmp_path: Path) -> None:
+    """A follower's conflicting tail (Raft §5.3): what a later write replaced is never
+    replayed, though its records are still in the segment."""
+    log = InputLog.open(tmp_path, META, SyncPolicy())
+    append(log, ["a"], ["b"], ["c"])
+    log.sync(0.0)
+    log.write_entries(2, [Entry(2, "data", msgpack.packb(["B"]))])
+    log.sync(0.0)
+    log.close()
+    again = InputLog.open(tmp_path, META, SyncPolicy())
+    assert list(again.records()) == [["a"], ["B"]]
+    assert [e.term for e in again.index.bare_entries()] == [1, 2]
+
+
+def test_a_record_of_no_known_kind_is_refused_in_one_line(tmp_path: Path) -> None:
+    log = InputLog.open(tmp_path, META, SyncPolicy())
+    log._buffer(["zz", 1])
+    log.sync(0.0)
+    log.close()
+    with pytest.raises(DaemonError, match="unknown record 'zz'") as e:
+        InputLog.open(tmp_path, META, SyncPolicy())
+    assert "\n" not in str(e.value)
+
+
+def test_a_crash_between_a_segments_base_and_its_snapshot_keeps_the_old_entries() -> None:
+    """The new segment's base is durable before the snapshot is: found after the old
+    segment's entries (the old snapshot still in force), it changes nothing."""
+    index = LogIndex()
+    for at in (1, 2, 3):
+        index.note(entry_record(at, Entry(1, "data", b"x")), 0, at * 100)
+    index.note(base_record(3, 1, ALONE), 1, 0)
+    assert (index.first, index.last_index, index.base) == (1, 3, None)
+    fresh = LogIndex()  # the snapshot made it: only the new segment is read
+    fresh.note(base_record(3, 1, ALONE), 1, 0)
+    assert (fresh.first, fresh.last_index, fresh.base) == (4, 3, (3, 1, ALONE))

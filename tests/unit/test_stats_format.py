@@ -21,14 +21,16 @@ def durable(**extra: Any) -> dict[str, Any]:
 def test_a_durable_member_shows_its_directory_log_and_free_space() -> None:
     text = format_stats(stats_with(
         {"process": "a", "entries": 5, "anchor": True, "durable": durable(free_bytes=300 * MIB)},
-        {"process": "b", "entries": 7, "durable": durable(free_bytes=75 * 1024 * MIB)},
+        {"process": "b", "entries": 7, "durable": durable(free_bytes=75 * 1024 * MIB,
+                                                          replicas=["b"], term=4)},
     ))  # fmt: skip
     lines = text.splitlines()
     assert lines[-2] == (
         "  a: 5  (anchor)  (durable in /var/lib/skueue, fsync batch, log 3.0 MiB since the "
         "last snapshot, 300 MiB free)"
     )
-    assert lines[-1].endswith("log 3.0 MiB since the last snapshot, 75.0 GiB free)")
+    assert lines[-1].endswith(
+        "fsync batch, 1 replica, term 4, log 3.0 MiB since the last snapshot, 75.0 GiB free)")
 
 
 def test_refusals_below_the_reserve_are_counted_and_in_memory_members_said_so() -> None:

@@ -18,8 +18,12 @@ Files in the data directory:
 - ``meta.json``: format version, process id, nonce (the daemon's incarnation, kept across
   restarts), structure and members; a directory of another cluster or version is
   refused.
-- ``inputs.log``: records ``u32 length | u32 crc32 | msgpack payload``.  A torn or
-  corrupt tail (a crash in the middle of a write) is cut at open, with one log line.
+- ``inputs-NNNNNNNN.log``: records ``u32 length | u32 crc32 | msgpack payload``.  A torn
+  or corrupt tail (a crash in the middle of a write) is cut at open, with one log line.
+  The records are those of the process's replicated log (docs/replication.md §6.2):
+  entries with their index and term, each ``data`` entry one logged input, and the
+  replica's hard state (:mod:`skueue.runtime.durability.log_index`).
+- ``snapshot.bin``: the state as of an entry, and the segment that follows it.
 
 Sync policies (``--fsync``): ``batch`` (the default) fsyncs once per owner step that
 logged anything, before the step's frames and replies go out: an acknowledged operation
@@ -35,7 +39,7 @@ import os
 import struct
 import time
 import zlib
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, BinaryIO
 
@@ -43,6 +47,16 @@ import attrs
 import msgpack
 import structlog
 
+from skueue.replication.config import Config, HostId
+from skueue.replication.messages import Entry
+from skueue.runtime.durability.log_index import (
+    HARD_STATE,
+    LogIndex,
+    UnreadableLog,
+    base_record,
+    entry_of,
+    entry_record,
+)
 from skueue.runtime.errors import DaemonError
 from skueue.runtime.operations.tallies import FSYNC_BUCKETS_S, Histogram
 
@@ -58,8 +72,9 @@ FORMAT = "skueue-input-log"
 # 10: client requests in their version 3 wire form (skueue/host/requests.py);
 # 11: DHT keys by blocks of positions (dht/keys.py: the same peer messages now reach other
 # owners, so a replay of a version 10 log would route them elsewhere) and the run messages
-# (DhtRun, AnswerRun)
-VERSION = 11
+# (DhtRun, AnswerRun); 12: the log is the process's replicated log (entries with index
+# and term, the hard state, a snapshot's base: runtime/durability/log_index.py)
+VERSION = 12
 _HEADER = struct.Struct(">II")
 # The largest record read back (a record holds one client request or one peer frame).
 RECORD_BYTES_MAX = 64 * 1024 * 1024
@@ -130,6 +145,9 @@ class InputLog:
         self.fd = -1
         self.allocated = 0
         self.buffer: list[bytes] = []
+        self.buffered = 0  # bytes in the buffer
+        self.index = LogIndex()  # which entry each record is, and where
+        self.hard_state_due = False  # a new term or vote waits for its fsync
         self.last_sync = 0.0
         self.sync_seconds = Histogram(FSYNC_BUCKETS_S)  # each fdatasync of the log (metrics)
 
@@ -147,17 +165,26 @@ class InputLog:
             count, end = _check_records(path)
             self.replay_segments.append((path, end))
             self.record_count += count
+            try:
+                for offset, record in _iter_records(path, end):
+                    self.index.note(record, number, offset)
+            except UnreadableLog as e:
+                raise DaemonError(f"input log {path}: {e}") from None
         if later:
             self.segment = later[-1]
         self.end = end if later else 0
         self._open_segment()
 
     def records(self) -> Iterator[Any]:
-        """The records after the snapshot, for the replay, read one at a time: a segment
-        holds up to ``snapshot_log_bytes`` of elements, which the replay does not need in
-        memory all at once."""
+        """The inputs of the data entries after the snapshot, in log order, for the
+        replay, read one at a time: a segment holds up to ``snapshot_log_bytes`` of
+        elements, which the replay does not need in memory all at once."""
         for path, end in self.replay_segments:
-            yield from _iter_records(path, end)
+            segment = int(path.name.removeprefix("inputs-").removesuffix(".log"))
+            for offset, record in _iter_records(path, end):
+                if (record[0] == "e" and record[3] == "data"
+                        and self.index.holds(record[1], segment, offset)):  # fmt: skip
+                    yield msgpack.unpackb(record[4], raw=False, use_list=True)
 
     def _open_segment(self) -> None:
         # Written at ``end`` with pwrite; the file is allocated ahead in extents, so that
@@ -170,18 +197,28 @@ class InputLog:
     def snapshot_due(self, segment_bytes_max: int) -> bool:
         return self.end >= segment_bytes_max
 
-    def snapshot(self, dump: Callable[[BinaryIO], None]) -> None:
-        """Replace everything logged so far by what ``dump`` writes (the daemon's whole
-        state at the end of a step, after its sync): the next records go to a new
-        segment, and the old ones are deleted once the snapshot is durable."""
+    def snapshot(self, dump: Callable[[BinaryIO], None], index: int, term: int,
+                 config: Config) -> None:  # fmt: skip
+        """Replace everything logged through entry ``index`` (of ``term``, under
+        ``config``) by what ``dump`` writes (the daemon's whole state at the end of a
+        step, after its sync).  The next segment starts with the hard state and the
+        snapshot's position, durable before the snapshot is (a crash in between keeps
+        the old segment, whose entries reach that far); the old segment is deleted
+        once the snapshot is durable."""
         assert not self.buffer, "a snapshot is taken between steps"
-        size = write_snapshot(self.directory, self.segment + 1, dump)
-        old = self.segment
-        os.close(self.fd)
+        old, old_fd = self.segment, self.fd
         self.segment, self.end = old + 1, 0
         self._open_segment()
+        term_now, vote = self.index.hard_state
+        self.index.restart_at(index, term, config)
+        self._buffer([HARD_STATE, term_now, vote])
+        self._buffer(base_record(index, term, config))
+        self._write()
+        self._fdatasync()
+        size = write_snapshot(self.directory, self.segment, dump)
+        os.close(old_fd)
         (self.directory / _segment_name(old)).unlink()
-        log.info("input log: took a snapshot", bytes=size, segment=self.segment)
+        log.info("input log: took a snapshot", bytes=size, segment=self.segment, index=index)
 
     @classmethod
     def open(cls, directory: Path, meta: Meta, policy: SyncPolicy) -> InputLog:
@@ -244,23 +281,71 @@ class InputLog:
             self.meta = attrs.evolve(self.meta, incarnations=tuple(sorted(known.items())))
             _write_meta(self.directory / "meta.json", self.meta)
 
-    def append(self, record: list[Any]) -> None:
+    # -- the replica's log (the replica's AppendLocal and SaveHardState effects) --------
+
+    def write_entries(self, index: int, entries: Sequence[Entry]) -> None:
+        """The log from ``index`` on is now ``entries`` (written at the next sync)."""
+        for at, entry in enumerate(entries, index):
+            offset = self._buffer(entry_record(at, entry))
+            self.index.add(at, entry, self.segment, offset)
+
+    def save_hard_state(self, term: int, vote: HostId | None) -> None:
+        """The replica's term and vote (written, and fsynced whatever the policy, at the
+        next sync: a vote forgotten could elect two leaders in one term)."""
+        self._buffer([HARD_STATE, term, vote])
+        self.index.hard_state = (term, vote)
+        self.hard_state_due = True
+
+    def read_entries(self, first: int, last: int, bytes_max: int) -> list[Entry]:
+        """The replica's ``EntryReader``: entries the log wrote (and synced), read back
+        from their segments, as many as ``bytes_max`` allows (at least one)."""
+        out: list[Entry] = []
+        size = 0
+        for at in range(first, last + 1):
+            segment, offset = self.index.position(at)
+            entry = entry_of(self._read_record(segment, offset))
+            size += entry.size()
+            if out and size > bytes_max:
+                break
+            out.append(entry)
+        return out
+
+    def _read_record(self, segment: int, offset: int) -> Any:
+        if segment == self.segment:
+            return _pread_record(self.fd, offset)
+        fd = os.open(self.directory / _segment_name(segment), os.O_RDONLY)
+        try:
+            return _pread_record(fd, offset)
+        finally:
+            os.close(fd)
+
+    def _buffer(self, record: list[Any]) -> int:
+        """Buffer ``record`` for the next write; where in the segment it will lie."""
         payload = _pack(record)
-        self.buffer.append(_HEADER.pack(len(payload), zlib.crc32(payload)) + payload)
+        framed = _HEADER.pack(len(payload), zlib.crc32(payload)) + payload
+        offset = self.end + self.buffered
+        self.buffer.append(framed)
+        self.buffered += len(framed)
+        return offset
+
+    def _write(self) -> None:
+        data = b"".join(self.buffer)
+        self.buffer.clear()
+        self.buffered = 0
+        if self.end + len(data) > self.allocated:
+            self.allocated = self.end + len(data) + EXTENT_BYTES
+            os.posix_fallocate(self.fd, 0, self.allocated)
+            os.fsync(self.fd)  # the new size, once per extent
+        os.pwrite(self.fd, data, self.end)
+        self.end += len(data)
 
     def sync(self, now: float) -> None:
         """Write what the step logged and make it durable as the policy says: called
         before the step's frames and replies go out (one fsync per step: group commit)."""
         if self.buffer:
-            data = b"".join(self.buffer)
-            self.buffer.clear()
-            if self.end + len(data) > self.allocated:
-                self.allocated = self.end + len(data) + EXTENT_BYTES
-                os.posix_fallocate(self.fd, 0, self.allocated)
-                os.fsync(self.fd)  # the new size, once per extent
-            os.pwrite(self.fd, data, self.end)
-            self.end += len(data)
-            if self.policy.mode == "batch":
+            self._write()
+            if self.policy.mode == "batch" or self.hard_state_due:
+                self.hard_state_due = False
                 self._fdatasync()
                 return
         if self.policy.mode == "interval" and now - self.last_sync >= self.policy.interval_s:
@@ -431,15 +516,25 @@ def _check_records(path: Path) -> tuple[int, int]:
     return count, offset
 
 
-def _iter_records(path: Path, end: int) -> Iterator[Any]:
-    """The records of a segment up to ``end`` (checked by :func:`_check_records`)."""
+def _iter_records(path: Path, end: int) -> Iterator[tuple[int, Any]]:
+    """The records of a segment up to ``end`` (checked by :func:`_check_records`), each
+    with its offset."""
     with path.open("rb") as f:
         offset = 0
         while offset < end:
             body = _next_record(f, offset, end)
             assert body is not None, f"{path} changed under the replay"
+            yield offset, msgpack.unpackb(body, raw=False, use_list=True)
             offset += _HEADER.size + len(body)
-            yield msgpack.unpackb(body, raw=False, use_list=True)
+
+
+def _pread_record(fd: int, offset: int) -> Any:
+    """The record at ``offset`` of an open segment (one the index points at)."""
+    length, crc = _HEADER.unpack(os.pread(fd, _HEADER.size, offset))
+    body = os.pread(fd, length, offset + _HEADER.size)
+    if len(body) != length or zlib.crc32(body) != crc:
+        raise DaemonError(f"input log: the record at {offset} changed on disk under us")
+    return msgpack.unpackb(body, raw=False, use_list=True)
 
 
 def _next_record(f: BinaryIO, offset: int, size: int) -> bytes | None:

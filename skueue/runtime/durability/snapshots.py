@@ -56,7 +56,7 @@ def capture(
 
 def restore(file: BinaryIO, store: SnapshotEntryStore | None) -> DaemonSnapshot:
     """The snapshot's state (its host's clients of the last life are ended by the
-    ``Restarted`` input that follows the replay)."""
+    ``TookOver`` input that follows the replay)."""
     snapshot: Any = load(file, store)
     if not isinstance(snapshot, DaemonSnapshot):
         raise ValueError("the snapshot does not hold a daemon's state")
