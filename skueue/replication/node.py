@@ -311,12 +311,12 @@ class ReplicaNode:
         index = self.log.last_index + 1
         self.log.append(entries)
         self._out.append(AppendLocal(index, entries))
-        for config_host in self.log.config.members:
+        members = self.log.config.members
+        for config_host in members:
             if config_host != self.host and config_host not in self.progress:
                 self.progress[config_host] = Progress(next=index, recent_active=True)
-        for to in list(self.progress):
-            if to not in self.log.config.members:
-                del self.progress[to]
+        for to in [to for to in self.progress if to not in members]:
+            del self.progress[to]
         for to in self.progress:
             self._send_append(to)
         self._maybe_commit()  # a group of one commits at its own write

@@ -50,6 +50,7 @@ class ProcessGroup:
         self.input_log = input_log
         self.staged: list[bytes] = []
         """The records the owner logged in this step, packed."""
+        self._packer = msgpack.Packer(use_bin_type=True)
 
     def take_over(self, now: float) -> int:
         """Lead the group: a group of one elects itself at once; its ``took_over`` entry
@@ -61,7 +62,7 @@ class ProcessGroup:
 
     def stage(self, record: list[Any]) -> None:
         """An input's log record: an entry of this step's proposal."""
-        self.staged.append(msgpack.packb(record, use_bin_type=True))
+        self.staged.append(self._packer.pack(record))
 
     def end_step(self, now: float) -> None:
         """Propose what the step logged, write and sync it, and commit it: called before
@@ -88,7 +89,9 @@ class ProcessGroup:
 
     def snapshot_taken(self, index: int) -> None:
         """The input log holds a snapshot at ``index``: the replica forgets the terms
-        before it."""
+        before it.  (The host stepped every entry through it as the leader proposed
+        it; the replica hears so only now, not at every step's commit.)"""
+        self._carry_out(self.node.step(Applied(index)))
         self._carry_out(self.node.step(SnapshotTaken(index)))
 
     def _carry_out(self, effects: list[ReplicaEffect]) -> None:
@@ -98,9 +101,8 @@ class ProcessGroup:
                     self.input_log.write_entries(index, entries)
                 case SaveHardState(term=term, vote=vote):
                     self.input_log.save_hard_state(term, vote)
-                case Commit(index=index):
-                    # The leader stepped each entry into the host as it proposed it.
-                    self._carry_out(self.node.step(Applied(index)))
+                case Commit():
+                    pass  # the leader stepped each entry into the host as it proposed it
                 case RoleChanged(role="leader", term=term):
                     log.info("leads its replication group", term=term, replica=self.node.host)
                 case RoleChanged():

@@ -82,8 +82,11 @@ RECORD_BYTES_MAX = 64 * 1024 * 1024
 EXTENT_BYTES = 16 * 1024 * 1024
 
 
+_PACKER = msgpack.Packer(use_bin_type=True)  # one for all: packb builds one per call
+
+
 def _pack(record: Any) -> bytes:
-    packed: bytes = msgpack.packb(record, use_bin_type=True)
+    packed: bytes = _PACKER.pack(record)
     return packed
 
 
@@ -285,9 +288,8 @@ class InputLog:
 
     def write_entries(self, index: int, entries: Sequence[Entry]) -> None:
         """The log from ``index`` on is now ``entries`` (written at the next sync)."""
-        for at, entry in enumerate(entries, index):
-            offset = self._buffer(entry_record(at, entry))
-            self.index.add(at, entry, self.segment, offset)
+        offsets = [self._buffer(entry_record(at, entry)) for at, entry in enumerate(entries, index)]
+        self.index.extend(index, entries, self.segment, offsets)
 
     def save_hard_state(self, term: int, vote: HostId | None) -> None:
         """The replica's term and vote (written, and fsynced whatever the policy, at the

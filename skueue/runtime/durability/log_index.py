@@ -27,6 +27,7 @@ from skueue.replication.config import Config, HostId
 from skueue.replication.messages import ENTRY_KINDS, Entry
 
 ENTRY, HARD_STATE, BASE = "e", "h", "s"
+_KIND_CODES = {kind: code for code, kind in enumerate(ENTRY_KINDS)}
 
 
 class UnreadableLog(ValueError):
@@ -69,23 +70,26 @@ class LogIndex:
     def last_index(self) -> int:
         return self.first + len(self.terms) - 1
 
-    def add(self, index: int, entry: Entry, segment: int, offset: int) -> None:
-        """Entry ``index`` is written at ``offset`` of ``segment``: it replaces what the
-        log held from ``index`` on."""
-        if not self.first <= index <= self.last_index + 1:
-            raise UnreadableLog(f"entry {index} written after a log that ends at "
-                                f"{self.last_index}")  # fmt: skip
-        keep = index - self.first
-        for column in (self.segments, self.offsets, self.terms, self.kinds):
-            del column[keep:]
-        for at in [at for at in self.configs if at >= index]:
-            del self.configs[at]
-        self.segments.append(segment)
-        self.offsets.append(offset)
-        self.terms.append(entry.term)
-        self.kinds.append(ENTRY_KINDS.index(entry.kind))
-        if entry.config is not None:
-            self.configs[index] = entry.config
+    def extend(self, index: int, entries: Sequence[Entry], segment: int,
+               offsets: Sequence[int]) -> None:  # fmt: skip
+        """Entries from ``index`` on are written at ``offsets`` of ``segment``: they
+        replace what the log held from ``index`` on."""
+        last = self.last_index
+        if not self.first <= index <= last + 1:
+            raise UnreadableLog(f"entry {index} written after a log that ends at {last}")
+        if index <= last:
+            keep = index - self.first
+            for column in (self.segments, self.offsets, self.terms, self.kinds):
+                del column[keep:]
+            for at in [at for at in self.configs if at >= index]:
+                del self.configs[at]
+        self.segments.extend([segment] * len(entries))
+        self.offsets.extend(offsets)
+        self.terms.extend([entry.term for entry in entries])
+        self.kinds.extend([_KIND_CODES[entry.kind] for entry in entries])
+        for at, entry in enumerate(entries, index):
+            if entry.config is not None:
+                self.configs[at] = entry.config
 
     def restart_at(self, index: int, term: int, config: Config) -> None:
         """A snapshot at ``index`` covers everything before: nothing is held."""
@@ -97,7 +101,7 @@ class LogIndex:
         try:
             tag = record[0]
             if tag == ENTRY:
-                self.add(record[1], entry_of(record), segment, offset)
+                self.extend(record[1], [entry_of(record)], segment, [offset])
             elif tag == HARD_STATE:
                 self.hard_state = (record[1], record[2])
             elif tag == BASE:
