@@ -26,6 +26,7 @@ from pathlib import Path
 import pytest
 import trio
 
+import skueue
 import skueue.client.blocking
 from skueue.cluster.loadgen import LoadConfig
 from skueue.runtime.limits import Limits
@@ -107,9 +108,22 @@ async def test_kill_9_and_restart_one_daemon_at_a_time(tmp_path: Path) -> None:
         logs = cluster.logs()
         assert "bug:" not in logs
         assert "restored the snapshot" in logs  # the restarts went through snapshots
+        await check_terms(cluster, kills)
     finally:
         problems = stop(cluster.daemons)
         assert not problems, problems
+
+
+async def check_terms(cluster: Cluster, kills: list[int]) -> None:
+    """Each life of a daemon leads its process's replication group in a term of its own
+    (docs/replication.md §11, stage 2a): the term is the number of its starts, and
+    ``skueue stats`` says so."""
+    async with skueue.connect(cluster.addresses[0]) as q:
+        stats = await q.stats()
+    terms = {m["address"]: m["durable"]["term"] for m in stats["members"]}
+    expected = {a: 1 + kills.count(i) for i, a in enumerate(cluster.addresses)}
+    assert terms == expected, (terms, expected)
+    assert all(m["durable"]["replicas"] == [m["process"]] for m in stats["members"])
 
 
 @pytest.mark.trio
