@@ -57,7 +57,6 @@ from skueue.host.inputs import (
     PeerGone,
     PeerMessage,
     RemoveMember,
-    Restarted,
     Tick,
     TimedOut,
     TookOver,
@@ -144,12 +143,10 @@ class Host:
             case RemoveMember(member=member):
                 self._forget_member(member)
                 self._control([(p, ["removed", member]) for p in self.directory.others()])
-            case Restarted():
-                self._restarted()
             case TookOver(lease_clock_ms=lease_clock_ms):
                 # The leases of the last term went back just now: only new ones run on
                 # the new leader's clock, which never goes below the log's last reading.
-                self._restarted()
+                self._took_over()
                 self.clients.clock(max(lease_clock_ms, self.process.leases.now_ms))
         if self.clients.orphan_leases:  # granted to clients gone meanwhile: back they go
             orphans, self.clients.orphan_leases = self.clients.orphan_leases, []
@@ -240,8 +237,8 @@ class Host:
         clients.end_leases("closed", clients.leases_of(client))
         clients.client_gone(client)
 
-    def _restarted(self) -> None:
-        """The last life's clients are gone: their waits end, their leases go back, what
+    def _took_over(self) -> None:
+        """The last term's clients are gone: their waits end, their leases go back, what
         their requests still return is dropped; deadlines of its clock mean nothing."""
         clients = self.clients
         self._end_waits()

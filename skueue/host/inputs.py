@@ -45,7 +45,7 @@ class FromClient:
     tag: ClassVar[str] = "client"
     client: int
     """The connection it came on, numbered by the driver; never the number of a
-    connection of an earlier life (``Restarted``)."""
+    connection of an earlier term (``TookOver``)."""
     session: str | None
     """The client's session (its hello): with the request's ``rid``, the key under which
     a retry gets the first attempt's outcome (``skueue/host/retries.py``)."""
@@ -198,22 +198,13 @@ class RemoveMember:
 
 
 @dataclass(frozen=True, slots=True)
-class Restarted:
-    """A new life of the daemon begins (after its replay): the last life's clients are
-    gone, their blocking waits end and their leases go back; deadlines of the old clock
-    are forgotten."""
-
-    logged: ClassVar[bool] = True
-    tag: ClassVar[str] = "restarted"
-
-
-@dataclass(frozen=True, slots=True)
 class TookOver:
     """A replica became the leader of its process's group (docs/replication.md §5.3): the
-    first input of its term.  What ``Restarted`` ends, it ends (the last leader's clients
-    are gone with their waits, leases and deadlines), and the lease clock goes to
-    ``lease_clock_ms``, the new leader's first reading (never below the log's last: a
-    clock in the log never goes back, §2)."""
+    first input of its term, after a restart's replay or a failover.  The last term's
+    clients are gone: their blocking waits end, their leases go back, deadlines of the
+    old clock are forgotten; and the lease clock goes to ``lease_clock_ms``, the new
+    leader's first reading (never below the log's last: a clock in the log never goes
+    back, §2)."""
 
     logged: ClassVar[bool] = True
     tag: ClassVar[str] = "took-over"
@@ -223,8 +214,7 @@ class TookOver:
 
 Input = (
     FromClient | ClientGone | PeerMessage | PeerControl | Hello | PeerGone | ControlSent
-    | Tick | LeaseClock | EndWait | TimedOut | JoinStart | RemoveMember | Restarted
-    | TookOver
+    | Tick | LeaseClock | EndWait | TimedOut | JoinStart | RemoveMember | TookOver
 )
 INPUT_KINDS: dict[str, type] = {kind.tag: kind for kind in Input.__args__}
 """Every input class by its tag (the first element of its log record)."""

@@ -8,7 +8,7 @@ A durable daemon logs every input whose class says ``logged`` and syncs the log 
 step, before the step's frames and replies leave; every so often it pickles its host (a
 snapshot) and the log starts afresh.  After ``kill -9`` it unpickles the snapshot (or
 builds the host as at its first start) and steps the inputs logged after it; then it
-steps ``Restarted`` (``runtime/replay.py``).
+steps ``TookOver`` of its new term (``runtime/replay.py``).
 
 :class:`Member` keeps that record in memory, and next to each logged input the effects
 its first step gave, which no disk holds: :func:`rebuild` steps every logged input
@@ -38,7 +38,7 @@ NOT_COMPARED = (
     ".clients.out",
 )
 """What a rebuilt host need not share with the one lost: its timers (the driver's clock;
-a replay leaves them to the next ``Restarted``), the contacts that said hello and were
+a replay leaves them to the next ``TookOver``), the contacts that said hello and were
 not confirmed (``PeerGone`` forgets one without logging: nothing durable), and the last
 step's effects (handed to the driver; the last step may have been one not logged)."""
 
@@ -57,6 +57,9 @@ class Member:
     """Where the log starts after the last snapshot: the entries before it are in a
     snapshot not pickled yet (see :func:`record`)."""
     doomed: bool = False  # dies in its next step, before its sync
+    term: int = 1
+    """The term its daemon leads its process's group in: one more at each restart
+    (runtime/group.py), stepped with ``TookOver``."""
     gone: bool = False  # left the cluster and exited: frames to it are lost
 
     @property

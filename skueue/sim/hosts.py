@@ -21,8 +21,9 @@ and made again.  At random moments among them:
   the sync (that input is lost: a frame stays in flight, a tick is gone, a client sends
   its request again).  It comes back from its record, every logged input stepped again
   must give the effects it gave the first time, and the rebuilt host must equal the one
-  lost; then it steps ``Restarted``.  Its links' sessions end (the peers step
-  ``PeerGone``, and ``Hello`` before the next frame), its clients' connections die.
+  lost; then it steps ``TookOver`` of its next term, with the lease clock.  Its links'
+  sessions end (the peers step ``PeerGone``, and ``Hello`` before the next frame), its
+  clients' connections die.
 - **joins**: a new daemon starts alone and steps ``JoinStart`` through the *stayer* (a
   member that never leaves), as ``skueued --join`` does (``runtime/startup.py``);
 - **leaves**: an admin client sends ``skueue leave`` to a member in the ring (the
@@ -79,8 +80,8 @@ from skueue.host.inputs import (
     PeerControl,
     PeerGone,
     PeerMessage,
-    Restarted,
     Tick,
+    TookOver,
 )
 from skueue.host.results import Configured
 from skueue.host.retries import RetryWindow
@@ -453,7 +454,8 @@ class HostsSim:
             if not self.members[peer].gone:
                 self.enter(self.members[peer], PeerGone(member.pid))
         self.clients.member_crashed(member.pid)  # its connections died with it
-        self.enter(member, Restarted())
+        member.term += 1
+        self.enter(member, TookOver(member.term, self.steps))
 
     # -- churn -------------------------------------------------------------------------------
 

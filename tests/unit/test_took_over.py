@@ -1,6 +1,7 @@
 """The host's ``TookOver`` input (docs/replication.md §2, §5.3, I8): the first input of a
-new leader's term ends what the last leader's clients left, as ``Restarted`` does after a
-replay, and steps the lease clock to the new leader's first reading.
+new leader's term ends what the last leader's clients left (also after a restart's
+replay, where the daemon's one-voter group takes over again), and steps the lease clock
+to the new leader's first reading.
 
 Each test drives a one-process host through what the old leader stepped, then the
 ``TookOver`` a new leader's replica steps with the same log, and reads the host.
