@@ -91,6 +91,7 @@ def test_a_scrape_during_a_workload_shows_the_values_moving(
         ("skueue_client_connections_total", {}),
         ("skueue_peer_frames_sent_total", {"peer": b}),
         ("skueue_fsync_duration_seconds_count", {}),
+        ("skueue_replication_commit_index", {}),
         ("process_cpu_seconds_total", {}),
     ]
     for name, labels in moving:
@@ -102,6 +103,8 @@ def test_a_scrape_during_a_workload_shows_the_values_moving(
     assert value(second, "skueue_ready") == 1
     assert value(second, "skueue_peer_up", peer=b) == 1
     assert value(second, "skueue_disk_bytes") > 0
+    assert value(second, "skueue_replication_term") == 1  # its first life: term 1
+    assert value(second, "skueue_replication_replicas") == 1
     assert value(second, "process_resident_memory_bytes") > 10e6
     assert value(second, "skueue_client_connections", role="client") == 0
     # The depth of a queue is known at the anchor only: 50 - 20 - 1 + 100 - 110.

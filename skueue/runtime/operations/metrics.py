@@ -353,6 +353,21 @@ class DaemonCollector(Collector):
             "",
             {"": log.sync_seconds},
         )
+        yield from self._replication()
+
+    def _replication(self) -> Iterator[Metric]:
+        """The process's replication group (runtime/group.py): its term, a new one at
+        each start or failover, the last entry committed, and how many replicas vote."""
+        group = None if self.daemon.owner is None else self.daemon.owner.group
+        if group is None:
+            return
+        node = group.node
+        yield gauge("skueue_replication_term", "the term its group is led in", [],
+                    {(): node.term})  # fmt: skip
+        yield gauge("skueue_replication_commit_index", "the last entry of its log committed",
+                    [], {(): node.commit})  # fmt: skip
+        yield gauge("skueue_replication_replicas", "the voters of its group", [],
+                    {(): len(node.config.voters)})  # fmt: skip
 
 
 def directory_bytes(directory: Path, files_max: int = DISK_SCAN_FILES_MAX) -> int:
