@@ -6,20 +6,21 @@ what it needs to decide: terms for the consistency check and the election restri
 entries to send, and which configuration is in force (the last one in the log,
 committed or not, thesis §4.1).
 
-Memory: a term per entry (8 bytes), and the entries themselves only until the disk has
-them, when the driver gives an :class:`EntryReader` to read them back (as etcd's
-``Storage``): a daemon's log holds up to ``snapshot_log_bytes`` per group, which must
-not also sit in memory.  Without a reader (tests, small simulations) every entry stays.
+Memory: a run per term the log holds (``terms.py``), and the entries only until the
+disk has them, when the driver gives an :class:`EntryReader` to read them back (as
+etcd's ``Storage``): a daemon's log holds up to ``snapshot_log_bytes`` per group, which
+must not also sit in memory.  Without a reader (tests, small simulations) every entry
+stays.
 """
 
 from __future__ import annotations
 
-from array import array
 from collections.abc import Sequence
 from typing import Protocol
 
 from skueue.replication.config import Config
 from skueue.replication.messages import Entry
+from skueue.replication.terms import TermRuns
 
 
 class EntryReader(Protocol):
@@ -41,7 +42,7 @@ class RaftLog:
         self.snapshot_index = snapshot_index
         self.snapshot_term = snapshot_term
         self.reader = reader
-        self.terms = array("q")
+        self.terms = TermRuns(snapshot_index)
         """The term of each entry after the snapshot."""
         self.stable = snapshot_index
         """Entries through this index are read back from the reader, and not held here
@@ -79,11 +80,12 @@ class RaftLog:
 
     @property
     def last_index(self) -> int:
-        return self.snapshot_index + len(self.terms)
+        return self.terms.last
 
     @property
     def last_term(self) -> int:
-        return self.terms[-1] if self.terms else self.snapshot_term
+        last = self.terms.last_term()
+        return self.snapshot_term if last is None else last
 
     @property
     def config(self) -> Config:
@@ -105,7 +107,7 @@ class RaftLog:
         if index == self.snapshot_index:
             return self.snapshot_term
         if self.snapshot_index < index <= self.last_index:
-            return self.terms[index - self.snapshot_index - 1]
+            return self.terms.at(index)
         return None
 
     def entry(self, index: int) -> Entry:
@@ -141,7 +143,8 @@ class RaftLog:
     def append(self, entries: Sequence[Entry]) -> None:
         """Add ``entries`` after the last one."""
         first = self.last_index + 1
-        self.terms.extend(entry.term for entry in entries)
+        for entry in entries:
+            self.terms.append(entry.term)
         self.held.extend(entries)
         for offset, entry in enumerate(entries):
             if entry.kind == "config":
@@ -152,7 +155,7 @@ class RaftLog:
         """Drop the entries from ``index`` on (a conflicting tail, Raft §5.3), and the
         configurations they brought."""
         assert index > self.snapshot_index, "a snapshot is never truncated"
-        del self.terms[index - self.snapshot_index - 1:]
+        self.terms.truncate_from(index)
         if index > self.stable:
             del self.held[index - self.stable - 1:]
         else:
@@ -168,7 +171,7 @@ class RaftLog:
         terms never decrease along its log)."""
         index = min(prev_index - 1, self.last_index)
         while index > self.snapshot_index and (self.term_at(index) or 0) > prev_term:
-            index -= 1
+            index = self.terms.run_start(index) - 1  # the whole run has that term
         return max(index, self.snapshot_index)
 
     def compact(self, index: int) -> None:
@@ -178,7 +181,7 @@ class RaftLog:
         term = self.term_at(index)
         assert term is not None and index <= self.last_index
         config = self.config_at(index)
-        del self.terms[: index - self.snapshot_index]
+        self.terms.drop_through(index)
         if index > self.stable:
             del self.held[: index - self.stable]
             self.stable = index
@@ -188,7 +191,7 @@ class RaftLog:
 
     def restore(self, index: int, term: int, config: Config) -> None:
         """Become the log a snapshot leaves: nothing after ``index``."""
-        self.terms = array("q")
+        self.terms = TermRuns(index)
         self.held = []
         self.snapshot_index, self.snapshot_term = index, term
         self.configs = [(index, config)]
