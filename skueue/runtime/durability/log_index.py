@@ -14,7 +14,8 @@ Records of the input log's segments (msgpack lists, framed by
 - ``["s", index, term, voters, learners]``: the first records of a segment that follows
   a snapshot, with the hard state: the position and configuration the snapshot is at.
 
-The index keeps 8 bytes of term and 12 of position per entry, never the data.
+The index keeps 13 bytes of position and kind per entry, a run per term, never the
+data.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from typing import Any, overload
 
 from skueue.replication.config import Config, HostId
 from skueue.replication.messages import ENTRY_KINDS, Entry
+from skueue.replication.terms import TermRuns
 
 ENTRY, HARD_STATE, BASE = "e", "h", "s"
 _KIND_CODES = {kind: code for code, kind in enumerate(ENTRY_KINDS)}
@@ -60,15 +62,15 @@ class LogIndex:
     def _hold_from(self, first: int) -> None:
         self.first = first
         """The index of the first entry held (the snapshot's index + 1)."""
-        self.segments = array("l")
+        self.segments = array("i")
         self.offsets = array("q")
-        self.terms = array("q")
+        self.terms = TermRuns(first - 1)
         self.kinds = array("b")  # positions in ENTRY_KINDS
         self.configs: dict[int, Config] = {}  # the config entries' configurations
 
     @property
     def last_index(self) -> int:
-        return self.first + len(self.terms) - 1
+        return self.first + len(self.offsets) - 1
 
     def extend(self, index: int, entries: Sequence[Entry], segment: int,
                offsets: Sequence[int]) -> None:  # fmt: skip
@@ -79,13 +81,15 @@ class LogIndex:
             raise UnreadableLog(f"entry {index} written after a log that ends at {last}")
         if index <= last:
             keep = index - self.first
-            for column in (self.segments, self.offsets, self.terms, self.kinds):
+            for column in (self.segments, self.offsets, self.kinds):
                 del column[keep:]
+            self.terms.truncate_from(index)
             for at in [at for at in self.configs if at >= index]:
                 del self.configs[at]
         self.segments.extend([segment] * len(entries))
         self.offsets.extend(offsets)
-        self.terms.extend([entry.term for entry in entries])
+        for entry in entries:
+            self.terms.append(entry.term)
         self.kinds.extend([_KIND_CODES[entry.kind] for entry in entries])
         for at, entry in enumerate(entries, index):
             if entry.config is not None:
@@ -142,7 +146,7 @@ class BareEntries(Sequence[Entry]):
         self.log = log
 
     def __len__(self) -> int:
-        return len(self.log.terms)
+        return len(self.log.offsets)
 
     @overload
     def __getitem__(self, at: int) -> Entry: ...
@@ -152,7 +156,7 @@ class BareEntries(Sequence[Entry]):
         if isinstance(at, slice):
             return [self[i] for i in range(*at.indices(len(self)))]
         log = self.log
-        return Entry(log.terms[at], ENTRY_KINDS[log.kinds[at]], b"",
+        return Entry(log.terms.at(log.first + at), ENTRY_KINDS[log.kinds[at]], b"",
                      log.configs.get(log.first + at))  # fmt: skip
 
     def __iter__(self) -> Iterator[Entry]:
