@@ -194,3 +194,14 @@ def test_a_crash_between_a_segments_base_and_its_snapshot_keeps_the_old_entries(
     fresh = LogIndex()  # the snapshot made it: only the new segment is read
     fresh.note(base_record(3, 1, ALONE), 1, 0)
     assert (fresh.first, fresh.last_index, fresh.base) == (4, 3, (3, 1, ALONE))
+
+
+def test_an_entry_whose_input_is_not_msgpack_is_refused_in_one_line(tmp_path: Path) -> None:
+    log = InputLog.open(tmp_path, META, SyncPolicy())
+    log.write_entries(1, [Entry(1, "data", b"\xc1")])  # 0xc1: never used by msgpack
+    log.sync(0.0)
+    log.close()
+    again = InputLog.open(tmp_path, META, SyncPolicy())
+    with pytest.raises(DaemonError, match="entry 1 holds no input this version reads") as e:
+        list(again.records())
+    assert "\n" not in str(e.value)

@@ -187,7 +187,11 @@ class InputLog:
             for offset, record in _iter_records(path, end):
                 if (record[0] == "e" and record[3] == "data"
                         and self.index.holds(record[1], segment, offset)):  # fmt: skip
-                    yield msgpack.unpackb(record[4], raw=False, use_list=True)
+                    try:
+                        yield msgpack.unpackb(record[4], raw=False, use_list=True)
+                    except (ValueError, TypeError) as e:  # msgpack's errors are ValueErrors
+                        raise DaemonError(f"input log {path}: entry {record[1]} holds no "
+                                          f"input this version reads ({e})") from None
 
     def _open_segment(self) -> None:
         # Written at ``end`` with pwrite; the file is allocated ahead in extents, so that
