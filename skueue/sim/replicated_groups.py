@@ -96,6 +96,8 @@ class Group:
                          for mid in ids}  # fmt: skip
         self.stats = GroupStats()
         self.view: tuple[HostId, int] | None = None
+        self.newest_term = 0
+        """The newest term a leader took."""
         """(leader, term) as the simulation last saw it (None: no leader)."""
         self.in_log: set[tuple[str, int]] = set()
         """Peer frames (sender, number) in the leader's log and not yet released: they
@@ -107,11 +109,14 @@ class Group:
     # -- what the simulation reads --------------------------------------------------------
 
     def leader(self) -> Machine | None:
-        """The machine that leads in the highest term (an older leader not yet deposed
-        may still think it leads: it can commit nothing)."""
+        """The machine that leads in the newest term a leader took (an older leader not
+        yet deposed may still think it leads: it can commit nothing, and is never the
+        group's leader again, even once the newer one stepped down: its host's view of
+        the clients is stale, as its connections closed meanwhile)."""
         leaders = [m for m in self.machines.values()
                    if m.up and m.node.role == "leader" and m.lead_term is not None]  # fmt: skip
-        return max(leaders, key=lambda m: m.node.term, default=None)
+        m = max(leaders, key=lambda m: m.node.term, default=None)
+        return m if m is not None and m.node.term >= self.newest_term else None
 
     def serving(self) -> Machine | None:
         """The leader, if it takes inputs now (a paused one takes none: what is sent to
@@ -236,7 +241,7 @@ class Group:
         """``m`` just won its term: it steps what it inherited, then ``TookOver``."""
         node = m.node
         assert m.stepped == m.applied and not m.held, f"{m.mid}: a follower ran ahead"
-        m.lead_term = node.term
+        m.lead_term = self.newest_term = node.term
         self.stats.elections += 1
         for at in range(m.stepped + 1, node.last_index + 1):
             entry = node.entry(at)

@@ -29,7 +29,9 @@ it cannot commit until CheckQuorum makes it step down, and its clients move to t
 leader the others elect, as on a crash, while it keeps its state.  ``machine_pauses``
 stop a machine for a drawn span (no Raft tick, nothing delivered: messages to it wait in
 flight; a paused leader takes no input, which waits as when there is no leader); it
-resumes with its stale view, and if it led, the others' higher term deposes it.
+resumes with its stale view, and if it led, the others' higher term deposes it; if it
+still leads, it first steps ``ClientGone`` for the client connections that closed while
+it was paused (their requests failed), as a daemon's sockets would tell it.
 
 Checked as the run goes (``AssertionError`` naming the seed): at most one leader per
 term (I5); an entry released only once a majority's disks hold it (I2), by a leader
@@ -51,7 +53,7 @@ from typing import Any
 
 from skueue.core.effects import Send
 from skueue.host.effects import HostEffect, Reply, SendControl
-from skueue.host.inputs import Hello, Input, PeerControl, PeerMessage
+from skueue.host.inputs import ClientGone, FromClient, Hello, Input, PeerControl, PeerMessage
 from skueue.replication.config import HostId
 from skueue.replication.inputs import Received
 from skueue.replication.inputs import Tick as RaftTick
@@ -152,6 +154,8 @@ class ReplicatedHostsSim(HostsSim):
         self.machine_partitions = 0
         self.machine_pauses = 0
         self.cut_ticks: dict[HostId, int] = {}
+        self.closed_while_paused: dict[str, set[int]] = {pid: set() for pid in self.groups}
+        """Per process, the client connections that closed while its leader was paused."""
         """Per machine cut off while it leads, the Raft ticks it has had so (CheckQuorum)."""
 
     # -- what the groups ask of the simulation ---------------------------------------------
@@ -173,6 +177,7 @@ class ReplicatedHostsSim(HostsSim):
         self.members[group.pid].host = group.face()
         if view == group.view:
             return
+        self.closed_while_paused[group.pid].clear()  # ``TookOver`` forgets them all (I8)
         if leader is not None:
             first = self.terms.setdefault((group.pid, leader.node.term), leader.mid)
             assert first == leader.mid, (f"seed {self.config.seed}: two leaders of "
@@ -345,8 +350,15 @@ class ReplicatedHostsSim(HostsSim):
         self.channel.paused.add(m.mid)
 
     def resume(self, m: Machine) -> None:
+        """``m`` runs again; if it still leads, it first sees the client connections that
+        closed meanwhile (its sockets say so), whose leases go back."""
         m.paused = False
         self.channel.paused.discard(m.mid)
+        if self.groups[m.pid].serving() is not m:
+            return  # a follower, or deposed meanwhile: the new leader forgot them (I8)
+        closed, self.closed_while_paused[m.pid] = self.closed_while_paused[m.pid], set()
+        if closed:
+            self.groups[m.pid].propose([ClientGone(conn) for conn in sorted(closed)])
 
     def _machine_crash(self) -> None:
         up = [(g, m) for g, m in self.machines.values()
@@ -369,6 +381,8 @@ class ReplicatedHostsSim(HostsSim):
         input is not taken: a frame stays, a client sends again)."""
         group = self.groups[member.pid]
         if not group.propose([item]):
+            if group.leader() is not None and isinstance(item, FromClient | ClientGone):
+                self.closed_while_paused[member.pid].add(item.client)  # the client closes it
             return False
         if self.config.lease_ratio and group.serving() is not None:
             self._check_leases(member)

@@ -38,6 +38,7 @@ from skueue.replication.effects import Send
 from skueue.replication.messages import AppendEntries, AppendReply, Message
 from skueue.sim.hosts import HostsConfig, HostsResult, HostsSim
 from skueue.sim.replicated_hosts import ReplicatedHostsSim
+from skueue.sim.rounds import SimStuck
 from tests.property.host_runs import before_sync, check_run, deliveries, timeouts
 
 channel = st.sampled_from([0.0, 0.1, 0.3])
@@ -60,6 +61,8 @@ def replicated_configs(draw: st.DrawFn, structure: Structure, leases: bool = Fal
         max_deliveries=draw(st.sampled_from([0, 1, 3])) if leases else 0,
         replicas=3,
         machine_crashes=draw(st.integers(0, 8)),
+        machine_partitions=draw(st.integers(0, 4)),
+        machine_pauses=draw(st.integers(0, 4)),
         channel_loss=draw(channel),
         channel_duplication=draw(channel),
     )
@@ -187,6 +190,11 @@ def test_replicas_need_the_replicated_simulator_and_one_replica_refuses_its_faul
         HostsConfig(replicas=3, joins=1)
     with pytest.raises(ValueError, match="replicas is"):
         HostsConfig(replicas=2)
+    for fault in ("machine_partitions", "machine_pauses"):
+        with pytest.raises(ValueError, match="replicas > 1"):
+            HostsConfig(**{fault: 1})  # type: ignore[arg-type]
+        with pytest.raises(ValueError, match="negative"):
+            HostsConfig(replicas=3, **{fault: -1})  # type: ignore[arg-type]
 
 
 def test_an_ack_whose_reply_was_lost_with_its_leader_keeps_its_answer() -> None:
@@ -284,6 +292,32 @@ def test_a_leader_deposed_late_leaves_the_frames_of_the_new_leaders_log_alone() 
     check_run(*run_replicated(config))
 
 
+def test_a_resumed_leader_gives_back_the_leases_of_connections_closed_meanwhile() -> None:
+    """The schedule that found it: p0's leader pauses, a consumer's requests to it fail
+    and the consumer closes its connection, a follower resumes before the leader.  The
+    leader that resumes and still leads steps ``ClientGone`` for each connection that
+    closed meanwhile (a daemon's sockets tell it), so no lease outlives its connection;
+    without it, the lease check failed (a follower's resume had also taken the list)."""
+    config = HostsConfig(processes=1, clients=2, operations=22, insert_ratio=0.689,
+                         seed=2661976061, delivery="any", timeout_steps=60, lease_ratio=0.504,
+                         max_deliveries=3, replicas=3, machine_partitions=1,
+                         machine_pauses=3, channel_duplication=0.1)  # fmt: skip
+    check_run(*run_replicated(config))
+
+
+def test_a_leader_of_an_older_term_never_leads_the_group_again() -> None:
+    """The schedule that found it (seed 0): p0's leader of term 1 pauses, term 2's leader
+    is elected, then pauses and, resumed, steps down (CheckQuorum: both others paused);
+    the group then took the still paused leader of term 1 for its leader again, and when
+    it resumed, its host held the lease of a connection that had closed at the change to
+    term 2.  A leader older than the newest term is never the group's leader again (the
+    others will depose it): the group waits for an election."""
+    config = HostsConfig(processes=1, clients=1, operations=32, insert_ratio=0.75, seed=0,
+                         before_sync_ratio=0.0, lease_ratio=1.0, replicas=3,
+                         machine_pauses=4, channel_duplication=0.1)  # fmt: skip
+    check_run(*run_replicated(config))
+
+
 def test_a_doomed_machine_is_not_paused_past_its_restart() -> None:
     """Seed 0 draws every fault at step 0: a machine doomed to die before its sync was
     paused, restarted while still up, and died once it resumed, never to return: its
@@ -296,16 +330,18 @@ def test_a_doomed_machine_is_not_paused_past_its_restart() -> None:
 
 # -- the checks can fail ---------------------------------------------------------------
 
+# A run of this size takes about 2,000 steps: a group stuck for good is found at 20,000.
 FAULTY = dict(processes=2, clients=4, operations=40, replicas=3, timeout_steps=60,
-              machine_partitions=4, machine_pauses=4)  # fmt: skip
+              max_steps=20_000)  # fmt: skip
 
 
-def _first_violation(seeds: int) -> str:
+def _first_violation(seeds: int, **faults: int) -> str:
     for seed in range(seeds):
+        config = HostsConfig(seed=seed, **FAULTY, **faults)  # type: ignore[arg-type]
         try:
-            ReplicatedHostsSim(HostsConfig(seed=seed, **FAULTY)).run()  # type: ignore[arg-type]
-        except AssertionError as e:
-            return str(e)
+            ReplicatedHostsSim(config).run()
+        except (AssertionError, SimStuck) as e:
+            return f"{type(e).__name__}: {e}"
     raise AssertionError(f"no violation found in {seeds} seeds")
 
 
@@ -313,16 +349,17 @@ def test_the_checks_catch_a_cut_off_leader_that_keeps_leading(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setattr(replica_node.ReplicaNode, "_heard_from_quorum", lambda self: True)
-    found = _first_violation(20)
-    assert "CheckQuorum" in found and found.startswith("seed "), found
+    found = _first_violation(20, machine_partitions=4, machine_pauses=4)
+    assert found.startswith("AssertionError: seed ") and "(CheckQuorum)" in found, found
 
 
 def test_the_checks_catch_followers_that_answer_an_old_leader(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """Fencing broken: a replica takes an append of an older term as its own and answers
-    in the old leader's term, so an old leader back from a partition or a pause commits
-    its tail over the new leader's."""
+    in the old leader's term, so an old leader back from a partition commits its tail
+    over what the new leader released (or the replicas keep obeying it, and the group
+    never elects again: stuck)."""
     received = replica_node.ReplicaNode._received
 
     def unfenced(self: replica_node.ReplicaNode, sender: str, m: Message) -> None:
@@ -338,5 +375,5 @@ def test_the_checks_catch_followers_that_answer_an_old_leader(
                 self._out[at] = dataclasses.replace(out, message=message)
 
     monkeypatch.setattr(replica_node.ReplicaNode, "_received", unfenced)
-    found = _first_violation(60)
-    assert found.startswith("seed "), found
+    found = _first_violation(60, machine_partitions=8)
+    assert found.split(": ", 1)[1].startswith("seed "), found
