@@ -154,9 +154,9 @@ class ReplicatedHostsSim(HostsSim):
         self.machine_partitions = 0
         self.machine_pauses = 0
         self.cut_ticks: dict[HostId, int] = {}
+        """Per machine cut off while it leads, the Raft ticks it has had so (CheckQuorum)."""
         self.closed_while_paused: dict[str, set[int]] = {pid: set() for pid in self.groups}
         """Per process, the client connections that closed while its leader was paused."""
-        """Per machine cut off while it leads, the Raft ticks it has had so (CheckQuorum)."""
 
     # -- what the groups ask of the simulation ---------------------------------------------
 
