@@ -295,6 +295,8 @@ class ReplicatedHostsSim(HostsSim):
             self._machine_crash()
         elif kind.startswith("restart "):
             group, m = self.machines[kind.removeprefix("restart ")]
+            if m.up:  # doomed, it has not acted since (cut off, its clock slow): dies now
+                group.crash(m)
             group.restart(m)
         elif kind == "machine-partition":
             self._machine_partition()

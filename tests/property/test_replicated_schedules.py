@@ -328,6 +328,18 @@ def test_a_doomed_machine_is_not_paused_past_its_restart() -> None:
     check_run(*run_replicated(config))
 
 
+def test_a_doomed_machine_that_never_acts_before_its_restart_dies_then() -> None:
+    """The schedule that found it (seed 519531880): a machine doomed to die in its next
+    action, cut off, had not ticked when its restart came; it restarted still doomed,
+    died in its next action, and no restart followed: its group never converged."""
+    config = HostsConfig(processes=1, structure=Structure.STACK, clients=1, operations=19,
+                         insert_ratio=0.588, seed=519531880, delivery="any",
+                         before_sync_ratio=1.0, replicas=3, machine_crashes=6,
+                         machine_partitions=4, machine_pauses=2,
+                         channel_duplication=0.1)  # fmt: skip
+    check_run(*run_replicated(config))
+
+
 # -- the checks can fail ---------------------------------------------------------------
 
 # A run of this size takes about 2,000 steps: a group stuck for good is found at 20,000.
