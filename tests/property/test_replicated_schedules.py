@@ -175,10 +175,14 @@ def test_a_broken_connection_sends_its_request_once() -> None:
 
 def test_a_replicated_schedule_replays_from_its_seed() -> None:
     config = busy(7, machine_crashes=4, channel_loss=0.1, channel_duplication=0.1,
-                  lease_ratio=0.3, delivery="any")  # fmt: skip
-    first, again = ReplicatedHostsSim(config).run(), ReplicatedHostsSim(config).run()
-    assert first.records == again.records and first.lease_events == again.lease_events
-    assert first.steps == again.steps
+                  lease_ratio=0.3, delivery="any", machine_partitions=3,
+                  machine_pauses=3)  # fmt: skip
+    first, again = ReplicatedHostsSim(config), ReplicatedHostsSim(config)
+    ran, reran = first.run(), again.run()
+    assert ran.records == reran.records and ran.lease_events == reran.lease_events
+    assert ran.steps == reran.steps
+    assert (first.machine_partitions, first.machine_pauses) == (3, 3)
+    assert first.channel.stats == again.channel.stats and first.channel.stats.cut > 0
 
 
 def test_replicas_need_the_replicated_simulator_and_one_replica_refuses_its_faults() -> None:
