@@ -123,6 +123,8 @@ class HostsConfig:
     # Replication (skueue/sim/replicated_hosts.py; 1: each process one host, as above).
     replicas: int = 1  # machines per process, each a Raft replica of it
     machine_crashes: int = 0  # a replica machine killed, restarted later from its disk
+    machine_partitions: int = 0  # a machine cut off from its group for a while, then healed
+    machine_pauses: int = 0  # a machine that takes no step for a while, then resumes
     channel_loss: float = 0.0  # of the replicas' messages
     channel_duplication: float = 0.0
 
@@ -144,16 +146,18 @@ class HostsConfig:
             raise ValueError("pq_operations need pq_levels")
         if self.replicas not in (1, 3, 5):
             raise ValueError("replicas is 1, 3 or 5")
-        if self.replicas == 1 and (self.machine_crashes or self.channel_loss
+        if self.replicas == 1 and (self.machine_crashes or self.machine_partitions
+                                   or self.machine_pauses or self.channel_loss
                                    or self.channel_duplication):  # fmt: skip
-            raise ValueError("machine crashes and the replicas' channel need replicas > 1")
+            raise ValueError("machine crashes, partitions, pauses and the replicas' channel "
+                             "need replicas > 1")
         if self.replicas > 1 and (self.crashes or self.joins or self.leaves):
             raise ValueError("with replicas, machines crash (machine_crashes); churn is "
                              "not simulated yet")
         for ratio in (self.channel_loss, self.channel_duplication):
             if not 0.0 <= ratio < 1.0:
                 raise ValueError("channel ratios must be in [0, 1)")
-        if self.machine_crashes < 0:
+        if min(self.machine_crashes, self.machine_partitions, self.machine_pauses) < 0:
             raise ValueError("counts must not be negative")
 
 

@@ -4,13 +4,14 @@ will drive its slots.
 
 Theory of operation
 -------------------
-Only the group's leader takes inputs.  :meth:`Group.propose` steps them on the leader's
-host at once (pipelined), proposes each as one entry (the entry's data is a key of the
-simulation's table of inputs; the daemon will log the record instead), and holds the
-step's effects.  Each time the leader's commit index moves, the held effects through it
-are handed to the simulation in log order (``Outside.release``): nothing of an entry
-leaves before it is committed (I2).  A follower steps each committed entry into its host
-and hands its effects over only to be compared with what the leader released (I3).
+Only the group's leader takes inputs, and not while it is paused.
+:meth:`Group.propose` steps them on the leader's host at once (pipelined), proposes each
+as one entry (the entry's data is a key of the simulation's table of inputs; the daemon
+will log the record instead), and holds the step's effects.  Each time the leader's
+commit index moves, the held effects through it are handed to the simulation in log
+order (``Outside.release``): nothing of an entry leaves before it is committed (I2).  A
+follower steps each committed entry into its host and hands its effects over only to be
+compared with what the leader released (I3).
 
 Elections: a machine that becomes leader first steps the tail it inherited past its
 commit index (it will commit it with its ``took_over`` entry) and then proposes the
@@ -19,7 +20,10 @@ place of the log (§5.3).  (The Raft module's ``took_over`` entry carries no dat
 ``TookOver`` needs the new leader's lease clock: hence a data entry of its own, right
 after it, in the same step.)  A leader that steps down with its host past its commit
 index rebuilds the host from its committed prefix (§5.4); a machine that restarts
-rebuilds from its log as the commit index reaches it (§5.5).
+rebuilds from its log as the commit index reaches it (§5.5).  An old leader may learn
+only late that it was deposed (back from a pause or a partition): the peer frames held
+in the log (``in_log``) are always those of whoever leads now, not cleared by its step
+down.
 
 Every machine syncs at the end of its action: its writes become durable, then its
 ``Persisted`` is stepped, then the messages that had to wait for the writes leave.  A
@@ -92,6 +96,8 @@ class Group:
                          for mid in ids}  # fmt: skip
         self.stats = GroupStats()
         self.view: tuple[HostId, int] | None = None
+        self.newest_term = 0
+        """The newest term a leader took."""
         """(leader, term) as the simulation last saw it (None: no leader)."""
         self.in_log: set[tuple[str, int]] = set()
         """Peer frames (sender, number) in the leader's log and not yet released: they
@@ -103,11 +109,20 @@ class Group:
     # -- what the simulation reads --------------------------------------------------------
 
     def leader(self) -> Machine | None:
-        """The machine that leads in the highest term (an older leader not yet deposed
-        may still think it leads: it can commit nothing)."""
+        """The machine that leads in the newest term a leader took (an older leader not
+        yet deposed may still think it leads: it can commit nothing, and is never the
+        group's leader again, even once the newer one stepped down: its host's view of
+        the clients is stale, as its connections closed meanwhile)."""
         leaders = [m for m in self.machines.values()
                    if m.up and m.node.role == "leader" and m.lead_term is not None]  # fmt: skip
-        return max(leaders, key=lambda m: m.node.term, default=None)
+        m = max(leaders, key=lambda m: m.node.term, default=None)
+        return m if m is not None and m.node.term >= self.newest_term else None
+
+    def serving(self) -> Machine | None:
+        """The leader, if it takes inputs now (a paused one takes none: what is sent to
+        it waits, as the simulation's callers do when there is no leader)."""
+        leader = self.leader()
+        return None if leader is None or leader.paused else leader
 
     def face(self) -> Host:
         """The host the simulation shows for the process: the leader's, else the most
@@ -119,7 +134,7 @@ class Group:
 
     def quiet(self) -> bool:
         """A leader holds everything it stepped committed and released."""
-        leader = self.leader()
+        leader = self.serving()
         return (leader is not None and not leader.held
                 and leader.node.commit == leader.node.last_index)  # fmt: skip
 
@@ -127,8 +142,8 @@ class Group:
 
     def propose(self, items: list[Input]) -> bool:
         """The leader steps ``items`` and proposes them; False if the group has no leader
-        (nothing was taken)."""
-        m = self.leader()
+        or it is paused (nothing was taken)."""
+        m = self.serving()
         if m is None:
             return False
         self._propose_on(m, items, own=True)
@@ -226,7 +241,7 @@ class Group:
         """``m`` just won its term: it steps what it inherited, then ``TookOver``."""
         node = m.node
         assert m.stepped == m.applied and not m.held, f"{m.mid}: a follower ran ahead"
-        m.lead_term = node.term
+        m.lead_term = self.newest_term = node.term
         self.stats.elections += 1
         for at in range(m.stepped + 1, node.last_index + 1):
             entry = node.entry(at)
@@ -237,7 +252,7 @@ class Group:
         before = m.host.process.leases.now_ms
         self._propose_on(m, [TookOver(node.term, clock)], own=True)
         _check_clean(m, max(clock, before))
-        self.in_log = self._frames_in_log(m)
+        self._frames_of_leader()
         self.outside.leader_changed(self)
 
     def _step_down(self, m: Machine) -> None:
@@ -248,7 +263,7 @@ class Group:
         if m.stepped > m.applied:
             self.stats.rebuilds += 1
             self._rebuild(m)
-        self.in_log = set()
+        self._frames_of_leader()
         self.outside.leader_changed(self)
 
     def _rebuild(self, m: Machine) -> None:
@@ -256,6 +271,13 @@ class Group:
         for at in range(1, m.applied + 1):
             self._apply(m, m.node.entry(at))
         m.stepped = m.applied
+
+    def _frames_of_leader(self) -> None:
+        """``in_log`` follows whoever leads now: an old leader that learns late that it
+        was deposed (back from a pause or a partition) must not clear the frames held in
+        the new leader's log, or they would be delivered and logged twice."""
+        leader = self.leader()
+        self.in_log = set() if leader is None else self._frames_in_log(leader)
 
     def _frames_in_log(self, m: Machine) -> set[tuple[str, int]]:
         out = set()
@@ -276,7 +298,7 @@ class Group:
         m.held.clear()
         self.outside.crashed(m)
         if was_leading:
-            self.in_log = set()
+            self._frames_of_leader()
             self.outside.leader_changed(self)
 
     def restart(self, m: Machine) -> None:

@@ -17,7 +17,10 @@ the host went) may pass the commit index only on a leader.
 
 The :class:`Channel` carries the replicas' messages: unnumbered, so it may lose,
 duplicate and reorder them (each message in flight is delivered at a step with some
-probability, in a random order), as the daemon channel may (§6.2).
+probability, in a random order), as the daemon channel may (§6.2).  It also knows which
+machines are ``cut`` off from the others (a partition: whatever is sent to or from them,
+or arrives while they are cut, is lost) and which are ``paused`` (what is on its way to
+them waits in flight until they resume, as in a stopped process's socket buffers).
 """
 
 from __future__ import annotations
@@ -66,6 +69,7 @@ class Machine:
     held: deque[Held] = field(default_factory=deque)
     up: bool = True
     doomed: bool = False  # dies in its next action, before its sync
+    paused: bool = False  # takes no step (no tick, nothing delivered) until it resumes
 
 
 @dataclass
@@ -73,6 +77,7 @@ class ChannelStats:
     sent: int = 0
     lost: int = 0
     duplicated: int = 0
+    cut: int = 0  # lost to a partition
 
 
 class Channel:
@@ -84,9 +89,14 @@ class Channel:
         self.duplication = duplication
         self.in_flight: list[tuple[HostId, HostId, Message]] = []
         self.stats = ChannelStats()
+        self.cut: set[HostId] = set()
+        self.paused: set[HostId] = set()
 
     def post(self, src: HostId, dst: HostId, message: Message) -> None:
         self.stats.sent += 1
+        if src in self.cut or dst in self.cut:
+            self.stats.cut += 1
+            return
         if self.loss and self.rng.random() < self.loss:
             self.stats.lost += 1
             return
@@ -96,12 +106,19 @@ class Channel:
             self.in_flight.append((src, dst, message))
 
     def arrivals(self) -> list[tuple[HostId, HostId, Message]]:
-        """The messages that arrive now, in a random order; the rest stay in flight."""
+        """The messages that arrive now, in a random order; the rest stay in flight (those
+        to a paused machine, all of them), but for what a partition cuts: lost."""
         rng = self.rng
         now: list[tuple[HostId, HostId, Message]] = []
         later: list[tuple[HostId, HostId, Message]] = []
         for item in self.in_flight:
-            (now if rng.random() < DELIVER_RATIO else later).append(item)
+            src, dst, _ = item
+            if src in self.cut or dst in self.cut:
+                self.stats.cut += 1
+            elif dst in self.paused or rng.random() >= DELIVER_RATIO:
+                later.append(item)
+            else:
+                now.append(item)
         self.in_flight = later
         rng.shuffle(now)
         return now
