@@ -34,6 +34,7 @@ loses nothing: the data is in the page cache).  ``never`` leaves it to the kerne
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import struct
@@ -142,7 +143,7 @@ class InputLog:
         self.segment = 0
         # The segments after the snapshot, with where their intact records end, and how
         # many records they hold: the replay reads them (records()).
-        self.replay_segments: list[tuple[Path, int]] = []
+        self.replay_segments: list[tuple[Path, int, int]] = []  # path, number, end
         self.record_count = 0
         self.end = 0  # where the segment's next record goes
         self.fd = -1
@@ -165,25 +166,25 @@ class InputLog:
         later = [n for n in segments if n >= self.segment]
         for number in later:
             path = self.directory / _segment_name(number)
-            count, end = _check_records(path)
-            self.replay_segments.append((path, end))
-            self.record_count += count
-            try:
-                for offset, record in _iter_records(path, end):
-                    self.index.note(record, number, offset)
+            try:  # one read of the segment checks its records and indexes them
+                count, end = _check_records(path, functools.partial(self._note, number))
             except UnreadableLog as e:
                 raise DaemonError(f"input log {path}: {e}") from None
+            self.replay_segments.append((path, number, end))
+            self.record_count += count
         if later:
             self.segment = later[-1]
         self.end = end if later else 0
         self._open_segment()
 
+    def _note(self, segment: int, offset: int, record: Any) -> None:
+        self.index.note(record, segment, offset)
+
     def records(self) -> Iterator[Any]:
         """The inputs of the data entries after the snapshot, in log order, for the
         replay, read one at a time: a segment holds up to ``snapshot_log_bytes`` of
         elements, which the replay does not need in memory all at once."""
-        for path, end in self.replay_segments:
-            segment = int(path.name.removeprefix("inputs-").removesuffix(".log"))
+        for path, segment, end in self.replay_segments:
             for offset, record in _iter_records(path, end):
                 if (record[0] == "e" and record[3] == "data"
                         and self.index.holds(record[1], segment, offset)):  # fmt: skip
@@ -492,10 +493,11 @@ def _write_meta(path: Path, meta: Meta) -> None:
     _fsync_directory(path.parent)
 
 
-def _check_records(path: Path) -> tuple[int, int]:
+def _check_records(path: Path, each: Callable[[int, Any], None]) -> tuple[int, int]:
     """How many whole, intact records the segment holds, and where they end; a torn or
     corrupt tail is cut off the file (the allocated, never written rest after the records
-    is all zeros).  Reads one record at a time."""
+    is all zeros).  Reads one record at a time, and hands each intact one to ``each``
+    with its offset."""
     if not path.exists():
         return 0, 0
     size = path.stat().st_size
@@ -505,6 +507,7 @@ def _check_records(path: Path) -> tuple[int, int]:
             body = _next_record(f, offset, size)
             if body is None:
                 break
+            each(offset, msgpack.unpackb(body, raw=False, use_list=True))
             count += 1
             offset += _HEADER.size + len(body)
         f.seek(offset)
