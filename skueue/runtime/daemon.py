@@ -31,6 +31,7 @@ from skueue.host.replies import Welcome
 from skueue.runtime.config import DaemonConfig
 from skueue.runtime.errors import DaemonError
 from skueue.runtime.incoming import IncomingConnections
+from skueue.runtime.network.daemon_channel import DaemonChannels
 from skueue.runtime.network.peers import PeerLinks
 from skueue.runtime.network.sessions import ClientSessions
 from skueue.runtime.operations.health import Readiness
@@ -80,6 +81,7 @@ class Daemon:
                     ctx.process_id, ctx.address, ctx.limits, nursery, ctx.directory,
                     self.config.cluster_keys, self.config.tls,
                 )  # fmt: skip
+                ctx.channels = DaemonChannels(ctx.links)
                 self.data = open_data_directory(ctx)
                 self.owner, members = await start_owner(ctx, self.data)
                 nursery.start_soon(self.owner.run)

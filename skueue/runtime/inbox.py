@@ -59,6 +59,15 @@ class RemovalProbed:
 
 
 @dataclass(frozen=True, slots=True)
+class ChannelFrame:
+    """A frame from a member's daemon channel (runtime/network/daemon_channel.py): a
+    question or answer of the daemons', not an input of the host."""
+
+    peer: str
+    frame: list[object]
+
+
+@dataclass(frozen=True, slots=True)
 class ClientError:
     """Answer a client's request with an error (from a task that could not serve it)."""
 
@@ -69,5 +78,5 @@ class ClientError:
 
 InboxItem = (
     PeerMessage | PeerControl | PeerHello | LinkClosed | ClientInput | ClientGone
-    | JoinReached | ClientError | RemovalProbed
+    | JoinReached | ClientError | RemovalProbed | ChannelFrame
 )

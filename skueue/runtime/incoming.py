@@ -18,8 +18,9 @@ import trio
 
 from skueue.core.errors import RemoteProtocolError
 from skueue.host.replies import REFUSED, ErrorReply
-from skueue.runtime.inbox import LinkClosed, PeerHello
+from skueue.runtime.inbox import ChannelFrame, LinkClosed, PeerHello
 from skueue.runtime.network.connections import ConnectionClosed, frames, next_frame
+from skueue.runtime.network.daemon_channel import parse_channel_frame
 from skueue.runtime.network.handshake import (
     PeerGreeting,
     PeerProtocolMismatch,
@@ -180,6 +181,9 @@ class IncomingConnections:
                 "directory); the cluster cannot take it back: start it with its data "
                 "directory, or restart the whole cluster"
             )
+        if greeting.channel:
+            await self._channel_session(stream, decoder, peer, rest)
+            return
         inbound = self.ctx.inbound.setdefault(peer, Inbound())
         session = next(self.ctx.session_numbers)
         raw: socket.socket | None = None
@@ -222,6 +226,29 @@ class IncomingConnections:
                     if raw is not None:
                         raw.detach()  # the descriptor is the stream's
                     self.ctx.to_owner_nowait(LinkClosed(peer, session))  # the inbox is large
+
+    async def _channel_session(
+        self, stream: trio.abc.Stream, decoder: FrameDecoder, peer: str, rest: list[Any]
+    ) -> None:
+        """Read a member's daemon channel (runtime/network/daemon_channel.py): each frame
+        goes to the owner as it is, unlogged.  A member's newer channel ends its older
+        one, which may be half open."""
+        assert self.ctx.links is not None
+        if self.ctx.config.cluster_keys is None:  # with a key, our hello went with the handshake
+            await stream.send_all(pack(self.ctx.links.hello(0)))
+        await self.ctx.links.ready.wait()
+        sessions = self.ctx.channel_sessions
+        with trio.CancelScope() as scope:
+            previous = sessions.get(peer)
+            sessions[peer] = scope
+            if previous is not None:
+                previous.cancel()
+            try:
+                async for frame in frames(stream, decoder, rest):
+                    await self.ctx.to_owner(ChannelFrame(peer, parse_channel_frame(frame)))
+            finally:
+                if sessions.get(peer) is scope:
+                    del sessions[peer]
 
     def _refusal(self, greeting: PeerGreeting) -> str | None:
         """Why a peer is refused for good before anything of ours changes (None: it is

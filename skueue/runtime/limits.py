@@ -71,6 +71,10 @@ class Limits:
     # frames, so this is generous; a peer busy replaying its log at a restart takes no
     # frames for a while, and only costs a reconnect or two.
     peer_ack_timeout_s: float = 10.0
+    # Frames waiting for one member's daemon channel (stats and removal checks,
+    # runtime/network/daemon_channel.py) while it cannot be reached; past it the oldest
+    # go (whoever asked times out, as when the member never answers).
+    channel_frames_max: int = 4096
     # Element bytes per message of a leave or join handover (a larger element goes alone),
     # so that a daemon holding any amount of data can leave within the frame limit.
     handover_bytes_max: int = 4 * 1024 * 1024

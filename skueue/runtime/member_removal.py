@@ -131,7 +131,7 @@ class MemberRemoval:
         check = RemovalCheck(client, rid, members, addresses, deadline, {*others, own})
         check.answer(own, self._holdings(members))
         self.checks[qid] = check
-        owner.send_control([(peer, ["remove-check", qid, list(members)]) for peer in others])
+        owner.send_on_channels([(peer, ["remove-check", qid, list(members)]) for peer in others])
         self._ready()
 
     def _holdings(self, members: tuple[str, ...]) -> list[list[Any]]:
@@ -155,7 +155,7 @@ class MemberRemoval:
                     and all(type(m) is str and 0 < len(m) <= 256 for m in members)):  # fmt: skip
                 raise RemoteProtocolError("remove-check: expected a list of process ids")
             answer = ["remove-answer", qid, self._holdings(tuple(members))]
-            self.owner.send_control([(peer, answer)])
+            self.owner.send_on_channels([(peer, answer)])
         else:  # remove-answer
             check = self.checks.get(frame[1]) if type(frame[1]) is int else None
             if check is not None:

@@ -63,6 +63,7 @@ from skueue.runtime.durability.records import record_of
 from skueue.runtime.durability.snapshots import capture
 from skueue.runtime.group import ProcessGroup
 from skueue.runtime.inbox import (
+    ChannelFrame,
     ClientError,
     InboxItem,
     JoinReached,
@@ -168,9 +169,10 @@ class Owner:
                         log.warning(event, **fields)
 
     def _forget_peer(self, peer: str, removed: bool) -> None:
-        links = self.ctx.links
-        assert links is not None
+        links, channels = self.ctx.links, self.ctx.channels
+        assert links is not None and channels is not None
         links.forget(peer)
+        channels.forget(peer)
         if removed:
             links.failed.discard(peer)
             self.ctx.drop_peer_session(peer)
@@ -197,12 +199,14 @@ class Owner:
             self.input_log.record_left()  # as every member that left: not back as it
         self.left.set()
 
-    def send_control(self, out: list[tuple[str, list[Any]]]) -> None:
-        """Send control frames of the daemon's own (stats, removal checks): inputs of
-        their own, logged, so that a replay numbers them on their links as the first
-        life did."""
+    def send_on_channels(self, out: list[tuple[str, list[Any]]]) -> None:
+        """Send the daemon's own questions and answers (stats, removal checks) on the
+        members' daemon channels: not the host's, so neither logged nor numbered
+        (runtime/network/daemon_channel.py)."""
+        channels = self.ctx.channels
+        assert channels is not None
         for peer, frame in out:
-            self.enter(ControlSent(peer, frame))
+            channels.send(peer, frame)
 
     def reply(self, client: int, reply: Any) -> None:
         self.replies.append((client, reply))
@@ -335,10 +339,12 @@ class Owner:
                 if not self._refused(peer):
                     self._handled(peer, number)
                     self.enter(item)
-            case PeerControl(peer=peer, number=number, frame=frame):
+            case PeerControl(peer=peer, number=number):
                 if not self._refused(peer):
                     self._handled(peer, number)
                     self.enter(item)
+            case ChannelFrame(peer=peer, frame=frame):
+                if self.host.directory.is_member(peer):  # answers go only to members
                     self.desk.control(peer, frame)
             case PeerHello(peer=peer, address=address, static=static, nonce=nonce):
                 directory = self.host.directory
@@ -395,6 +401,9 @@ class Owner:
         self.peer_frames, self.replies = defaultdict(list), []
         if links.unaddressed:
             links.start_addressed()
+        channels = ctx.channels
+        if channels is not None and channels.unaddressed:
+            channels.start_addressed()
         for peer, batch in peer_frames.items():
             links.send(peer, batch)
         self._acknowledge()

@@ -66,11 +66,11 @@ class ClientDesk:
                 owner.from_client(client, request)
 
     def control(self, peer: str, frame: list[Any]) -> None:
-        """The daemon's control frames from a peer (the host took its gossip)."""
+        """A question or answer from a member's daemon channel."""
         owner = self.owner
         match frame[0]:
             case "stats-query":
-                owner.send_control([(peer, ["stats-answer", frame[1], owner.own_stats()])])
+                owner.send_on_channels([(peer, ["stats-answer", frame[1], owner.own_stats()])])
             case "stats-answer":
                 owner.stats.answer(peer, frame[1], frame[2])
                 owner.replies.extend(owner.stats.complete())
@@ -78,9 +78,9 @@ class ClientDesk:
                 try:
                     owner.removal.control(peer, frame)
                 except RemoteProtocolError as e:
-                    log.warning("bad removal frame; dropping the peer's link", peer=peer,
+                    log.warning("bad removal frame; closing the member's channel", peer=peer,
                                 error=str(e))  # fmt: skip
-                    owner.ctx.drop_peer_session(peer)
+                    owner.ctx.drop_channel_session(peer)
 
     def _stats(self, client: int, rid: int) -> None:
         owner = self.owner
@@ -90,7 +90,7 @@ class ClientDesk:
         owner.stats.start(client, rid, owner.own_stats(), peers, trio.current_time(),
                           links.down())  # fmt: skip
         qid = owner.stats.last_qid
-        owner.send_control([(peer, ["stats-query", qid]) for peer in peers])
+        owner.send_on_channels([(peer, ["stats-query", qid]) for peer in peers])
         owner.replies.extend(owner.stats.complete())
 
     def _refuse_for_space(self, client: int, rid: int) -> bool:

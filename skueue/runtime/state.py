@@ -19,6 +19,7 @@ from skueue.host.address import Address
 from skueue.host.directory import Directory
 from skueue.runtime.config import DaemonConfig
 from skueue.runtime.inbox import InboxItem
+from skueue.runtime.network.daemon_channel import DaemonChannels
 from skueue.runtime.network.link_receiver import Inbound
 from skueue.runtime.network.peers import PeerLinks
 from skueue.runtime.network.reactor import Reactor
@@ -56,6 +57,9 @@ class DaemonContext:
         # and the links to the other members.
         self.directory: Directory | None = None
         self.links: PeerLinks | None = None
+        self.channels: DaemonChannels | None = None  # to the members (daemon_channel.py)
+        # The newest incoming daemon channel of each member, and how to end it.
+        self.channel_sessions: dict[str, trio.CancelScope] = {}
         self.members_known = False  # the host exists: it knows this cluster's members
         # The newest incoming session of each peer, and how to end it (a bad frame).
         self.peer_sessions: dict[str, tuple[int, trio.CancelScope]] = {}
@@ -81,6 +85,11 @@ class DaemonContext:
         inbound = self.inbound.get(peer)
         if inbound is not None and inbound.reader is not None:
             inbound.reader.end(None)  # the owner reads it no more, from now
+
+    def drop_channel_session(self, peer: str) -> None:
+        session = self.channel_sessions.get(peer)
+        if session is not None:
+            session.cancel()
 
     def why_no_answer(self) -> str:
         """What the daemon knows of why the cluster is not answering (for timeouts)."""

@@ -37,8 +37,9 @@ from skueue.runtime.security.peer_auth import auth_map
 from skueue.runtime.security.tls import socket_of
 
 # The peer protocol this daemon speaks.  1: per-position DHT keys (up to issue 29);
-# 2: DHT keys by blocks of positions and runs in one message (issue 30).
-PEER_PROTOCOL = 2
+# 2: DHT keys by blocks of positions and runs in one message (issue 30); 3: the daemon
+# channel carries stats and removal checks (runtime/network/daemon_channel.py).
+PEER_PROTOCOL = 3
 
 
 class PeerProtocolMismatch(RemoteProtocolError):
@@ -55,16 +56,18 @@ class PeerGreeting:
     handled: int  # of our frames (0 in an opener's hello, which does not say)
     auth: dict[str, Any] | None = None  # challenge (and proof) with a cluster key
     static: bool = False  # the opener starts a static cluster it takes us for a member of
+    channel: bool = False  # the opener's daemon channel, not a link (daemon_channel.py)
 
 
 def parse_peer_hello(hello: Any) -> PeerGreeting:
     """Check ``["hello-peer", id, address, nonce?, handled?, {auth, static}?]``."""
-    auth, static, protocol = None, False, 1
+    auth, static, channel, protocol = None, False, False, 1
     if isinstance(hello, list) and len(hello) > 3 and isinstance(hello[-1], dict):
         options = dict(hello[-1])
         static = options.pop("static", False)
-        if type(static) is not bool:
-            raise RemoteProtocolError("hello-peer: static must be true or false")
+        channel = options.pop("channel", False)
+        if type(static) is not bool or type(channel) is not bool:
+            raise RemoteProtocolError("hello-peer: static and channel must be true or false")
         protocol = options.pop("protocol", 1)
         if type(protocol) is not int:
             raise RemoteProtocolError("hello-peer: protocol must be a number")
@@ -90,7 +93,7 @@ def parse_peer_hello(hello: Any) -> PeerGreeting:
         )
     nonce = hello[3] if len(hello) >= 4 else None
     handled = hello[4] if len(hello) == 5 else 0
-    return PeerGreeting(hello[1], hello[2], nonce, handled, auth, static)
+    return PeerGreeting(hello[1], hello[2], nonce, handled, auth, static, channel)
 
 
 def reachable(advertised: str, stream: trio.abc.Stream) -> Address:

@@ -56,7 +56,10 @@ RETRY_MAX_S = 1.0
 
 
 def parse_peer_frame(frame: Any) -> tuple[Kind, Message | MembershipMessage] | list[Any]:
-    """A protocol message for one of our nodes, or a control frame (stats)."""
+    """A protocol message for one of our nodes, or a control frame (gossip).  Stats
+    and removal checks go on the daemon channel (daemon_channel.py) since peer protocol
+    3; a link still takes them, as inputs the daemon ignores, because the outbox a
+    member's log kept from an earlier release may hold some, numbered."""
     if isinstance(frame, list) and len(frame) == 3 and frame[0] == "msg":
         kind = frame[1]
         if type(kind) is not int or not 0 <= kind < 3:
@@ -222,21 +225,34 @@ class PeerLinks:
         return False
 
     def hello(
-        self, handled: int | None = None, auth: dict[str, str] | None = None, static: bool = False
+        self,
+        handled: int | None = None,
+        auth: dict[str, str] | None = None,
+        static: bool = False,
+        channel: bool = False,
     ) -> list[Any]:
         """Our hello; in answer to a peer's, with how many of its frames we handled; with a
         cluster key, our challenge (and, answering, our proof); ``static``: we start a
-        static cluster and take the peer for a member of it (runtime/network/handshake.py)."""
+        static cluster and take the peer for a member of it (runtime/network/handshake.py);
+        ``channel``: this connection is our daemon channel, not a link
+        (runtime/network/daemon_channel.py)."""
         hello: list[Any] = ["hello-peer", self.process_id, str(self.address), self.nonce]
         if handled is not None:
             hello.append(handled)
         options: dict[str, Any] = {
-            "protocol": PEER_PROTOCOL, **(auth or {}), **({"static": True} if static else {})
+            "protocol": PEER_PROTOCOL,
+            **(auth or {}),
+            **({"static": True} if static else {}),
+            **({"channel": True} if channel else {}),
         }
         return [*hello, options]
 
+    async def open_channel(self, address: Address) -> tuple[trio.abc.Stream, PeerGreeting]:
+        """Connect our daemon channel to the member at ``address`` (the links' handshake)."""
+        return await self._open(address, self.limits.connect_timeout_s, channel=True)
+
     async def _open(
-        self, address: Address, timeout_s: float, static: bool = False
+        self, address: Address, timeout_s: float, static: bool = False, channel: bool = False
     ) -> tuple[trio.abc.Stream, PeerGreeting]:
         """Connect and shake hands: the stream and what the peer's hello said.  A peer
         that refuses us for good (:class:`RefusedForGood`) is not asked again."""
@@ -248,7 +264,8 @@ class PeerLinks:
                     stream = await self._connect(address)
                     challenge = new_challenge() if self.keys is not None else None
                     auth = None if challenge is None else {"challenge": challenge}
-                    await stream.send_all(pack(self.hello(auth=auth, static=static)))
+                    ours = self.hello(auth=auth, static=static, channel=channel)
+                    await stream.send_all(pack(ours))
                     decoder = FrameDecoder(self.limits.frame_bytes_max)
                     hello, _ = await first_frame(stream, decoder, self.limits.handshake_timeout_s)
                     if isinstance(hello, list) and len(hello) >= 3 and hello[0] == "error":
