@@ -62,6 +62,7 @@ from skueue.runtime.durability.input_log import InputLog
 from skueue.runtime.durability.records import record_of
 from skueue.runtime.durability.snapshots import capture
 from skueue.runtime.group import ProcessGroup
+from skueue.runtime.held_effects import HeldEffects, HeldStep
 from skueue.runtime.inbox import (
     ChannelFrame,
     ClientError,
@@ -127,9 +128,12 @@ class Owner:
             self.joined.set()  # in the ring from the start: no join to wait for, or log
         self.removal = MemberRemoval(self)
         self.desk = ClientDesk(self)
-        # What this step sends: frames per peer, replies per client.
+        # What this step sends: frames per peer, replies per client, and the last frame
+        # of each peer's link it took; held until the step is committed.
         self.peer_frames: dict[str, list[Any]] = defaultdict(list)
         self.replies: list[tuple[int, Any]] = []
+        self.handled: dict[str, int] = {}
+        self.held = HeldEffects()
 
     # -- inputs and effects -------------------------------------------------------------
 
@@ -388,17 +392,28 @@ class Owner:
         return peer in self.host.directory.refused
 
     def _handled(self, peer: str, number: int) -> None:
-        """Frame ``number`` of the peer's link is being handled: the next ack says so.
-        (Counted first: a frame the host refuses is not wanted again either.)"""
-        self.ctx.inbound[peer].handled = number
+        """Frame ``number`` of the peer's link is being handled: the first ack after
+        the step is committed says so.  (Counted first: a frame the host refuses is not
+        wanted again either.)"""
+        self.handled[peer] = number
 
     # -- what goes out ------------------------------------------------------------------
 
     def flush(self) -> None:
+        """End the step: hold what it made under its last log index, and carry out
+        what the group has committed (held_effects.py)."""
+        group = self.group
+        index, commit = (0, 0) if group is None else (group.node.last_index, group.node.commit)
+        self.held.hold(HeldStep(index, self.peer_frames, self.replies, self.handled))
+        self.peer_frames, self.replies, self.handled = defaultdict(list), [], {}
+        released = self.held.release(commit)
+        for peer, number in released.handled.items():
+            self.ctx.inbound[peer].handled = number
+        self._send(released.peer_frames, released.replies)
+
+    def _send(self, peer_frames: dict[str, list[Any]], replies: list[tuple[int, Any]]) -> None:
         links, ctx = self.ctx.links, self.ctx
         assert links is not None
-        peer_frames, replies = self.peer_frames, self.replies
-        self.peer_frames, self.replies = defaultdict(list), []
         if links.unaddressed:
             links.start_addressed()
         channels = ctx.channels
