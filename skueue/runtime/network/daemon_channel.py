@@ -32,16 +32,22 @@ from skueue.wire.framing import pack
 
 log = structlog.get_logger("skueued")
 
-# The daemons' questions and answers (runtime/requests.py, runtime/member_removal.py):
-# kind -> the frame's length.
-CHANNEL_FRAMES = {"stats-query": 2, "stats-answer": 3, "remove-check": 3, "remove-answer": 3}
+# The daemons' questions and answers (runtime/requests.py, runtime/member_removal.py),
+# and a replication message for one process's group (``["raft", process, message]``,
+# the message as skueue/replication/codec.py writes it): kind -> the frame's length.
+CHANNEL_FRAMES = {
+    "stats-query": 2, "stats-answer": 3, "remove-check": 3, "remove-answer": 3, "raft": 3,
+}
 
 
 def parse_channel_frame(frame: Any) -> list[Any]:
-    """A frame read from a daemon channel, checked for its kind and length."""
+    """A frame read from a daemon channel, checked for its kind and length (a
+    replication message's fields are checked by its codec, where it is taken)."""
     if not (isinstance(frame, list) and frame and type(frame[0]) is str
             and CHANNEL_FRAMES.get(frame[0]) == len(frame)):  # fmt: skip
         raise RemoteProtocolError(f"unknown daemon-channel frame {frame!r:.60}")
+    if frame[0] == "raft" and not (type(frame[1]) is str and isinstance(frame[2], list)):
+        raise RemoteProtocolError("raft: expected [\"raft\", process id, message]")
     return frame
 
 
