@@ -107,6 +107,11 @@ def main(argv: list[str] | None = None) -> int:
         die("--join and --peers exclude each other")
     if args.in_memory and args.data_dir:
         die("--in-memory and --data-dir exclude each other")
+    if args.replicas > 1 and args.in_memory:
+        die("--replicas needs a data directory: a replica acknowledges what it holds on disk")
+    if args.replicas > 1 and join is not None:
+        die("--replicas with --join: not yet (joins take their share of replicas in a "
+            "later release); start a static cluster with --peers")
     tls_files = tls_options(args)
     if tls_files is None and not listen.is_loopback() and not args.plaintext:
         die(
@@ -156,6 +161,7 @@ def main(argv: list[str] | None = None) -> int:
         data_dir=Path(args.data_dir) if args.data_dir else None,
         data_root=None if args.in_memory else DEFAULT_DATA_ROOT,
         fsync=fsync,
+        replicas=args.replicas,
         cluster_keys=keys,
         client_tokens=tokens,
         metrics=parse_address(args.metrics) if args.metrics else None,

@@ -83,6 +83,15 @@ def build_parser() -> Parser:
         "MS), never (the kernel decides)",
     )
     p.add_argument(
+        "--replicas",
+        type=replica_count,
+        default=1,
+        metavar="K",
+        help="(preview) keep each process's input log on K members (1, 3 or 5; at most the "
+        "members): an input's replies and messages go out once a majority of them hold it "
+        "durably. No failover yet: README, When a member dies",
+    )
+    p.add_argument(
         "--peers",
         type=addresses,
         default="",
@@ -197,6 +206,17 @@ def addresses(text: str) -> str:
         return ",".join(str(a) for a in parse_addresses(text))
     except AddressError as e:
         raise argparse.ArgumentTypeError(str(e)) from None
+
+
+REPLICA_COUNTS = (1, 3, 5)
+
+
+def replica_count(text: str) -> int:
+    """``--replicas``: a group of 1, 3 or 5 voters (an even one tolerates no more
+    failures than the odd one below it, and costs a replica more)."""
+    if text not in {str(k) for k in REPLICA_COUNTS}:
+        raise argparse.ArgumentTypeError(f"expected 1, 3 or 5, not {text!r:.20}")
+    return int(text)
 
 
 def sync_policy(text: str) -> str:

@@ -215,7 +215,7 @@ class ReplicaNode:
     # -- roles --------------------------------------------------------------------------
 
     def _may_campaign(self) -> bool:
-        return self.is_voter() and not self.may_have_forgotten
+        return self.settings.campaigns and self.is_voter() and not self.may_have_forgotten
 
     def _save_hard_state(self) -> None:
         self._out.append(SaveHardState(self.term, self.vote))

@@ -33,6 +33,9 @@ class DaemonConfig:
     # command line's default); None too: in memory.
     data_root: Path | None = None
     fsync: SyncPolicy = SyncPolicy()
+    # The voters of each process's replication group (skueue/host/placement.py): 1, 3 or
+    # 5, at most the members; more than 1 needs a data directory and a static cluster.
+    replicas: int = 1
     # The cluster key(s) every peer link proves (runtime/security/peer_auth.py); None: no key.
     cluster_keys: ClusterKeys | None = None
     # The tokens clients must present, with their roles (runtime/security/client_auth.py).

@@ -81,10 +81,12 @@ class Daemon:
                     ctx.process_id, ctx.address, ctx.limits, nursery, ctx.directory,
                     self.config.cluster_keys, self.config.tls,
                 )  # fmt: skip
+                ctx.links.replicas = self.config.replicas
                 ctx.channels = DaemonChannels(ctx.links)
                 self.data = open_data_directory(ctx)
                 self.owner, members = await start_owner(ctx, self.data)
                 nursery.start_soon(self.owner.run)
+                await self.owner.led.wait()  # a replicated process: once its group elected it
                 ctx.ready.set()
                 await self.owner.joined.wait()
                 log.info("ready", process=ctx.process_id, listen=str(listening),

@@ -1,62 +1,69 @@
-"""The daemon's side of its process's replication group (docs/replication.md §6.2): the
-replica (:class:`~skueue.replication.node.ReplicaNode`), the writes its effects ask of
-the input log, and the commit that lets a step's effects go out.
+"""The daemon's side of its own process's replication group (docs/replication.md §6.2):
+the replica it leads, the entries the owner's steps propose, and the commit that lets a
+step's effects go out (runtime/held_effects.py).
 
-Stage 2a of docs/replication.md §11: every durable daemon runs its process as a group
-of one voter, itself (``--replicas 1``).  It leads from its start (``Campaign``; the
-``took_over`` entry of its term, then the host's ``TookOver`` input, which ends what the
-last life's clients left).  Each input the owner logs in a step is one ``data`` entry,
-proposed at the end of the step, written and synced (one fsync per step), and
-committed by the replica's own ``Persisted``: only then does the owner send the step's
-frames and replies.  A group of one commits at its own write, which :meth:`end_step`
-checks; with more voters the owner will hold each step's effects until their entries
-are committed (stage 2b).
+Each input the owner logs in a step is one ``data`` entry, proposed at the end of the
+step, written and synced (one fsync per step), and counted by the replica's own
+``Persisted``.  A group of one voter (``--replicas 1``) commits at its own write: the
+step's effects go out in the same step, which :meth:`ProcessGroup.end_step` checks.  With
+more voters the leader's appends go to the followers on the daemon channel before its
+own sync, and the commit comes with their acks, in a later step; the owner holds each
+step's effects until then and steps on meanwhile.
+
+A group of one leads from its start (``Campaign``: the ``took_over`` entry of its term,
+then the host's ``TookOver`` input, which ends what the last life's clients left).  A
+group of several campaigns and waits for its voters (``leading``): until then, and
+whenever it stops leading, the owner steps no input (runtime/owner.py).
 """
 
 from __future__ import annotations
 
-import random
 from typing import Any
 
 import msgpack
 
 from skueue.replication.config import Config, HostId
-from skueue.replication.effects import (
-    AppendLocal,
-    Commit,
-    ReplicaEffect,
-    RoleChanged,
-    SaveHardState,
-)
-from skueue.replication.inputs import Applied, Campaign, Persisted, Propose, SnapshotTaken
-from skueue.replication.node import ReplicaNode
-from skueue.replication.settings import DurableState, ReplicaSettings
+from skueue.replication.inputs import Applied, Campaign, Propose, SnapshotTaken
+from skueue.replication.settings import ReplicaSettings
 from skueue.runtime.durability.input_log import InputLog
+from skueue.runtime.replica_driver import ReplicaDriver, SendMessage
 from skueue.runtime.state import log
 
 
-class ProcessGroup:
-    def __init__(self, replica: HostId, input_log: InputLog, first_config: Config) -> None:
-        """The replica ``replica`` as the input log left it (``first_config``: the
-        group's voters when the log never snapshotted)."""
-        index = input_log.index
-        snapshot_index, snapshot_term, config = index.base or (0, 0, first_config)
-        term, vote = index.hard_state
-        durable = DurableState(config, term, vote, snapshot_index, snapshot_term,
-                               index.bare_entries())  # fmt: skip
-        # Election timeouts are drawn from it; they play no part in a group of one.
-        rng = random.Random()
-        self.node = ReplicaNode(replica, durable, ReplicaSettings(), rng, reader=input_log)
-        self.input_log = input_log
+class ProcessGroup(ReplicaDriver):
+    def __init__(
+        self,
+        replica: HostId,
+        input_log: InputLog,
+        first_config: Config,
+        send: SendMessage | None = None,
+        settings: ReplicaSettings | None = None,
+    ) -> None:
+        """The replica ``replica`` of its own process's group, as the input log left it
+        (``first_config``: the group's voters when the log never snapshotted); ``send``
+        carries its messages to the other voters (None: a group of one)."""
+        super().__init__(replica, replica, input_log, first_config, send,
+                         settings or ReplicaSettings())  # fmt: skip
+        self.lone = self.node.config.voters == (replica,)
         self.staged: list[bytes] = []
         """The records the owner logged in this step, packed."""
         self._packer = msgpack.Packer(use_bin_type=True)
 
+    @property
+    def leading(self) -> bool:
+        return self.node.role == "leader"
+
+    def campaign(self) -> None:
+        """Stand for election now (a start: the replica that leads its own process
+        before the others time out)."""
+        self.step(Campaign())
+
     def take_over(self, now: float) -> int:
-        """Lead the group: a group of one elects itself at once; its ``took_over`` entry
-        is durable and committed on return.  Returns the new term."""
-        self._carry_out(self.node.step(Campaign()))
-        assert self.node.role == "leader", "a lone voter elects itself"
+        """Lead a group of one: it elects itself at once; its ``took_over`` entry is
+        durable and committed on return.  Returns the new term."""
+        assert self.lone, "a group of several voters waits for their votes"
+        self.campaign()
+        assert self.leading, "a lone voter elects itself"
         self.end_step(now)
         return self.node.term
 
@@ -65,23 +72,19 @@ class ProcessGroup:
         self.staged.append(self._packer.pack(record))
 
     def end_step(self, now: float) -> None:
-        """Propose what the step logged, write and sync it, and commit it: called before
-        anything of the step goes out."""
-        node = self.node
+        """Propose what the step logged, write and sync it (the leader's appends leave
+        first), and count it: called before anything of the step may go out."""
         if self.staged:
             staged, self.staged = tuple(self.staged), []
-            self._carry_out(node.step(Propose(staged)))
-        self.input_log.sync(now)
-        last = node.last_index
-        if node.commit < last:
-            term = node.term_at(last)
-            assert term is not None
-            self._carry_out(node.step(Persisted(last, term)))
-        assert node.commit == last, "a group of one commits at its own write"
+            self.step(Propose(staged))
+        super().end_step(now)
+        if self.lone:
+            assert self.node.commit == self.node.last_index, "a group of one commits at its write"
 
     def snapshot_position(self) -> tuple[int, int, Config]:
-        """Where a snapshot taken now stands: the last committed entry (everything the
-        host stepped, between steps), its term, and the configuration there."""
+        """Where a snapshot taken now stands: the last committed entry (the owner takes
+        one only when everything the host stepped is committed), its term, and the
+        configuration there."""
         node = self.node
         term = node.term_at(node.commit)
         assert term is not None
@@ -91,21 +94,12 @@ class ProcessGroup:
         """The input log holds a snapshot at ``index``: the replica forgets the terms
         before it.  (The host stepped every entry through it as the leader proposed
         it; the replica hears so only now, not at every step's commit.)"""
-        self._carry_out(self.node.step(Applied(index)))
-        self._carry_out(self.node.step(SnapshotTaken(index)))
+        self.step(Applied(index))
+        self.step(SnapshotTaken(index))
 
-    def _carry_out(self, effects: list[ReplicaEffect]) -> None:
-        for effect in effects:
-            match effect:
-                case AppendLocal(index=index, entries=entries):
-                    self.input_log.write_entries(index, entries)
-                case SaveHardState(term=term, vote=vote):
-                    self.input_log.save_hard_state(term, vote)
-                case Commit():
-                    pass  # the leader stepped each entry into the host as it proposed it
-                case RoleChanged(role="leader", term=term):
-                    log.info("leads its replication group", term=term, replica=self.node.host)
-                case RoleChanged():
-                    pass  # the steps of an election a lone voter wins at once
-                case _:
-                    raise AssertionError(f"a group of one voter made {effect!r:.200}")
+    def role_changed(self, role: str, term: int, leader: HostId | None) -> None:
+        if role == "leader":
+            log.info("leads its replication group", term=term, replica=self.node.host)
+        elif not self.lone and role == "follower":
+            log.warning("no longer leads its replication group; inputs wait until it "
+                        "leads again", term=term, leader=leader)  # fmt: skip

@@ -26,6 +26,7 @@ from skueue.runtime.network.handshake import (
     PeerProtocolMismatch,
     parse_peer_hello,
     reachable,
+    replicas_mismatch,
 )
 from skueue.runtime.network.link_receiver import Inbound, PeerReader, StreamAcks
 from skueue.runtime.network.sessions import DISCONNECTED
@@ -159,6 +160,10 @@ class IncomingConnections:
             if refusal is not None:  # logged once, as bad input, by the caller
                 raise RemoteProtocolError(f"refused the TLS certificate of peer {peer}: {refusal}")
         refusal = self._refusal(greeting)
+        if refusal is None and peer != self.ctx.process_id:
+            refusal = replicas_mismatch(self.ctx.config.replicas, greeting)
+            if refusal is not None:
+                log.warning("refused a daemon with another --replicas", error=refusal)
         if refusal is not None:
             raise Refusal(refusal, REFUSED)
         keys = self.ctx.config.cluster_keys

@@ -71,6 +71,10 @@ class Limits:
     # frames, so this is generous; a peer busy replaying its log at a restart takes no
     # frames for a while, and only costs a reconnect or two.
     peer_ack_timeout_s: float = 10.0
+    # Replication (--replicas above 1, runtime/replicas.py): a leader beats for its
+    # followers every heartbeat_interval_s, and one that heard from no majority for a
+    # failure timeout (ReplicaSettings.election_ticks heartbeats) steps down.
+    heartbeat_interval_s: float = 0.3
     # Frames waiting for one member's daemon channel (stats and removal checks,
     # runtime/network/daemon_channel.py) while it cannot be reached; past it the oldest
     # go (whoever asked times out, as when the member never answers).

@@ -30,6 +30,7 @@ from typing import Any
 import trio
 
 from skueue.core.effects import Send
+from skueue.core.errors import RemoteProtocolError
 from skueue.core.process import TickDue
 from skueue.host.effects import (
     DropPeer,
@@ -54,6 +55,7 @@ from skueue.host.inputs import (
     PeerGone,
     PeerMessage,
     Tick,
+    TookOver,
 )
 from skueue.host.replies import UNAVAILABLE, ErrorReply, Welcome
 from skueue.runtime.durability.disk_space import DiskSpace
@@ -76,8 +78,9 @@ from skueue.runtime.member_removal import MemberRemoval
 from skueue.runtime.network.client_reader import ClientInput
 from skueue.runtime.operations.health import PhaseWatch, Readiness, readiness
 from skueue.runtime.operations.logging import DEBUG_LOGS
-from skueue.runtime.operations.stats import StatsGathering, local_stats
-from skueue.runtime.operations.usage import usage
+from skueue.runtime.operations.member_stats import member_stats
+from skueue.runtime.operations.stats import StatsGathering
+from skueue.runtime.replicas import DaemonReplicas
 from skueue.runtime.requests import ClientDesk, request_kind
 from skueue.runtime.state import DaemonContext, log
 from skueue.wire.peer import encode_message
@@ -112,6 +115,14 @@ class Owner:
         self.input_log = input_log
         self.group: ProcessGroup | None = None
         self.replaying = False
+        # With more than one voter (``--replicas``): the group's replicas here, and what
+        # waits while the group cannot take inputs (it is not leading yet, or it waits
+        # for its commit to catch up before a snapshot).
+        self.replicas: DaemonReplicas | None = None
+        self.deferred: list[InboxItem] = []
+        self.must_take_over = False  # the host's TookOver goes first once the group leads
+        self.led = trio.Event()  # the group has led since the start: clients are served
+        self.quiescing = False
         # Where the DHT tables keep their elements
         # (None: in memory; runtime/durability/entry_store.py).
         self.entry_store = entry_store
@@ -222,6 +233,10 @@ class Owner:
         last_tick = trio.current_time()
         idle_delay = limits.idle_tick_min_ms / 1000
         while True:
+            if not self._group_takes_inputs():
+                await self._replicate_only()
+                continue
+            host = self.host
             due = host.process.tick_due()
             now = trio.current_time()
             if due is TickDue.NOW:
@@ -237,7 +252,15 @@ class Owner:
                 wait = min(wait, max(0.0, (lease_deadline - lease_clock_ms()) / 1000))
             if self.ack_due is not None:
                 wait = min(wait, max(0.0, self.ack_due - now))
-            items = await self._next_items(wait)
+            items = await self._next_items(self._until_replica_tick(wait))
+            if self.replicas is not None:
+                # Replication first: a group that stops leading takes no more inputs.
+                items = self._replicate(items)
+                if not self._group_takes_inputs():
+                    self.deferred.extend(items)
+                    continue
+            if self.deferred:
+                items, self.deferred = [*self.deferred, *items], []
             self.clock_read = False
             if host.process.leases.needs_clock():
                 self.read_lease_clock()  # before the inputs: leases granted now start at it
@@ -258,13 +281,64 @@ class Owner:
                 for made in host.due(now, ctx.why_no_answer()):
                     self._guarded(self.enter, made)
             host.clients.queue_stats.sample(now)
-            if self.group is not None:
-                self.group.end_step(now)  # committed before anything of this step goes out
-            if self.entry_store is not None:
-                self.entry_store.end_step()
-            self.flush()
-            self._snapshot_if_due()
+            self._end_step(now)
             await trio.lowlevel.checkpoint()
+
+    def _end_step(self, now: float) -> None:
+        if self.group is not None:
+            self.group.end_step(now)  # nothing of this step goes out before its commit
+        if self.replicas is not None:
+            self.replicas.end_followers_step(now)
+        if self.entry_store is not None:
+            self.entry_store.end_step()
+        self.flush()
+        self._snapshot_if_due()
+
+    # -- replication (runtime/replicas.py) ----------------------------------------------
+
+    def _group_takes_inputs(self) -> bool:
+        """Whether the host may step inputs now: its group leads (each input is proposed
+        at the end of the step), and no snapshot waits for the commit to catch up."""
+        group = self.group
+        if self.replicas is None or group is None:
+            return True
+        if not group.leading or self.quiescing:
+            return False
+        if self.must_take_over:
+            # The first input of a new life, as a group of one steps it in replay().
+            self.must_take_over = False
+            self.enter(TookOver(group.node.term, lease_clock_ms()))
+            self.led.set()
+        return True
+
+    def _until_replica_tick(self, wait: float) -> float:
+        if self.replicas is None:
+            return wait
+        return min(wait, self.replicas.seconds_to_tick(trio.current_time()))
+
+    def _replicate(self, items: list[InboxItem]) -> list[InboxItem]:
+        """Step the replication messages among ``items`` and the group's tick; the
+        rest, in order."""
+        replicas = self.replicas
+        assert replicas is not None
+        rest = []
+        for item in items:
+            if isinstance(item, ChannelFrame) and item.frame[0] == "raft":
+                self._guarded(self._dispatch, item)
+            else:
+                rest.append(item)
+        replicas.tick_if_due(trio.current_time())
+        return rest
+
+    async def _replicate_only(self) -> None:
+        """One step while the group cannot take inputs: its messages and ticks only;
+        everything else waits, in order, in ``deferred``."""
+        now = trio.current_time()
+        wait = min(self._until_replica_tick(1.0), self.stats.seconds_to_deadline(now))
+        items = await self._next_items(wait)
+        self.deferred.extend(self._replicate(items))
+        self._end_step(trio.current_time())
+        await trio.lowlevel.checkpoint()
 
     async def _next_items(self, wait: float) -> list[InboxItem]:
         """The inputs of the next step: what tasks put in the inbox (up to
@@ -348,7 +422,11 @@ class Owner:
                     self._handled(peer, number)
                     self.enter(item)
             case ChannelFrame(peer=peer, frame=frame):
-                if self.host.directory.is_member(peer):  # answers go only to members
+                if not self.host.directory.is_member(peer):
+                    pass  # answers and replicas are only for members
+                elif frame[0] == "raft":
+                    self._replication_message(peer, frame)
+                else:
                     self.desk.control(peer, frame)
             case PeerHello(peer=peer, address=address, static=static, nonce=nonce):
                 directory = self.host.directory
@@ -385,6 +463,19 @@ class Owner:
         deadline = now + min(timeout, limits.request_timeout_s_max)
         name = None if session is None else session.session
         self.enter(FromClient(client, name, request, deadline, now))
+
+    def _replication_message(self, peer: str, frame: list[Any]) -> None:
+        if self.replicas is None:
+            log.warning("a replication message, and this daemon runs no replicas "
+                        "(the members' --replicas differ?); closing its channel", peer=peer)
+            self.ctx.drop_channel_session(peer)
+            return
+        try:
+            self.replicas.receive(peer, frame)
+        except RemoteProtocolError as e:
+            log.warning("bad replication message; closing the member's channel",
+                        peer=peer, error=str(e))  # fmt: skip
+            self.ctx.drop_channel_session(peer)
 
     def _refused(self, peer: str) -> bool:
         """Frames of a peer refused as no member that were read before its session was
@@ -457,11 +548,17 @@ class Owner:
         input_log, store, disk, group = self.input_log, self.entry_store, self.disk, self.group
         if input_log is None or group is None:
             return
-        if not input_log.snapshot_due(self.ctx.limits.snapshot_log_bytes) and not (
+        due = input_log.snapshot_due(self.ctx.limits.snapshot_log_bytes) or (
             disk is not None
             and store is not None
             and disk.compact_now(trio.current_time(), bool(store.removed))
-        ):
+        )
+        if not due and not self.quiescing:
+            return
+        # A snapshot holds only committed inputs (docs/replication.md §5.4): with steps
+        # in flight, inputs wait until their commit catches up.
+        self.quiescing = group.node.commit < group.node.last_index
+        if self.quiescing:
             return
         links = self.ctx.links
         assert links is not None
@@ -477,54 +574,8 @@ class Owner:
     # -- what the daemon says of itself -------------------------------------------------
 
     def own_stats(self) -> dict[str, Any]:
-        """This process's part of ``skueue stats``: the host's, plus the elements whose
-        replies never reached their client (counted by the sessions)."""
-        ctx = self.ctx
-        stats = local_stats(self.host)
-        stats["dropped_results"] += ctx.sessions.dropped_results
-        log_ = self.input_log
-        durable = None if log_ is None else {
-            "data_dir": str(log_.directory),
-            "log_bytes": log_.end,
-            "segment": log_.segment,
-            "fsync": log_.policy.mode,
-            **self._disk_stats(),
-            **self._group_stats(),
-        }
-        ready = self.readiness()
-        down = ctx.links.down() if ctx.links is not None else {}
-        return {
-            **stats,
-            "address": str(ctx.address),
-            "durable": durable,
-            "ready": ready.ready,
-            "ready_reason": ready.reason,
-            # What skueue top shows of each member besides the counters above.
-            "peers_down": {p: round(s, 1) for p, s in down.items()},
-            **usage(),
-        }
-
-    def _group_stats(self) -> dict[str, Any]:
-        """The process's replication group: its replicas, the term (the epoch: a new
-        one at each start) and the last committed entry."""
-        group = self.group
-        if group is None:
-            return {}
-        node = group.node
-        return {"replicas": list(node.config.voters), "term": node.term,
-                "commit_index": node.commit}  # fmt: skip
-
-    def _disk_stats(self) -> dict[str, Any]:
-        """The data directory's free space as last read, the reserve, and the enqueues
-        refused for it (runtime/durability/disk_space.py)."""
-        disk = self.disk
-        if disk is None:
-            return {}
-        return {
-            "free_bytes": disk.read(trio.current_time()),
-            "reserve_bytes": disk.reserve_bytes,
-            "refused_for_space": disk.refused,
-        }
+        """This process's part of ``skueue stats`` (runtime/operations/member_stats.py)."""
+        return member_stats(self)
 
     def readiness(self) -> Readiness:
         """Whether this daemon is ready to serve, and if not why (runtime/operations/health.py)."""

@@ -15,7 +15,6 @@ leases; the lease clock goes on from the log's last reading.
 from __future__ import annotations
 
 import itertools
-from collections import defaultdict
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -73,10 +72,12 @@ def forget_lost_appends(owner: Owner) -> None:
                      process=owner.ctx.process_id, records=gone)  # fmt: skip
 
 
-def replay(owner: Owner, records: Iterable[Any]) -> None:
+def replay(owner: Owner, records: Iterable[Any], take_over: bool = True) -> None:
     """Step every record through the host; then lead the group and end the last life
     (``TookOver``, committed before anything it made goes out), and hand the peers'
-    links what the replay made for them."""
+    links what the replay made for them, held until it is committed.  A group of
+    several voters (``take_over`` False) must win an election first: the owner steps
+    ``TookOver`` once it leads (runtime/owner.py)."""
     ctx, group = owner.ctx, owner.group
     links = ctx.links
     assert links is not None and group is not None
@@ -94,18 +95,17 @@ def replay(owner: Owner, records: Iterable[Any]) -> None:
             owner.enter(item)
     finally:
         owner.replaying = False
-    now = trio.current_time()
-    owner.enter(TookOver(group.take_over(now), lease_clock_ms()))
-    group.end_step(now)
+    if take_over:
+        now = trio.current_time()
+        owner.enter(TookOver(group.take_over(now), lease_clock_ms()))
+        group.end_step(now)
     # New connections are numbered past every one the log names.
     ctx.sessions.client_ids = itertools.count(owner.host.client_ids_max + 1)
     for peer, number in handled.items():
         inbound = ctx.inbound.setdefault(peer, Inbound())
         inbound.accepted = inbound.handled = inbound.acked = number
     owner.replies = []  # for the last life's clients, who are gone
-    peer_frames, owner.peer_frames = owner.peer_frames, defaultdict(list)
-    for peer, frames in peer_frames.items():
-        links.send(peer, frames)
+    owner.flush()  # the frames go as the log's commit reaches them: at once for one voter
     log.info(
         "replayed the input log",
         process=ctx.process_id,

@@ -117,6 +117,11 @@ class ClientDesk:
         links = owner.ctx.links
         assert links is not None
         process = owner.host.process
+        if owner.replicas is not None:
+            # Its group's replicas, and the groups it holds, would have to move first.
+            message = "a member cannot leave a cluster run with --replicas above 1 yet"
+            owner.reply(client, ErrorReply(rid, message, INVALID))
+            return
         if links.down() and not process.leaving and not process.stats().alone:
             why = owner.ctx.why_no_answer()
             message = f"cannot leave while members are unreachable ({why})"

@@ -20,18 +20,20 @@ from skueue.host.address import Address, parse_address
 from skueue.host.directory import Directory
 from skueue.host.host import Host
 from skueue.host.inputs import JoinStart
+from skueue.host.placement import voters_of
 from skueue.host.retries import RetryWindow
 from skueue.overlay.ring import build_views
 from skueue.replication.config import Config
 from skueue.runtime.durability.data_lock import DataDirLock
 from skueue.runtime.durability.disk_space import DiskSpace
 from skueue.runtime.durability.entry_store import ENTRIES_DIRECTORY, SnapshotEntryStore, attach
-from skueue.runtime.durability.input_log import InputLog, Meta
+from skueue.runtime.durability.input_log import InputLog, Meta, directory_name
 from skueue.runtime.errors import DaemonError
 from skueue.runtime.group import ProcessGroup
 from skueue.runtime.network.handshake import check_distinct
 from skueue.runtime.owner import Owner
 from skueue.runtime.replay import forget_lost_appends, replay, restore_snapshot
+from skueue.runtime.replicas import channel_sender, open_replicas
 from skueue.runtime.state import DaemonContext, log
 
 
@@ -53,13 +55,18 @@ def open_data_directory(ctx: DaemonContext) -> DataDirectory:
     assert links is not None
     directory = config.data_dir
     if directory is None and config.data_root is not None:
-        directory = config.data_root / _directory_name(ctx.process_id)
+        directory = config.data_root / directory_name(ctx.process_id)
     if directory is None:
         return DataDirectory()
     # First, before anything in the directory is read or written (runtime/durability/data_lock.py).
     lock = DataDirLock(directory)
-    meta = Meta(ctx.process_id, links.nonce, config.structure.value, ())
+    meta = Meta(ctx.process_id, links.nonce, config.structure.value, (), replicas=config.replicas)
     input_log = InputLog.open(directory, meta, config.fsync)
+    if input_log.meta.replicas != config.replicas:
+        raise DaemonError(
+            f"{directory} was started with --replicas {input_log.meta.replicas}; it cannot "
+            f"change to {config.replicas} yet (every member must run with the same value)"
+        )
     if input_log.meta.left:
         raise DaemonError(
             f"the daemon of {directory} left its cluster; it cannot come back as "
@@ -106,13 +113,13 @@ async def start_owner(ctx: DaemonContext, data: DataDirectory) -> tuple[Owner, i
             input_log.snapshot_file = None
         forget_lost_appends(owner)
         owner.input_log = input_log
-        owner.group = ProcessGroup(ctx.process_id, input_log, Config.of([ctx.process_id]))
-        replay(owner, input_log.records())
-        input_log.replay_segments = []
+        _open_group(ctx, owner, input_log, members)
         if not fresh:
             log.info("recovery done", process=ctx.process_id,
                      seconds=round(time.perf_counter() - began, 3),
                      records=input_log.record_count)  # fmt: skip
+    if owner.replicas is None:
+        owner.led.set()  # in memory, or a group of one: it led as the replay ended
     if join is not None and fresh:
         seed, address = join
         owner.enter(JoinStart(seed, address, None, 0))  # answered to nobody: start-up's
@@ -122,6 +129,31 @@ async def start_owner(ctx: DaemonContext, data: DataDirectory) -> tuple[Owner, i
         owner.joined.set()
     links.ready.set()
     return owner, 0 if join is not None else len(members)
+
+
+def _open_group(ctx: DaemonContext, owner: Owner, input_log: InputLog, members: list[str]) -> None:
+    """The process's replication group and, with ``--replicas`` above 1, the follower
+    slots this daemon keeps for others; then the replay of the log.  A group of one
+    leads at once; a larger one campaigns, and the owner steps nothing until it leads."""
+    k, own, channels = ctx.config.replicas, ctx.process_id, ctx.channels
+    assert channels is not None
+    if k > len(members):
+        raise DaemonError(
+            f"--replicas {k} needs at least {k} members; this cluster has {len(members)}"
+        )
+    voters = voters_of(own, members, k)
+    send = None if k == 1 else channel_sender(channels, own)
+    group = owner.group = ProcessGroup(own, input_log, Config.of(voters), send)
+    replay(owner, input_log.records(), take_over=group.lone)
+    input_log.replay_segments = []
+    if not group.lone:
+        now = trio.current_time()
+        owner.replicas = open_replicas(group, members, k, channels, input_log,
+                                       ctx.limits.heartbeat_interval_s, now)  # fmt: skip
+        owner.must_take_over = True
+        group.campaign()
+        log.info("replicated: waiting for a majority of the process's group to elect it",
+                 voters=list(voters), follows=sorted(owner.replicas.slots))  # fmt: skip
 
 
 async def _seed(ctx: DaemonContext, input_log: InputLog | None) -> tuple[str, str]:
@@ -189,11 +221,6 @@ def _build_process(
 
 def new_directory(ctx: DaemonContext) -> Directory:
     return Directory(ctx.process_id, ctx.address)
-
-
-def _directory_name(process_id: str) -> str:
-    """A file name for a process id (an address has a colon, an IPv6 one brackets)."""
-    return "".join(c if c.isalnum() or c in "-_." else "_" for c in process_id)
 
 
 __all__ = ["Address", "DataDirectory", "new_directory", "open_data_directory", "start_owner"]

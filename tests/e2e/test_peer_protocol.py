@@ -48,3 +48,15 @@ async def test_a_daemon_of_another_release_is_refused_for_good() -> None:
         )
         assert (await same.receive())[0] == "hello-peer"
         await same.aclose()
+
+
+@pytest.mark.trio
+async def test_a_member_with_another_replicas_is_refused_for_good() -> None:
+    async with inproc_daemon(Limits()) as daemon:  # --replicas 1
+        other = await RawClient.connect(daemon)
+        options = {"protocol": PEER_PROTOCOL, "replicas": 3}
+        await other.send(["hello-peer", "other-member", "127.0.0.1:9", "feedface", options])
+        closing = await other.until_closed()
+        assert closing[0][0] == "error" and closing[0][3] == "refused", closing
+        assert "--replicas 3 and this daemon with 1" in closing[0][2], closing
+        assert "other-member" not in daemon.host.directory.addresses

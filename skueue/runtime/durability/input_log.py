@@ -128,6 +128,9 @@ class Meta:
     # knows which incarnation of a peer its link counts belong to, and refuses a peer
     # that came back without its state (runtime/network/peers.py, same_incarnation).
     incarnations: tuple[tuple[str, str], ...] = ()
+    # The voters of each group (``--replicas``) at the first start: placement depends
+    # on it, so a restart with another value is refused (runtime/startup.py).
+    replicas: int = 1
 
 
 class InputLog:
@@ -433,6 +436,11 @@ class _Checksummed:
         return self.f.write(data)
 
 
+def directory_name(process_id: str) -> str:
+    """A directory name for a process id (an address has a colon, an IPv6 one brackets)."""
+    return "".join(c if c.isalnum() or c in "-_." else "_" for c in process_id)
+
+
 def _segment_name(number: int) -> str:
     return f"inputs-{number:08d}.log"
 
@@ -474,6 +482,7 @@ def _read_meta(path: Path) -> Meta:
             bool(raw.get("left", False)),
             tuple((str(peer), str(at)) for peer, at in raw.get("addresses", ())),
             tuple((str(peer), str(nonce)) for peer, nonce in raw.get("incarnations", ())),
+            int(raw.get("replicas", 1)),
         )
     except (OSError, ValueError, KeyError, TypeError) as e:
         raise DaemonError(f"{path} is not a skueued data directory's meta file: {e}") from None

@@ -57,11 +57,12 @@ class PeerGreeting:
     auth: dict[str, Any] | None = None  # challenge (and proof) with a cluster key
     static: bool = False  # the opener starts a static cluster it takes us for a member of
     channel: bool = False  # the opener's daemon channel, not a link (daemon_channel.py)
+    replicas: int = 1  # its --replicas: every member must run with the same
 
 
 def parse_peer_hello(hello: Any) -> PeerGreeting:
     """Check ``["hello-peer", id, address, nonce?, handled?, {auth, static}?]``."""
-    auth, static, channel, protocol = None, False, False, 1
+    auth, static, channel, protocol, replicas = None, False, False, 1, 1
     if isinstance(hello, list) and len(hello) > 3 and isinstance(hello[-1], dict):
         options = dict(hello[-1])
         static = options.pop("static", False)
@@ -69,8 +70,11 @@ def parse_peer_hello(hello: Any) -> PeerGreeting:
         if type(static) is not bool or type(channel) is not bool:
             raise RemoteProtocolError("hello-peer: static and channel must be true or false")
         protocol = options.pop("protocol", 1)
+        replicas = options.pop("replicas", 1)
         if type(protocol) is not int:
             raise RemoteProtocolError("hello-peer: protocol must be a number")
+        if type(replicas) is not int:
+            raise RemoteProtocolError("hello-peer: replicas must be a number")
         auth, hello = (auth_map(options) if options else None), hello[:-1]
     if (
         not isinstance(hello, list)
@@ -93,7 +97,16 @@ def parse_peer_hello(hello: Any) -> PeerGreeting:
         )
     nonce = hello[3] if len(hello) >= 4 else None
     handled = hello[4] if len(hello) == 5 else 0
-    return PeerGreeting(hello[1], hello[2], nonce, handled, auth, static, channel)
+    return PeerGreeting(hello[1], hello[2], nonce, handled, auth, static, channel, replicas)
+
+
+def replicas_mismatch(ours: int, greeting: PeerGreeting) -> str | None:
+    """Why a peer with another ``--replicas`` is refused (None: the same): each member
+    computes every group's replicas from the member list and that number."""
+    if greeting.replicas == ours:
+        return None
+    return (f"{greeting.process} runs with --replicas {greeting.replicas} and this daemon "
+            f"with {ours}: every member of a cluster must run with the same")
 
 
 def reachable(advertised: str, stream: trio.abc.Stream) -> Address:

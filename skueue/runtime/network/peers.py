@@ -41,6 +41,7 @@ from skueue.runtime.network.handshake import (
     PeerGreeting,
     PeerProtocolMismatch,
     parse_peer_hello,
+    replicas_mismatch,
 )
 from skueue.runtime.network.link_sender import LinkSender, read_acks, watch_acks
 from skueue.runtime.security.peer_auth import AUTH_FRAME, ClusterKeys, mismatch, new_challenge
@@ -109,6 +110,7 @@ class PeerLinks:
         # Sent in every hello: a hello that comes back with it was our own (an address of
         # this daemon in its own --peers), one with our id but another nonce is a clash.
         self.nonce = os.urandom(8).hex()
+        self.replicas = 1  # --replicas, said in every hello (set at start)
         # The nonce each peer first said hello with.  A durable daemon keeps its nonce in
         # its data directory; one that comes back with a new nonce came back without its
         # state (in memory, or another directory), and serving it as if it were the same
@@ -244,6 +246,7 @@ class PeerLinks:
             **(auth or {}),
             **({"static": True} if static else {}),
             **({"channel": True} if channel else {}),
+            **({"replicas": self.replicas} if self.replicas != 1 else {}),
         }
         return [*hello, options]
 
@@ -285,6 +288,10 @@ class PeerLinks:
                         await trio.aclose_forcefully(stream)
                         raise RemoteProtocolError(f"{address} is not a skueued peer") from None
                     await self._prove(stream, address, greeting, challenge)
+                    mismatch_ = replicas_mismatch(self.replicas, greeting)
+                    if mismatch_ is not None and greeting.process != self.process_id:
+                        await trio.aclose_forcefully(stream)
+                        raise RefusedForGood(f"{address}: {mismatch_}")
                     return stream, greeting
                 except trio.BrokenResourceError as e:
                     last_error = tls_failure(e)

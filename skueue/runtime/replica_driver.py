@@ -1,0 +1,142 @@
+"""What every replica of a daemon does with its node's effects, leader or follower
+(docs/replication.md §6.2; the order is etcd raft's ``Ready``, effects.py).
+
+- ``AppendLocal`` and ``SaveHardState`` go to the replica's input log (format 12);
+- a ``Send`` that may leave before the sync (a leader's appends: the followers' fsyncs
+  run in parallel with the leader's, thesis §10.2.1) goes at once on the daemon channel;
+  every other one (acks, votes: I7) waits for the end of the step's sync;
+- at the end of the owner's step (:meth:`ReplicaDriver.end_step`) the log is synced, the
+  node hears ``Persisted``, and the held sends go.
+
+A snapshot sent or installed is not built yet (stage 3 of docs/replication.md §11): a
+follower that fell behind the leader's last snapshot is said so once and left behind;
+the group goes on with the others.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable
+
+import structlog
+
+from skueue.replication.config import Config, HostId
+from skueue.replication.effects import (
+    AppendLocal,
+    Commit,
+    InstallSnapshot,
+    ProposalRefused,
+    ReplicaEffect,
+    RoleChanged,
+    SaveHardState,
+    Send,
+    SendSnapshot,
+)
+from skueue.replication.inputs import Persisted, Received, ReplicaInput, Tick
+from skueue.replication.messages import Message
+from skueue.replication.node import ReplicaNode
+from skueue.replication.settings import DurableState, ReplicaSettings
+from skueue.runtime.durability.input_log import InputLog
+
+log = structlog.get_logger("skueued")
+
+SendMessage = Callable[[HostId, Message], None]
+
+
+def durable_state(input_log: InputLog, first_config: Config) -> DurableState:
+    """What the replica's log holds: its last snapshot's position and configuration
+    (``first_config`` where it never snapshotted), its hard state and its entries,
+    their data left on disk (the node reads them back through the log)."""
+    index = input_log.index
+    snapshot_index, snapshot_term, config = index.base or (0, 0, first_config)
+    term, vote = index.hard_state
+    return DurableState(config, term, vote, snapshot_index, snapshot_term,
+                        index.bare_entries())  # fmt: skip
+
+
+class ReplicaDriver:
+    def __init__(
+        self,
+        group: str,
+        replica: HostId,
+        input_log: InputLog,
+        first_config: Config,
+        send: SendMessage | None,
+        settings: ReplicaSettings,
+    ) -> None:
+        """The replica ``replica`` of process ``group``'s group, as ``input_log`` left it;
+        ``send`` carries its messages (None: a group of one, which sends none)."""
+        self.group = group
+        # Election timeouts are drawn from it.
+        rng = random.Random()
+        durable = durable_state(input_log, first_config)
+        self.node = ReplicaNode(replica, durable, settings, rng, reader=input_log)
+        self.input_log = input_log
+        self.send = send
+        self.held: list[Send] = []  # sends that leave after this step's sync
+        self.written = False  # the log took entries since the last Persisted
+        self.behind: set[HostId] = set()  # followers that need a snapshot (said once)
+
+    @property
+    def commit(self) -> int:
+        return self.node.commit
+
+    def receive(self, sender: HostId, message: Message) -> None:
+        self.carry_out(self.node.step(Received(sender, message)))
+
+    def step(self, event: ReplicaInput) -> None:
+        self.carry_out(self.node.step(event))
+
+    def tick(self) -> None:
+        self.carry_out(self.node.step(Tick()))
+
+    def end_step(self, now: float) -> None:
+        """Sync what this step wrote, tell the node, then send what waited for it."""
+        self.input_log.sync(now)
+        node = self.node
+        if self.written:
+            self.written = False
+            last = node.last_index
+            term = node.term_at(last)
+            if term is not None and last > node.snapshot_index:
+                self.carry_out(node.step(Persisted(last, term)))
+        held, self.held = self.held, []
+        for effect in held:
+            self._send(effect)
+
+    def carry_out(self, effects: list[ReplicaEffect]) -> None:
+        for effect in effects:
+            match effect:
+                case AppendLocal(index=index, entries=entries):
+                    self.input_log.write_entries(index, entries)
+                    self.written = True
+                case SaveHardState(term=term, vote=vote):
+                    self.input_log.save_hard_state(term, vote)
+                case Send(after_sync=False):
+                    self._send(effect)
+                case Send():
+                    self.held.append(effect)
+                case Commit():
+                    pass  # the owner reads ``commit`` when it releases a step's effects
+                case RoleChanged(role=role, term=term, leader=leader):
+                    self.role_changed(role, term, leader)
+                case SendSnapshot(to=to, index=index):
+                    if to not in self.behind:
+                        self.behind.add(to)
+                        log.warning("a replica fell behind the last snapshot; sending "
+                                    "snapshots is not built yet, so it stays behind and "
+                                    "the group goes on with the others",
+                                    group=self.group, replica=to, snapshot_index=index)  # fmt: skip
+                case InstallSnapshot():
+                    raise AssertionError("no replica sends snapshots yet")
+                case ProposalRefused(reason=reason):
+                    # The owner proposes only while its group leads: a refusal means an
+                    # input was stepped that the log will not hold.
+                    raise AssertionError(f"group {self.group}: a proposal refused: {reason}")
+
+    def role_changed(self, role: str, term: int, leader: HostId | None) -> None:
+        """The replica's role, term or known leader changed."""
+
+    def _send(self, effect: Send) -> None:
+        assert self.send is not None, f"group {self.group} of one voter sent {effect!r:.200}"
+        self.send(effect.to, effect.message)
