@@ -199,3 +199,14 @@ def integer_in(low: int, high: int | None = None, limit: str = "") -> Callable[[
 
 positive_int = integer_in(1)
 non_negative_int = integer_in(0)
+
+
+REPLICA_COUNTS = (1, 3, 5)
+
+
+def replica_count(text: str) -> int:
+    """``--replicas``: a group of 1, 3 or 5 voters (an even one tolerates no more
+    failures than the odd one below it, and costs a replica more)."""
+    if text not in {str(k) for k in REPLICA_COUNTS}:
+        raise argparse.ArgumentTypeError(f"expected 1, 3 or 5, not {text!r:.20}")
+    return int(text)

@@ -26,7 +26,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from skueue.check.checker import check
 from skueue.check.history import write_jsonl
-from skueue.cli.args import fail, integer_in, non_negative_int, positive_int, ratio
+from skueue.cli.args import fail, integer_in, non_negative_int, positive_int, ratio, replica_count
 from skueue.cli.client_cmds import EXIT_UNREACHABLE, queue_name, request_timeout
 from skueue.cli.nodes import default_node
 from skueue.cli.output import AtomicOutput
@@ -68,6 +68,13 @@ def add_parser(sub: Any) -> None:
         "--in-memory",
         action="store_true",
         help="with --spawn: daemons that keep nothing on disk (default: durable, fsync batch)",
+    )
+    p.add_argument(
+        "--replicas",
+        type=replica_count,
+        default=1,
+        metavar="K",
+        help="with --spawn: skueued --replicas K (preview: each process's log on K daemons)",
     )
     p.add_argument(
         "--structure",
@@ -243,8 +250,8 @@ def run(args: argparse.Namespace) -> int:
             fail("skueue bench", "--spawn starts its own daemons; leave out --nodes")
         if args.in_memory and args.data_dir:
             fail("skueue bench", "--in-memory and --data-dir exclude each other")
-    elif args.in_memory or args.data_dir:
-        fail("skueue bench", "--in-memory and --data-dir go with --spawn")
+    elif args.in_memory or args.data_dir or args.replicas != 1:
+        fail("skueue bench", "--in-memory, --data-dir and --replicas go with --spawn")
     if args.priorities > 1:
         if not args.queues:
             fail("skueue bench", "--priorities needs --queue NAME: the default queue is "
@@ -298,6 +305,7 @@ def run_spawned(args: argparse.Namespace, history: AtomicOutput | None) -> int:
             structure=args.structure,
             data_dir=args.data_dir,
             in_memory=args.in_memory,
+            replicas=args.replicas,
         )
     except ClusterError as e:
         fail("skueue bench", str(e), code=EXIT_UNREACHABLE)
@@ -307,7 +315,9 @@ def run_spawned(args: argparse.Namespace, history: AtomicOutput | None) -> int:
             console.print("in memory: nothing on disk (--in-memory)")
         else:
             kept = "kept" if args.data_dir else "removed after the run; --data-dir DIR keeps it"
-            console.print(f"data directory: {cluster.data_dir} (durable, fsync batch; {kept})")
+            replicated = f", each process's log on {args.replicas}" if args.replicas != 1 else ""
+            console.print(f"data directory: {cluster.data_dir} (durable, fsync batch"
+                          f"{replicated}; {kept})")
         code = bench(load_config(args, tuple(cluster.addresses), args.structure), args, history)
         console.print("stopping the cluster ...")
     left = [a for a, alive in cluster.status() if alive]

@@ -10,7 +10,7 @@ import argparse
 from pathlib import Path
 
 from skueue.cli import config_file
-from skueue.cli.args import Parser, add_version, address, non_negative_int
+from skueue.cli.args import Parser, add_version, address, non_negative_int, replica_count
 from skueue.host.address import AddressError, parse_addresses
 from skueue.runtime.durability.input_log import SyncPolicy
 from skueue.runtime.limits import Limits
@@ -206,17 +206,6 @@ def addresses(text: str) -> str:
         return ",".join(str(a) for a in parse_addresses(text))
     except AddressError as e:
         raise argparse.ArgumentTypeError(str(e)) from None
-
-
-REPLICA_COUNTS = (1, 3, 5)
-
-
-def replica_count(text: str) -> int:
-    """``--replicas``: a group of 1, 3 or 5 voters (an even one tolerates no more
-    failures than the odd one below it, and costs a replica more)."""
-    if text not in {str(k) for k in REPLICA_COUNTS}:
-        raise argparse.ArgumentTypeError(f"expected 1, 3 or 5, not {text!r:.20}")
-    return int(text)
 
 
 def sync_policy(text: str) -> str:

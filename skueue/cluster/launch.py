@@ -265,6 +265,7 @@ class LaunchedCluster:
         command: Sequence[str] | None = None,
         data_dir: str | os.PathLike[str] | None = None,
         in_memory: bool = False,
+        replicas: int = 1,
     ) -> None:
         if not 1 <= n <= DAEMONS_MAX:
             raise ClusterError(f"a local cluster has 1 to {DAEMONS_MAX} daemons, not {n}")
@@ -293,6 +294,9 @@ class LaunchedCluster:
             raise ClusterError("in_memory and data_dir exclude each other")
         self.in_memory = in_memory
         self.data_dir = Path(data_dir).absolute() if data_dir is not None else None
+        if replicas != 1 and (in_memory or replicas > n):
+            raise ClusterError(f"--replicas {replicas} needs {replicas} durable daemons or more")
+        self.replicas = replicas  # skueued --replicas
 
     # -- the public face ------------------------------------------------------------------
 
@@ -377,6 +381,8 @@ class LaunchedCluster:
             ]
             if peers:
                 argv += ["--peers", peers]
+            if self.replicas != 1:
+                argv += ["--replicas", str(self.replicas)]
             if self.in_memory:
                 argv.append("--in-memory")
             else:
@@ -507,6 +513,6 @@ def launch(
 ) -> LaunchedCluster:
     """Start ``n`` daemons and return the running cluster.  Use it as a context manager
     (``with launch(3) as c:``) or call ``c.stop()``; either way it is stopped at exit.
-    ``options``: log_format, log_level, ready_timeout_s, command, data_dir (see
-    LaunchedCluster)."""
+    ``options``: log_format, log_level, ready_timeout_s, command, data_dir, in_memory,
+    replicas (see LaunchedCluster)."""
     return LaunchedCluster(n, base_port, structure, log_dir, **options).start()

@@ -241,7 +241,8 @@ class IncomingConnections:
         assert self.ctx.links is not None
         if self.ctx.config.cluster_keys is None:  # with a key, our hello went with the handshake
             await stream.send_all(pack(self.ctx.links.hello(0)))
-        await self.ctx.links.ready.wait()
+        assert self.ctx.channels is not None
+        await self.ctx.channels.ready.wait()
         sessions = self.ctx.channel_sessions
         with trio.CancelScope() as scope:
             previous = sessions.get(peer)

@@ -30,7 +30,6 @@ from typing import Any
 import trio
 
 from skueue.core.effects import Send
-from skueue.core.errors import RemoteProtocolError
 from skueue.core.process import TickDue
 from skueue.host.effects import (
     DropPeer,
@@ -80,7 +79,7 @@ from skueue.runtime.operations.health import PhaseWatch, Readiness, readiness
 from skueue.runtime.operations.logging import DEBUG_LOGS
 from skueue.runtime.operations.member_stats import member_stats
 from skueue.runtime.operations.stats import StatsGathering
-from skueue.runtime.replicas import DaemonReplicas
+from skueue.runtime.replicas import DaemonReplicas, take_replication_frame
 from skueue.runtime.requests import ClientDesk, request_kind
 from skueue.runtime.state import DaemonContext, log
 from skueue.wire.peer import encode_message
@@ -122,6 +121,9 @@ class Owner:
         self.deferred: list[InboxItem] = []
         self.must_take_over = False  # the host's TookOver goes first once the group leads
         self.led = trio.Event()  # the group has led since the start: clients are served
+        # The links start once the commit reaches the replay's last entry (its frames
+        # numbered on them as in the last life): None, started.
+        self.links_wait_for: int | None = None
         self.quiescing = False
         # Where the DHT tables keep their elements
         # (None: in memory; runtime/durability/entry_store.py).
@@ -425,7 +427,7 @@ class Owner:
                 if not self.host.directory.is_member(peer):
                     pass  # answers and replicas are only for members
                 elif frame[0] == "raft":
-                    self._replication_message(peer, frame)
+                    take_replication_frame(self.replicas, ctx, peer, frame)
                 else:
                     self.desk.control(peer, frame)
             case PeerHello(peer=peer, address=address, static=static, nonce=nonce):
@@ -464,19 +466,6 @@ class Owner:
         name = None if session is None else session.session
         self.enter(FromClient(client, name, request, deadline, now))
 
-    def _replication_message(self, peer: str, frame: list[Any]) -> None:
-        if self.replicas is None:
-            log.warning("a replication message, and this daemon runs no replicas "
-                        "(the members' --replicas differ?); closing its channel", peer=peer)
-            self.ctx.drop_channel_session(peer)
-            return
-        try:
-            self.replicas.receive(peer, frame)
-        except RemoteProtocolError as e:
-            log.warning("bad replication message; closing the member's channel",
-                        peer=peer, error=str(e))  # fmt: skip
-            self.ctx.drop_channel_session(peer)
-
     def _refused(self, peer: str) -> bool:
         """Frames of a peer refused as no member that were read before its session was
         closed: dropped, neither handled nor logged."""
@@ -501,6 +490,10 @@ class Owner:
         for peer, number in released.handled.items():
             self.ctx.inbound[peer].handled = number
         self._send(released.peer_frames, released.replies)
+        if self.links_wait_for is not None and commit >= self.links_wait_for:
+            self.links_wait_for = None
+            assert self.ctx.links is not None
+            self.ctx.links.ready.set()
 
     def _send(self, peer_frames: dict[str, list[Any]], replies: list[tuple[int, Any]]) -> None:
         links, ctx = self.ctx.links, self.ctx

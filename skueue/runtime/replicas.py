@@ -28,6 +28,7 @@ from skueue.runtime.durability.input_log import InputLog
 from skueue.runtime.follower_slot import FollowerSlot
 from skueue.runtime.group import ProcessGroup
 from skueue.runtime.network.daemon_channel import DaemonChannels
+from skueue.runtime.state import DaemonContext
 
 log = structlog.get_logger("skueued")
 
@@ -111,3 +112,22 @@ def open_replicas(
             input_log.policy, input_log.meta,
         )
     return DaemonReplicas(own, group, slots, heartbeat_interval_s, now)
+
+
+def take_replication_frame(
+    replicas: DaemonReplicas | None, ctx: DaemonContext, peer: str, frame: list[Any]
+) -> None:
+    """A ``raft`` frame from ``peer``'s channel: into the replica it is for.  One that
+    does not decode, or that comes to a daemon that runs no replicas, closes that
+    channel (the peer's fault; Raft takes the loss)."""
+    if replicas is None:
+        log.warning("a replication message, and this daemon runs no replicas "
+                    "(the members' --replicas differ?); closing its channel", peer=peer)
+        ctx.drop_channel_session(peer)
+        return
+    try:
+        replicas.receive(peer, frame)
+    except RemoteProtocolError as e:
+        log.warning("bad replication message; closing the member's channel",
+                    peer=peer, error=str(e))  # fmt: skip
+        ctx.drop_channel_session(peer)

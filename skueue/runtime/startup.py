@@ -127,7 +127,12 @@ async def start_owner(ctx: DaemonContext, data: DataDirectory) -> tuple[Owner, i
     owner.joined = trio.Event()
     if owner.host.joined:
         owner.joined.set()
-    links.ready.set()
+    assert ctx.channels is not None
+    ctx.channels.ready.set()
+    if owner.replicas is None:
+        links.ready.set()
+    # else: once the replay's frames are committed and numbered on their links
+    # (Owner.flush), or a peer's count of them would look like a lost state.
     return owner, 0 if join is not None else len(members)
 
 
@@ -151,6 +156,7 @@ def _open_group(ctx: DaemonContext, owner: Owner, input_log: InputLog, members: 
         owner.replicas = open_replicas(group, members, k, channels, input_log,
                                        ctx.limits.heartbeat_interval_s, now)  # fmt: skip
         owner.must_take_over = True
+        owner.links_wait_for = group.node.last_index
         group.campaign()
         log.info("replicated: waiting for a majority of the process's group to elect it",
                  voters=list(voters), follows=sorted(owner.replicas.slots))  # fmt: skip

@@ -67,6 +67,9 @@ class DaemonChannels:
     def __init__(self, links: PeerLinks) -> None:
         self.links = links
         self.frames_max = links.limits.channel_frames_max
+        # Set once the owner can take what channels carry (its replicas exist): before
+        # the links (runtime/startup.py), whose replayed frames may wait for an election.
+        self.ready = trio.Event()
         self.senders: dict[str, ChannelSender] = {}
         # Channels whose member's address has not arrived yet (no writer task yet).
         self.unaddressed: set[str] = set()
@@ -107,7 +110,7 @@ class DaemonChannels:
     async def _writer(self, peer: str, address: Address, sender: ChannelSender) -> None:
         """Keep ``peer``'s channel connected while frames wait for it, until closed."""
         links = self.links
-        await links.ready.wait()
+        await self.ready.wait()
         while not sender.closed:
             await sender.wake.wait()
             if sender.closed:
