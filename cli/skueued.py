@@ -109,6 +109,9 @@ def main(argv: list[str] | None = None) -> int:
         die("--in-memory and --data-dir exclude each other")
     if args.replicas > 1 and args.in_memory:
         die("--replicas needs a data directory: a replica acknowledges what it holds on disk")
+    if args.replicas > 1 + len(set(peers)) and join is None:
+        die(f"--replicas {args.replicas} needs at least {args.replicas} members; --peers "
+            f"names {len(set(peers))} other(s)")
     if args.replicas > 1 and join is not None:
         die("--replicas with --join: not yet (joins take their share of replicas in a "
             "later release); start a static cluster with --peers")
