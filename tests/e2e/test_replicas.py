@@ -14,7 +14,10 @@ import json
 from collections.abc import Callable
 from pathlib import Path
 
+import pytest
+
 import skueue.client.blocking
+from skueue.client.errors import RequestRejected
 from skueue.host.placement import voters_of
 from skueue.replication.messages import Entry
 from skueue.runtime.durability.input_log import InputLog, Meta, SyncPolicy, directory_name
@@ -54,6 +57,10 @@ def test_every_committed_entry_is_on_a_majority_of_its_group(
     data_dirs = {m["process"]: Path(m["durable"]["data_dir"]) for m in stats["members"]}
     for m in stats["members"]:
         assert sorted(m["durable"]["replicas"]) == sorted(members), m["durable"]
+    refusal = "cannot leave a cluster run with --replicas"
+    with (skueue.client.blocking.connect_blocking(cluster.addresses[1]) as q,
+          pytest.raises(RequestRejected, match=refusal)):  # fmt: skip
+        q.leave()
     assert not stop(cluster.daemons)
     for process, commit in commits.items():
         own = entries(data_dirs[process])
