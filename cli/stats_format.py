@@ -48,7 +48,10 @@ def _durability(member: dict[str, Any]) -> str:
     if refused:
         space += f", {refused} enqueue requests refused below the disk reserve"
     replicas = durable.get("replicas")
-    group = (f"{len(replicas)} replica{'s' if len(replicas) != 1 else ''}, term "
+    lag = durable.get("replica_lag") or {}
+    behind = (" (entries behind: " + ", ".join(f"{h} {n}" for h, n in sorted(lag.items()))
+              + ")") if isinstance(lag, dict) and lag else ""  # fmt: skip
+    group = (f"{len(replicas)} replica{'s' if len(replicas) != 1 else ''}{behind}, term "
              f"{durable.get('term')}, " if isinstance(replicas, list) else "")  # fmt: skip
     return (
         f"  (durable in {durable.get('data_dir')}, fsync {durable.get('fsync')}, {group}"

@@ -23,6 +23,7 @@ from skueue.replication.messages import Entry
 from skueue.runtime.durability.input_log import InputLog, Meta, SyncPolicy, directory_name
 from skueue.runtime.follower_slot import REPLICAS_DIRECTORY
 from tests.e2e.daemons import HOST, Cluster, free_ports, refused, stop
+from tests.e2e.test_metrics import METRICS, metrics_address, scrape, value
 
 StartCluster = Callable[..., Cluster]
 ELEMENTS = 300
@@ -44,7 +45,7 @@ def entries(directory: Path) -> dict[int, Entry]:
 def test_every_committed_entry_is_on_a_majority_of_its_group(
     skueued_cluster: StartCluster,
 ) -> None:
-    cluster = skueued_cluster(3, extra_args=("--replicas", "3"))
+    cluster = skueued_cluster(3, extra_args=("--replicas", "3", *METRICS))
     with skueue.client.blocking.connect_blocking(cluster.addresses[0]) as q:
         for i in range(ELEMENTS):
             q.enqueue(f"e{i}".encode())
@@ -57,6 +58,13 @@ def test_every_committed_entry_is_on_a_majority_of_its_group(
     data_dirs = {m["process"]: Path(m["durable"]["data_dir"]) for m in stats["members"]}
     for m in stats["members"]:
         assert sorted(m["durable"]["replicas"]) == sorted(members), m["durable"]
+        lag = m["durable"]["replica_lag"]  # what the leader knows of each follower
+        assert sorted(lag) == sorted(set(members) - {m["process"]}), lag
+        assert all(0 <= n <= m["durable"]["commit_index"] for n in lag.values()), lag
+    scraped = scrape(metrics_address(cluster.daemons[0]))
+    lags = [labels["replica"] for name, labels, _ in scraped
+            if name == "skueue_replication_lag_entries"]  # fmt: skip
+    assert len(lags) == 2 and value(scraped, "skueue_replication_replicas") == 3, lags
     refusal = "cannot leave a cluster run with --replicas"
     with (skueue.client.blocking.connect_blocking(cluster.addresses[1]) as q,
           pytest.raises(RequestRejected, match=refusal)):  # fmt: skip

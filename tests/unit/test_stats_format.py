@@ -47,3 +47,11 @@ def test_refusals_below_the_reserve_are_counted_and_in_memory_members_said_so() 
 def test_a_member_of_an_older_version_without_the_disk_fields_still_prints() -> None:
     text = format_stats(stats_with({"process": "a", "entries": 1, "durable": durable()}))
     assert text.splitlines()[-1].endswith("log 3.0 MiB since the last snapshot)")
+
+
+def test_a_replicated_member_shows_how_far_behind_each_follower_is() -> None:
+    member = {"process": "a", "entries": 0,
+              "durable": durable(replicas=["a", "b", "c"], term=2,
+                                 replica_lag={"c": 40, "b": 0})}  # fmt: skip
+    line = format_stats(stats_with(member)).splitlines()[-1]
+    assert "3 replicas (entries behind: b 0, c 40), term 2, log" in line, line

@@ -50,8 +50,10 @@ def _group_stats(owner: Owner) -> dict[str, Any]:
     if group is None:
         return {}
     node = group.node
+    # How many entries each follower is behind the leader's log (known to the leader).
+    lag = {host: node.last_index - pr.match for host, pr in node.progress.items()}
     return {"replicas": list(node.config.voters), "term": node.term,
-            "commit_index": node.commit}  # fmt: skip
+            "commit_index": node.commit, "replica_lag": lag}  # fmt: skip
 
 
 def _disk_stats(owner: Owner) -> dict[str, Any]:

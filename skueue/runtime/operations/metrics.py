@@ -368,6 +368,11 @@ class DaemonCollector(Collector):
                     [], {(): node.commit})  # fmt: skip
         yield gauge("skueue_replication_replicas", "the voters of its group", [],
                     {(): len(node.config.voters)})  # fmt: skip
+        if node.progress:  # it leads others: how far behind each follower is
+            yield gauge("skueue_replication_lag_entries",
+                        "entries of its log a follower is known not to hold", ["replica"],
+                        {(host,): node.last_index - pr.match
+                         for host, pr in node.progress.items()})  # fmt: skip
 
 
 def directory_bytes(directory: Path, files_max: int = DISK_SCAN_FILES_MAX) -> int:
