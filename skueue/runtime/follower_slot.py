@@ -10,16 +10,19 @@ answers votes (a leader that restarts campaigns), and it never campaigns itself
 failover needs (stage 2b of §11, not built): until then only the home daemon leads its
 process, and a follower's copy is what lets a majority acknowledge a step.
 
-Not built yet either: the follower does not apply the entries to a host of its own,
-and does not compact its copy (it grows with the leader's log; the leader's snapshots
-are not sent).
+Not built yet either: the follower does not apply the entries to a host of its own.
+Its copy is kept bounded all the same: past ``--snapshot-bytes`` it drops what the
+group committed (:meth:`FollowerSlot.compact_if_due`), so it holds the inputs since
+then, not yet a state they apply to.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import BinaryIO
 
 from skueue.replication.config import Config, HostId
+from skueue.replication.inputs import Applied, SnapshotTaken
 from skueue.replication.settings import ReplicaSettings
 from skueue.runtime.durability.input_log import InputLog, Meta, SyncPolicy, directory_name
 from skueue.runtime.replica_driver import ReplicaDriver, SendMessage
@@ -49,5 +52,25 @@ class FollowerSlot(ReplicaDriver):
         input_log = InputLog.open(directory, slot_meta, policy)
         return cls(group, replica, input_log, first_config, send, FOLLOWER_SLOT)
 
+    def compact_if_due(self, segment_bytes_max: int) -> None:
+        """Keep the copy bounded: once its log has grown past ``segment_bytes_max`` (the
+        daemon's ``--snapshot-bytes``), drop what the group committed.  An empty
+        snapshot stands for it: until followers apply the entries to a host of their
+        own (failover, stage 2b), there is no state to keep, and a follower never
+        sends the entries it dropped (only a leader sends entries)."""
+        node, input_log = self.node, self.input_log
+        index = node.commit
+        if not input_log.snapshot_due(segment_bytes_max) or index <= node.snapshot_index:
+            return
+        term = node.term_at(index)
+        assert term is not None
+        input_log.snapshot(_nothing, index, term, node.log.config_at(index))
+        self.step(Applied(index))
+        self.step(SnapshotTaken(index))
+
     def close(self) -> None:
         self.input_log.close()
+
+
+def _nothing(_f: BinaryIO) -> None:
+    """A follower slot's snapshot: no state (it applies nothing yet)."""

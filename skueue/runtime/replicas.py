@@ -27,6 +27,7 @@ from skueue.replication.messages import Message
 from skueue.runtime.durability.input_log import InputLog
 from skueue.runtime.follower_slot import FollowerSlot
 from skueue.runtime.group import ProcessGroup
+from skueue.runtime.limits import Limits
 from skueue.runtime.network.daemon_channel import DaemonChannels
 from skueue.runtime.state import DaemonContext
 
@@ -50,8 +51,10 @@ class DaemonReplicas:
         slots: dict[str, FollowerSlot],
         heartbeat_interval_s: float,
         now: float,
+        snapshot_log_bytes: int,
     ) -> None:
         self.own = own
+        self.snapshot_log_bytes = snapshot_log_bytes
         self.group = group
         self.slots = slots
         self.heartbeat_interval_s = heartbeat_interval_s
@@ -87,9 +90,11 @@ class DaemonReplicas:
             self.next_tick = now + self.heartbeat_interval_s
 
     def end_followers_step(self, now: float) -> None:
-        """Sync what the follower slots wrote in this step, then send their acks."""
+        """Sync what the follower slots wrote in this step, then send their acks; a
+        copy grown past the snapshot size drops what is committed."""
         for slot in self.slots.values():
             slot.end_step(now)
+            slot.compact_if_due(self.snapshot_log_bytes)
 
 
 def open_replicas(
@@ -98,7 +103,7 @@ def open_replicas(
     replicas: int,
     channels: DaemonChannels,
     input_log: InputLog,
-    heartbeat_interval_s: float,
+    limits: Limits,
     now: float,
 ) -> DaemonReplicas:
     """The follower slots of the groups this daemon is a voter of besides its own (in
@@ -111,7 +116,8 @@ def open_replicas(
             input_log.directory, process, own, config, channel_sender(channels, process),
             input_log.policy, input_log.meta,
         )
-    return DaemonReplicas(own, group, slots, heartbeat_interval_s, now)
+    return DaemonReplicas(own, group, slots, limits.heartbeat_interval_s, now,
+                          limits.snapshot_log_bytes)  # fmt: skip
 
 
 def take_replication_frame(

@@ -217,6 +217,10 @@ class InputLog:
         the old segment, whose entries reach that far); the old segment is deleted
         once the snapshot is durable."""
         assert not self.buffer, "a snapshot is taken between steps"
+        # Entries after the snapshot (a follower's, not committed yet) go on in the next
+        # segment; a leader snapshots only with none in flight.
+        last = self.index.last_index
+        tail = self.read_entries(index + 1, last, 1 << 62) if last > index else []
         old, old_fd = self.segment, self.fd
         self.segment, self.end = old + 1, 0
         self._open_segment()
@@ -224,6 +228,8 @@ class InputLog:
         self.index.restart_at(index, term, config)
         self._buffer([HARD_STATE, term_now, vote])
         self._buffer(base_record(index, term, config))
+        if tail:
+            self.write_entries(index + 1, tail)
         self._write()
         self._fdatasync()
         size = write_snapshot(self.directory, self.segment, dump)

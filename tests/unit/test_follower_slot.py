@@ -1,0 +1,58 @@
+"""A daemon's follower slot (runtime/follower_slot.py): what the leader appends is on
+its disk before it acks, it survives a restart, and its copy stays bounded."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from skueue.replication.config import Config
+from skueue.replication.messages import AppendEntries, AppendReply, Entry, Message
+from skueue.runtime.durability.input_log import Meta, SyncPolicy
+from skueue.runtime.follower_slot import REPLICAS_DIRECTORY, FollowerSlot
+
+CONFIG = Config.of(["P", "b", "c"])
+META = Meta("b", "nonce-b", "queue", (), replicas=3)
+
+
+def open_slot(data_dir: Path, sent: list[tuple[str, Message]]) -> FollowerSlot:
+    return FollowerSlot.open(data_dir, "P", "b", CONFIG, lambda to, m: sent.append((to, m)),
+                             SyncPolicy(), META)  # fmt: skip
+
+
+def append(slot: FollowerSlot, prev: int, count: int, commit: int) -> None:
+    entries = tuple(Entry(1, "data", b"x" * 200) for _ in range(count))
+    prev_term = 1 if prev else 0
+    slot.receive("P", AppendEntries(1, prev, prev_term, entries, commit))
+
+
+def test_acks_leave_after_the_sync_and_the_copy_survives_a_restart(tmp_path: Path) -> None:
+    sent: list[tuple[str, Message]] = []
+    slot = open_slot(tmp_path, sent)
+    append(slot, 0, 10, commit=0)
+    assert sent == []  # not before the step's sync
+    slot.end_step(0.0)
+    assert sent == [("P", AppendReply(1, 10, reject=False))]
+    slot.close()
+    again = open_slot(tmp_path, sent)
+    assert again.node.last_index == 10 and again.node.term == 1
+    assert [e.data for e in again.input_log.read_entries(1, 10, 1 << 20)] == [b"x" * 200] * 10
+
+
+def test_the_copy_drops_what_is_committed_past_the_snapshot_size(tmp_path: Path) -> None:
+    sent: list[tuple[str, Message]] = []
+    slot = open_slot(tmp_path, sent)
+    append(slot, 0, 40, commit=30)
+    slot.end_step(0.0)
+    slot.compact_if_due(1 << 20)  # not due: the log is small
+    assert slot.node.snapshot_index == 0
+    slot.compact_if_due(1024)
+    directory = tmp_path / REPLICAS_DIRECTORY / "P"
+    assert slot.node.snapshot_index == 30 and (directory / "snapshot.bin").exists()
+    assert len(list(directory.glob("*.log"))) == 1
+    slot.close()
+    sent.clear()
+    again = open_slot(tmp_path, sent)
+    assert again.node.snapshot_index == 30 and again.node.last_index == 40
+    append(again, 40, 5, commit=45)  # the leader carries on where it was
+    again.end_step(0.0)
+    assert sent == [("P", AppendReply(1, 45, reject=False))]
