@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import BinaryIO
 
 from skueue.replication.config import Config, HostId
+from skueue.replication.effects import InstallSnapshot
 from skueue.replication.inputs import Applied, SnapshotTaken
 from skueue.replication.settings import ReplicaSettings
 from skueue.runtime.durability.input_log import InputLog, Meta, SyncPolicy, directory_name
@@ -67,6 +68,12 @@ class FollowerSlot(ReplicaDriver):
         input_log.snapshot(_nothing, index, term, node.log.config_at(index))
         self.step(Applied(index))
         self.step(SnapshotTaken(index))
+
+    def install(self, snapshot: InstallSnapshot) -> None:
+        """The leader's (empty) snapshot replaces the whole copy, durably before the
+        ack (the input log syncs it)."""
+        self.input_log.snapshot(_nothing, snapshot.index, snapshot.last_term,
+                                snapshot.config, keep_tail=False)  # fmt: skip
 
     def close(self) -> None:
         self.input_log.close()

@@ -8,9 +8,9 @@
 - at the end of the owner's step (:meth:`ReplicaDriver.end_step`) the log is synced, the
   node hears ``Persisted``, and the held sends go.
 
-A snapshot sent or installed is not built yet (stage 3 of docs/replication.md §11): a
-follower that fell behind the leader's last snapshot is said so once and left behind;
-the group goes on with the others.
+A follower that fell behind the leader's last snapshot gets an empty one: follower
+slots apply nothing yet (stage 2b of docs/replication.md §11), so all it needs is
+where the log goes on; its copy then holds the inputs from there.
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ from skueue.replication.effects import (
     SendSnapshot,
 )
 from skueue.replication.inputs import Persisted, Received, ReplicaInput, Tick
-from skueue.replication.messages import Message
+from skueue.replication.messages import Message, Snapshot
 from skueue.replication.node import ReplicaNode
 from skueue.replication.settings import DurableState, ReplicaSettings
 from skueue.runtime.durability.input_log import InputLog
@@ -75,7 +75,6 @@ class ReplicaDriver:
         self.send = send
         self.held: list[Send] = []  # sends that leave after this step's sync
         self.written = False  # the log took entries since the last Persisted
-        self.behind: set[HostId] = set()  # followers that need a snapshot (said once)
 
     @property
     def commit(self) -> int:
@@ -120,15 +119,15 @@ class ReplicaDriver:
                     pass  # the owner reads ``commit`` when it releases a step's effects
                 case RoleChanged(role=role, term=term, leader=leader):
                     self.role_changed(role, term, leader)
-                case SendSnapshot(to=to, index=index):
-                    if to not in self.behind:
-                        self.behind.add(to)
-                        log.warning("a replica fell behind the last snapshot; sending "
-                                    "snapshots is not built yet, so it stays behind and "
-                                    "the group goes on with the others",
-                                    group=self.group, replica=to, snapshot_index=index)  # fmt: skip
+                case SendSnapshot(to=to, term=term, index=index, last_term=last_term,
+                                  config=config):
+                    # Empty: a follower slot applies nothing yet, so its copy needs only
+                    # where the log goes on (docs/replication.md §11, stage 2b).
+                    log.info("a follower fell behind the last snapshot; it starts again "
+                             "from there", group=self.group, replica=to, index=index)  # fmt: skip
+                    self.send_now(to, Snapshot(term, index, last_term, config, b""))
                 case InstallSnapshot():
-                    raise AssertionError("no replica sends snapshots yet")
+                    self.install(effect)
                 case ProposalRefused(reason=reason):
                     # The owner proposes only while its group leads: a refusal means an
                     # input was stepped that the log will not hold.
@@ -137,6 +136,14 @@ class ReplicaDriver:
     def role_changed(self, role: str, term: int, leader: HostId | None) -> None:
         """The replica's role, term or known leader changed."""
 
+    def install(self, snapshot: InstallSnapshot) -> None:
+        """A snapshot from the group's leader replaces the log (only a follower slot
+        takes one: no one else leads a daemon's own process)."""
+        raise AssertionError(f"group {self.group}: a snapshot from another leader")
+
     def _send(self, effect: Send) -> None:
-        assert self.send is not None, f"group {self.group} of one voter sent {effect!r:.200}"
-        self.send(effect.to, effect.message)
+        self.send_now(effect.to, effect.message)
+
+    def send_now(self, to: HostId, message: Message) -> None:
+        assert self.send is not None, f"group {self.group} of one voter sent {message!r:.200}"
+        self.send(to, message)

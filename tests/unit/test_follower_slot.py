@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from skueue.replication.config import Config
-from skueue.replication.messages import AppendEntries, AppendReply, Entry, Message
+from skueue.replication.messages import AppendEntries, AppendReply, Entry, Message, Snapshot
 from skueue.runtime.durability.input_log import Meta, SyncPolicy
 from skueue.runtime.follower_slot import REPLICAS_DIRECTORY, FollowerSlot
 
@@ -56,3 +56,21 @@ def test_the_copy_drops_what_is_committed_past_the_snapshot_size(tmp_path: Path)
     append(again, 40, 5, commit=45)  # the leader carries on where it was
     again.end_step(0.0)
     assert sent == [("P", AppendReply(1, 45, reject=False))]
+
+
+def test_a_snapshot_from_the_leader_replaces_the_copy(tmp_path: Path) -> None:
+    """A follower behind the leader's last snapshot gets an empty one and goes on from
+    there (follower slots apply nothing yet)."""
+    sent: list[tuple[str, Message]] = []
+    slot = open_slot(tmp_path, sent)
+    append(slot, 0, 10, commit=0)
+    slot.end_step(0.0)
+    sent.clear()
+    slot.receive("P", Snapshot(1, 50, 1, CONFIG, b""))
+    assert sent == []  # the ack waits for the install to be durable
+    slot.end_step(0.0)
+    assert sent == [("P", AppendReply(1, 50, reject=False))]
+    assert slot.node.snapshot_index == slot.node.last_index == 50
+    slot.close()
+    again = open_slot(tmp_path, sent)
+    assert again.node.snapshot_index == again.node.last_index == 50

@@ -209,7 +209,7 @@ class InputLog:
         return self.end >= segment_bytes_max
 
     def snapshot(self, dump: Callable[[BinaryIO], None], index: int, term: int,
-                 config: Config) -> None:  # fmt: skip
+                 config: Config, keep_tail: bool = True) -> None:  # fmt: skip
         """Replace everything logged through entry ``index`` (of ``term``, under
         ``config``) by what ``dump`` writes (the daemon's whole state at the end of a
         step, after its sync).  The next segment starts with the hard state and the
@@ -218,9 +218,10 @@ class InputLog:
         once the snapshot is durable."""
         assert not self.buffer, "a snapshot is taken between steps"
         # Entries after the snapshot (a follower's, not committed yet) go on in the next
-        # segment; a leader snapshots only with none in flight.
+        # segment, unless the snapshot replaces the whole log (``keep_tail`` False: one
+        # a leader sent); a leader snapshots only with none in flight.
         last = self.index.last_index
-        tail = self.read_entries(index + 1, last, 1 << 62) if last > index else []
+        tail = self.read_entries(index + 1, last, 1 << 62) if keep_tail and last > index else []
         old, old_fd = self.segment, self.fd
         self.segment, self.end = old + 1, 0
         self._open_segment()
