@@ -574,6 +574,10 @@ class Owner:
         """Whether this daemon is ready to serve, and if not why (runtime/operations/health.py)."""
         ctx = self.ctx
         started = ctx.ready.is_set() and ctx.links is not None
+        group = self.group
+        if started and self.replicas is not None and group is not None and not group.leading:
+            return Readiness(False, "its process's replication group does not lead now "
+                             "(fewer than a majority of its replicas answer)")
         return readiness(
             self.host.process.stats() if started else None,
             ctx.links.down() if started and ctx.links is not None else {},

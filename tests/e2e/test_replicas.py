@@ -11,8 +11,11 @@ preview does not do yet is refused in one line.
 from __future__ import annotations
 
 import json
+import signal
+import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import TypeVar
 
 import pytest
 
@@ -23,9 +26,10 @@ from skueue.replication.messages import Entry
 from skueue.runtime.durability.input_log import InputLog, Meta, SyncPolicy, directory_name
 from skueue.runtime.follower_slot import REPLICAS_DIRECTORY
 from tests.e2e.daemons import HOST, Cluster, free_ports, refused, stop
-from tests.e2e.test_metrics import METRICS, metrics_address, scrape, value
+from tests.e2e.test_metrics import METRICS, get, metrics_address, scrape, value
 
 StartCluster = Callable[..., Cluster]
+T = TypeVar("T")
 ELEMENTS = 300
 
 
@@ -108,3 +112,35 @@ def test_a_data_directory_keeps_its_replicas(tmp_path: Path) -> None:
     InputLog.open(data, meta, SyncPolicy()).close()  # as a first start with --replicas 3
     code, err = refused(["--listen", address, "--data-dir", str(data)], tmp_path, "again")
     assert code != 0 and "was started with --replicas 3" in err, err
+
+
+def test_a_member_whose_group_lost_its_majority_is_not_ready_until_it_leads_again(
+    skueued_cluster: StartCluster,
+) -> None:
+    cluster = skueued_cluster(3, extra_args=("--replicas", "3", *METRICS))
+    watched, *others = cluster.daemons
+    probe = metrics_address(watched)
+    assert get(probe, "/readyz")[0] == 200
+    for d in others:
+        d.proc.send_signal(signal.SIGSTOP)
+    try:
+        # CheckQuorum: no majority heard for a failure timeout, and it steps down.
+        status, body = wait_for(lambda: get(probe, "/readyz"), lambda r: r[0] == 503)
+        assert "replication group does not lead" in body, body
+    finally:
+        for d in others:
+            d.proc.send_signal(signal.SIGCONT)
+    wait_for(lambda: get(probe, "/readyz"), lambda r: r[0] == 200)  # elected again
+    with skueue.client.blocking.connect_blocking(watched.address) as q:
+        q.enqueue(b"after")
+        assert q.dequeue() == b"after"
+
+
+def wait_for(read: Callable[[], T], done: Callable[[T], bool], timeout_s: float = 30.0) -> T:
+    deadline = time.monotonic() + timeout_s
+    while True:
+        got = read()
+        if done(got):
+            return got
+        assert time.monotonic() < deadline, f"still {got!r:.300} after {timeout_s} s"
+        time.sleep(0.1)
