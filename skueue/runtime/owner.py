@@ -260,6 +260,8 @@ class Owner:
                 items = self._replicate(items)
                 if not self._group_takes_inputs():
                     self.deferred.extend(items)
+                    self._end_step(trio.current_time())  # its votes and acks: synced, sent
+                    await trio.lowlevel.checkpoint()
                     continue
             if self.deferred:
                 items, self.deferred = [*self.deferred, *items], []

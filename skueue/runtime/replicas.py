@@ -67,17 +67,15 @@ class DaemonReplicas:
             message = decode_message(frame[2])
         except ReplicationCodecError as e:
             raise RemoteProtocolError(f"raft message for {process}: {e}") from None
-        if process == self.own:
-            self.group.receive(peer, message)
-            return
-        slot = self.slots.get(process)
-        if slot is None:
-            # A group this daemon holds no replica of (a member's placement differs
-            # from ours, which only a bug makes): Raft takes the loss.
-            log.warning("a replication message for a group not held here; dropped",
+        replica = self.group if process == self.own else self.slots.get(process)
+        if replica is None or peer not in replica.node.config.members:
+            # A group this daemon holds no replica of, or a sender that holds none
+            # (a member's placement differs from ours, which only a bug or a forged
+            # frame makes): Raft takes the loss.
+            log.warning("a replication message from outside its group; dropped",
                         peer=peer, process=process)  # fmt: skip
             return
-        slot.receive(peer, message)
+        replica.receive(peer, message)
 
     def seconds_to_tick(self, now: float) -> float:
         return max(0.0, self.next_tick - now)

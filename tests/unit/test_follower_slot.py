@@ -5,10 +5,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from skueue.replication.codec import encode_message
 from skueue.replication.config import Config
 from skueue.replication.messages import AppendEntries, AppendReply, Entry, Message, Snapshot
-from skueue.runtime.durability.input_log import Meta, SyncPolicy
+from skueue.runtime.durability.input_log import InputLog, Meta, SyncPolicy
 from skueue.runtime.follower_slot import REPLICAS_DIRECTORY, FollowerSlot
+from skueue.runtime.group import ProcessGroup
+from skueue.runtime.replicas import DaemonReplicas
 
 CONFIG = Config.of(["P", "b", "c"])
 META = Meta("b", "nonce-b", "queue", (), replicas=3)
@@ -74,3 +77,18 @@ def test_a_snapshot_from_the_leader_replaces_the_copy(tmp_path: Path) -> None:
     slot.close()
     again = open_slot(tmp_path, sent)
     assert again.node.snapshot_index == again.node.last_index == 50
+
+
+def test_a_message_from_outside_the_group_is_dropped(tmp_path: Path) -> None:
+    """A member that holds no replica of P (a forged frame, or a placement that
+    differs) cannot lead P's copy here."""
+    sent: list[tuple[str, Message]] = []
+    slot = open_slot(tmp_path, sent)
+    own_log = InputLog.open(tmp_path / "own", Meta("b", "n", "queue", ()), SyncPolicy())
+    group = ProcessGroup("b", own_log, Config.of(["b", "c", "P"]), lambda to, m: None)
+    replicas = DaemonReplicas("b", group, {"P": slot}, 0.3, 0.0, 1 << 20)
+    forged = AppendEntries(7, 0, 0, (Entry(7, "data", b"x"),), 0)
+    replicas.receive("x", ["raft", "P", encode_message(forged)])
+    assert slot.node.term == 0 and slot.node.last_index == 0
+    replicas.receive("P", ["raft", "P", encode_message(forged)])
+    assert slot.node.term == 7 and slot.node.last_index == 1
