@@ -76,10 +76,6 @@ class ReplicaDriver:
         self.held: list[Send] = []  # sends that leave after this step's sync
         self.written = False  # the log took entries since the last Persisted
 
-    @property
-    def commit(self) -> int:
-        return self.node.commit
-
     def receive(self, sender: HostId, message: Message) -> None:
         self.carry_out(self.node.step(Received(sender, message)))
 
