@@ -64,6 +64,7 @@ BAD_VALUES: dict[str, list[tuple[str, str]]] = {
     "--spawn": counts(1), "--clients": counts(1), "--ops": counts(0),
     "--in-flight": counts(1), "--batch": counts(1), "--value-bytes": counts(1),
     "--seed": [("x", "invalid int value"), ("1.5", "invalid int value")],
+    "--replicas": [(v, "expected 1, 3 or 5") for v in ("0", "2", "4", "x", "1.5", "")],
     "--enqueue-ratio": [("-0.1", "is not in [0, 1]"), ("1.5", "is not in [0, 1]"),
                         ("x", "is not a number"), ("nan", "is not in [0, 1]")],
 }  # fmt: skip
