@@ -41,8 +41,8 @@ from skueue.host.effects import Reply
 from skueue.host.host import Host
 from skueue.host.inputs import FromClient, Input, PeerMessage, Tick
 from skueue.host.requests import InsertRequest
+from skueue.host.state_lines import state_lines
 from skueue.overlay.ring import build_views
-from skueue.sim.state_lines import state_lines
 from skueue.wire.snapshot_codec import decode_state, encode_state
 
 TICKS_PER_REQUEST_MAX = 1000  # a request of a cluster of one is done in a few ticks

@@ -15,22 +15,19 @@ from dataclasses import dataclass
 
 import trio
 
-from skueue.core.process import Process
 from skueue.host.address import Address, parse_address
 from skueue.host.directory import Directory
-from skueue.host.host import Host
 from skueue.host.inputs import JoinStart
 from skueue.host.placement import voters_of
-from skueue.host.retries import RetryWindow
-from skueue.overlay.ring import build_views
 from skueue.replication.config import Config
 from skueue.runtime.durability.data_lock import DataDirLock
 from skueue.runtime.durability.disk_space import DiskSpace
-from skueue.runtime.durability.entry_store import ENTRIES_DIRECTORY, SnapshotEntryStore, attach
+from skueue.runtime.durability.entry_store import ENTRIES_DIRECTORY, SnapshotEntryStore
 from skueue.runtime.durability.input_log import InputLog, Meta, directory_name
 from skueue.runtime.errors import DaemonError
 from skueue.runtime.group import ProcessGroup
 from skueue.runtime.network.handshake import check_distinct
+from skueue.runtime.new_host import new_host
 from skueue.runtime.owner import Owner
 from skueue.runtime.replay import forget_lost_appends, replay, restore_snapshot
 from skueue.runtime.replicas import channel_sender, open_replicas
@@ -99,11 +96,8 @@ async def start_owner(ctx: DaemonContext, data: DataDirectory) -> tuple[Owner, i
         members = [ctx.process_id]
     else:
         members = await _static_members(ctx, input_log)
-    limits = ctx.limits
-    window = RetryWindow(limits.retry_window_requests_max, limits.retry_window_bytes_max)
-    host = Host(_build_process(ctx, members, data.entry_store), ctx.directory,
-                retry_window=window, storage=data.entry_store,
-                handover_bytes_max=limits.handover_bytes_max)  # fmt: skip
+    host = new_host(ctx.process_id, ctx.directory, members, config.structure, ctx.limits,
+                    data.entry_store)  # fmt: skip
     owner = Owner(ctx, host, None, data.entry_store, data.disk)
     fresh = input_log is None or input_log.fresh()
     if input_log is not None:
@@ -213,16 +207,6 @@ async def _static_members(ctx: DaemonContext, input_log: InputLog | None) -> lis
         met = [(peer, str(address)) for address, peer in peers.items()]
         input_log.record_members(ids, met)
     return ids
-
-
-def _build_process(
-    ctx: DaemonContext, members: list[str], store: SnapshotEntryStore | None
-) -> Process:
-    me = ctx.process_id
-    views = {n.kind: v for n, v in build_views(members).items() if n.process == me}
-    process = Process.create(me, views, ctx.config.structure,
-                             handover_bytes_max=ctx.limits.handover_bytes_max, hurry=True)
-    return attach(process, store)
 
 
 def new_directory(ctx: DaemonContext) -> Directory:

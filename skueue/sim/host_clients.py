@@ -53,10 +53,10 @@ from skueue.host.requests import (
 )
 from skueue.host.results import Configured, Inserted, LeaseAnswer, Removed
 from skueue.host.results import Deleted as DeletedResult
+from skueue.host.state_lines import DeterminismError
 from skueue.sim.host_members import Member
 from skueue.sim.host_workload import Plan
 from skueue.sim.recorder import insert_level
-from skueue.sim.state_lines import DeterminismError
 
 STEP_S = 0.001
 """Driver seconds per step: a step is a millisecond of every clock."""

@@ -13,10 +13,10 @@ steps ``TookOver`` of its new term (``runtime/replay.py``).
 :class:`Member` keeps that record in memory, and next to each logged input the effects
 its first step gave, which no disk holds: :func:`rebuild` steps every logged input
 again and must get exactly those effects, and the rebuilt host must equal the one lost,
-compared with :func:`~skueue.sim.state_lines.state_lines` (left out: the host's timers,
+compared with :func:`~skueue.host.state_lines.state_lines` (left out: the host's timers,
 which are the driver's clock and not the record's, and its unconfirmed contacts, which
 ``PeerGone`` forgets without logging).  Any difference raises
-:class:`~skueue.sim.state_lines.DeterminismError` naming the seed, the member and the
+:class:`~skueue.host.state_lines.DeterminismError` naming the seed, the member and the
 input.
 """
 
@@ -31,7 +31,7 @@ from typing import Any
 from skueue.host.effects import HostEffect
 from skueue.host.host import Host
 from skueue.host.inputs import Input
-from skueue.sim.state_lines import DeterminismError, state_lines
+from skueue.host.state_lines import DeterminismError, state_lines
 
 NOT_COMPARED = (
     ".clients.deadlines", ".clients.wait_ends", ".clients.arrivals", ".directory.contacts",

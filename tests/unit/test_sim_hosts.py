@@ -17,10 +17,10 @@ from skueue.core.process import Process
 from skueue.host.inputs import FromClient, PeerMessage
 from skueue.host.replies import Done, ErrorReply
 from skueue.host.requests import InsertRequest, LeaveRequest, RemoveRequest
+from skueue.host.state_lines import DeterminismError, state_lines
 from skueue.overlay.labels import Kind, NodeRef
 from skueue.sim.cluster import build_cluster
 from skueue.sim.hosts import HostsConfig, HostsSim
-from skueue.sim.state_lines import DeterminismError, state_lines
 from tests.property.host_runs import check_run
 from tests.property.test_churn import LOW_IDS
 

@@ -26,10 +26,10 @@ from skueue.core.ops import Structure
 from skueue.dht.intmap import IntMap
 from skueue.dht.storage.memory import MemoryEntryStore
 from skueue.host.host import Host
+from skueue.host.state_lines import state_lines
 from skueue.overlay.labels import Kind, NodeRef, node_ref
 from skueue.sim import host_members
 from skueue.sim.hosts import HostsConfig, HostsSim
-from skueue.sim.state_lines import state_lines
 from skueue.wire import snapshot_classes
 from skueue.wire.snapshot_classes import CLASSES, checker
 from skueue.wire.snapshot_codec import (

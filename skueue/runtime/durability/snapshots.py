@@ -43,15 +43,25 @@ def capture(
     store: SnapshotEntryStore | None,
 ) -> None:
     """Write the snapshot of a daemon between two steps (nothing waits to be flushed)."""
-    snapshot = DaemonSnapshot(
-        host,
-        {peer: i.handled for peer, i in inbound.items()},
-        {
-            peer: (list(link.outbox), link.next_number, link.base)
-            for peer, link in links.senders.items()
-        },
-    )
-    dump(snapshot, file, store)
+    handled = {peer: i.handled for peer, i in inbound.items()}
+    capture_state(file, host, handled, links.senders, store)
+
+
+def capture_state(
+    file: BinaryIO,
+    host: Host,
+    handled: dict[str, int],
+    senders: dict[str, LinkSender],
+    store: SnapshotEntryStore | None,
+) -> None:
+    """Write the snapshot of a process's state: its host, the last frame it handled of
+    each peer's link, and its outbox to each (a daemon's own, or a follower slot's,
+    runtime/applied_state.py)."""
+    outboxes = {
+        peer: (list(link.outbox), link.next_number, link.base)
+        for peer, link in senders.items()
+    }
+    dump(DaemonSnapshot(host, dict(handled), outboxes), file, store)
 
 
 def restore(file: BinaryIO, store: SnapshotEntryStore | None) -> DaemonSnapshot:
