@@ -1,40 +1,81 @@
 """A follower replica of another process's group (docs/replication.md §6.2): the
 copy this daemon keeps of the input log of one of the ``k − 1`` processes before it in
-ring order (skueue/host/placement.py).
+ring order (skueue/host/placement.py), and the state that log makes.
 
 It keeps that log in an input log of its own (format 12), in ``replicas/ID`` under the
 daemon's data directory, writes what the leader appends, and acknowledges it only
 once it is synced, at the end of the owner's step (runtime/replica_driver.py).  It
 answers votes (a leader that restarts campaigns), and it never campaigns itself
-(``ReplicaSettings.campaigns`` off).  That is the half of the group a
-failover needs (stage 2b of §11, not built): until then only the home daemon leads its
-process, and a follower's copy is what lets a majority acknowledge a step.
+(``ReplicaSettings.campaigns`` off) until failover is built (stage 2b of §11).
 
-Not built yet either: the follower does not apply the entries to a host of its own.
-Its copy is kept bounded all the same: past ``--snapshot-bytes`` it drops what the
-group committed (:meth:`FollowerSlot.compact_if_due`), so it holds the inputs since
-then, not yet a state they apply to.
+Once synced, the committed entries are applied to the process's state
+(runtime/applied_state.py: its host, its outboxes), with the elements in an entry store
+of the slot's own (``replicas/ID/entries``).  Past ``--snapshot-bytes`` the slot
+snapshots that state and drops the log before it (:meth:`FollowerSlot.compact_if_due`),
+as the daemon does for its own process; a restart restores the snapshot and applies
+the rest as the leader's commit reaches it again.
+
+A copy without a state: a leader's snapshots carry none yet (the typed codec,
+skueue/wire/snapshot_codec.py, does not ship the entry store's elements), so a follower
+that falls behind the leader's last snapshot keeps the log from there but no state, and
+so does one whose state differed from its leader's at a check (a bug) or which a
+release before this one wrote.  Such a copy still counts for the commit; it could not
+take the process over.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import BinaryIO
+from typing import Any, BinaryIO
 
+import msgpack
+import structlog
+
+from skueue.host.host import Host
 from skueue.replication.config import Config, HostId
 from skueue.replication.effects import InstallSnapshot
 from skueue.replication.inputs import Applied, SnapshotTaken
 from skueue.replication.settings import ReplicaSettings
-from skueue.runtime.durability.input_log import InputLog, Meta, SyncPolicy, directory_name
+from skueue.runtime.applied_state import AppliedState
+from skueue.runtime.durability.entry_store import (
+    ENTRIES_DIRECTORY,
+    SnapshotEntryStore,
+    named_records,
+)
+from skueue.runtime.durability.input_log import (
+    InputLog,
+    Meta,
+    SyncPolicy,
+    directory_name,
+    open_snapshot,
+)
+from skueue.runtime.durability.snapshots import capture_state, install_outbox, restore
+from skueue.runtime.limits import Limits
+from skueue.runtime.network.link_sender import LinkSender
 from skueue.runtime.replica_driver import ReplicaDriver, SendMessage
+
+log = structlog.get_logger("skueued")
 
 REPLICAS_DIRECTORY = "replicas"
 # It times elections (to know a stray's vote request from a restarted leader's) but never
 # stands in one.
 FOLLOWER_SLOT = ReplicaSettings(campaigns=False)
+# Entries read from the log at a time when applying (a step's worth, usually far less).
+APPLY_READ_BYTES = 4 * 1024 * 1024
+# Checks from the leader waiting for this copy to reach their index.
+CHECKS_PENDING_MAX = 16
+
+MakeHost = Callable[[SnapshotEntryStore], Host]
 
 
 class FollowerSlot(ReplicaDriver):
+    state: AppliedState | None
+    store: SnapshotEntryStore  # the elements of the state's tables
+    checks: dict[int, str]  # index -> the leader's digest there, not reached yet
+    checked: int  # checks this copy passed
+    diverged: int  # and failed
+
     @classmethod
     def open(
         cls,
@@ -45,39 +86,170 @@ class FollowerSlot(ReplicaDriver):
         send: SendMessage,
         policy: SyncPolicy,
         meta: Meta,
+        make_host: MakeHost,
+        limits: Limits,
     ) -> FollowerSlot:
         """The slot of ``group`` in ``data_dir`` (started empty the first time);
-        ``meta`` describes the daemon that keeps it (its nonce, its ``--replicas``)."""
+        ``meta`` describes the daemon that keeps it (its nonce, its ``--replicas``);
+        ``make_host`` makes the group's process as it stood before its first input."""
         directory = data_dir / REPLICAS_DIRECTORY / directory_name(group)
         slot_meta = Meta(group, meta.nonce, meta.structure, (), replicas=meta.replicas)
         input_log = InputLog.open(directory, slot_meta, policy)
-        return cls(group, replica, input_log, first_config, send, FOLLOWER_SLOT)
+        slot = cls(group, replica, input_log, first_config, send, FOLLOWER_SLOT)
+        slot.store = SnapshotEntryStore(directory / ENTRIES_DIRECTORY, limits.entry_page_bytes,
+                                        limits.entry_pages_mapped_max)  # fmt: skip
+        slot.state = slot._restore(make_host)
+        slot.checks, slot.checked, slot.diverged = {}, 0, 0
+        return slot
+
+    def _restore(self, make_host: MakeHost) -> AppliedState | None:
+        """The state as the last snapshot left it (the entries after it are applied as
+        the commit reaches them again), or as the process started."""
+        input_log, store = self.input_log, self.store
+        path, input_log.snapshot_file = input_log.snapshot_file, None
+        state = None
+        if path is None:
+            state = AppliedState(make_host(store), 0)
+        else:
+            try:
+                with open_snapshot(path) as f:
+                    snapshot = restore(f, store)
+            except Exception:  # noqa: BLE001 - an empty one (no state), or unreadable
+                log.warning("a replica has no state to apply its group's log to (its "
+                            "snapshot holds none); its copy of the log still counts",
+                            group=self.group)  # fmt: skip
+            else:
+                base = input_log.index.base
+                assert base is not None
+                outboxes = {}
+                for peer, (blobs, next_number, first) in snapshot.outboxes.items():
+                    link = outboxes[peer] = LinkSender()
+                    install_outbox(link, blobs, next_number, first)
+                state = AppliedState(snapshot.host, base[0], snapshot.handled, outboxes)
+        store.keep_only(() if state is None else named_records(state.host.process))
+        return state
+
+    # -- applying -------------------------------------------------------------------------
+
+    def end_step(self, now: float) -> None:
+        """Sync and acknowledge what the leader appended (runtime/replica_driver.py),
+        then apply what is committed of it."""
+        super().end_step(now)
+        state = self.state
+        if state is None or self.node.commit <= state.applied:
+            return
+        try:
+            self._apply_through(state, self.node.commit)
+        except Exception:
+            # The leader stepped these inputs: failing here is a bug, of this copy only.
+            log.critical("bug: a replica could not apply its group's log; its state is "
+                         "dropped", group=self.group, applied=state.applied,
+                         exc_info=True)  # fmt: skip
+            self._drop_state()
+            return
+        self.store.end_step()
+
+    def _apply_through(self, state: AppliedState, commit: int) -> None:
+        for index, records in self._committed(state.applied + 1, commit):
+            state.apply(records)
+            state.applied = index
+            expected = self.checks.pop(index, None)
+            if expected is not None:
+                self._compare(state, index, expected)
+                if self.state is None:
+                    return
+
+    def _committed(self, first: int, last: int) -> Iterator[tuple[int, list[tuple[int, Any]]]]:
+        """The records of entries ``first`` to ``last`` in runs that end at ``last`` or
+        at an index a check waits for: ``(run's last index, [(index, record)...])``."""
+        records: list[tuple[int, Any]] = []
+        index = first
+        while index <= last:
+            for entry in self.input_log.read_entries(index, last, APPLY_READ_BYTES):
+                if entry.kind == "data":
+                    records.append((index, msgpack.unpackb(entry.data, raw=False)))
+                if index in self.checks or index == last:
+                    yield index, records
+                    records = []
+                index += 1
+
+    def check(self, index: int, digest: str) -> None:
+        """The leader's digest of its state at ``index`` (taken at its snapshot there)."""
+        state = self.state
+        if state is None or index < state.applied:
+            return  # past it already (the check came late): nothing to compare
+        if index == state.applied:
+            self._compare(state, index, digest)
+        elif len(self.checks) < CHECKS_PENDING_MAX:
+            self.checks[index] = digest
+
+    def _compare(self, state: AppliedState, index: int, expected: str) -> None:
+        if state.digest() == expected:
+            self.checked += 1
+            return
+        self.diverged += 1
+        log.critical("bug: a replica's state differs from its leader's; it is dropped "
+                     "(its copy of the log still counts)", group=self.group,
+                     index=index)  # fmt: skip
+        self._drop_state()
+
+    def _drop_state(self) -> None:
+        self.state = None
+        self.checks.clear()
+        self.store.keep_only(())
+
+    def acknowledged(self, watermarks: dict[str, int]) -> None:
+        """The leader's peers handled its frames up to these numbers."""
+        if self.state is not None:
+            self.state.acknowledged(watermarks)
+
+    # -- bounded copies -------------------------------------------------------------------
 
     def compact_if_due(self, segment_bytes_max: int) -> None:
         """Keep the copy bounded: once its log has grown past ``segment_bytes_max`` (the
-        daemon's ``--snapshot-bytes``), drop what the group committed.  An empty
-        snapshot stands for it: until followers apply the entries to a host of their
-        own (failover, stage 2b), there is no state to keep, and a follower never
-        sends the entries it dropped (only a leader sends entries)."""
-        node, input_log = self.node, self.input_log
-        index = node.commit
+        daemon's ``--snapshot-bytes``), snapshot the state as of the last entry applied
+        (all committed) and drop the log before it.  A copy without a state drops what
+        the group committed, an empty snapshot in its place."""
+        node, input_log, state, store = self.node, self.input_log, self.state, self.store
+        index = node.commit if state is None else state.applied
         if not input_log.snapshot_due(segment_bytes_max) or index <= node.snapshot_index:
             return
         term = node.term_at(index)
         assert term is not None
-        input_log.snapshot(_nothing, index, term, node.log.config_at(index))
+        dump: Callable[[BinaryIO], None] = _nothing
+        if state is not None:
+            store.before_snapshot()
+            dump = lambda f: capture_state(f, state.host, state.handled,  # noqa: E731
+                                           state.outboxes, store)  # fmt: skip
+        input_log.snapshot(dump, index, term, node.log.config_at(index))
+        if state is not None:
+            store.after_snapshot()
         self.step(Applied(index))
         self.step(SnapshotTaken(index))
 
     def install(self, snapshot: InstallSnapshot) -> None:
-        """The leader's (empty) snapshot replaces the whole copy, durably before the
-        ack (the input log syncs it)."""
+        """The leader's snapshot replaces the whole copy, durably before the ack (the
+        input log syncs it).  It carries no state yet: this copy has none from here."""
         self.input_log.snapshot(_nothing, snapshot.index, snapshot.last_term,
                                 snapshot.config, keep_tail=False)  # fmt: skip
+        if self.state is not None:
+            log.warning("a replica fell behind its leader's last snapshot, which carries "
+                        "no state yet; it keeps the log from there, without a state",
+                        group=self.group, index=snapshot.index)  # fmt: skip
+            self._drop_state()
+
+    def stats(self) -> dict[str, Any]:
+        state = self.state
+        return {
+            "applied": None if state is None else state.applied,
+            "checked": self.checked,
+            "diverged": self.diverged,
+        }
 
     def close(self) -> None:
         self.input_log.close()
+        self.store.close()
 
 
 def _nothing(_f: BinaryIO) -> None:
-    """A follower slot's snapshot: no state (it applies nothing yet)."""
+    """The snapshot of a copy without a state."""

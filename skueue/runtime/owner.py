@@ -79,7 +79,7 @@ from skueue.runtime.operations.health import PhaseWatch, Readiness, readiness
 from skueue.runtime.operations.logging import DEBUG_LOGS
 from skueue.runtime.operations.member_stats import member_stats
 from skueue.runtime.operations.stats import StatsGathering
-from skueue.runtime.replicas import DaemonReplicas, take_replication_frame
+from skueue.runtime.replicas import REPLICATION_FRAMES, DaemonReplicas, take_replication_frame
 from skueue.runtime.requests import ClientDesk, request_kind
 from skueue.runtime.state import DaemonContext, log
 from skueue.wire.peer import encode_message
@@ -327,7 +327,7 @@ class Owner:
         assert replicas is not None
         rest = []
         for item in items:
-            if isinstance(item, ChannelFrame) and item.frame[0] == "raft":
+            if isinstance(item, ChannelFrame) and item.frame[0] in REPLICATION_FRAMES:
                 self._guarded(self._dispatch, item)
             else:
                 rest.append(item)
@@ -428,7 +428,7 @@ class Owner:
             case ChannelFrame(peer=peer, frame=frame):
                 if not self.host.directory.is_member(peer):
                     pass  # answers and replicas are only for members
-                elif frame[0] == "raft":
+                elif frame[0] in REPLICATION_FRAMES:
                     take_replication_frame(self.replicas, ctx, peer, frame)
                 else:
                     self.desk.control(peer, frame)
@@ -565,6 +565,8 @@ class Owner:
         group.snapshot_taken(index)
         if store is not None:
             store.after_snapshot()
+        if self.replicas is not None:
+            self.replicas.send_check(index, host, inbound)
 
     # -- what the daemon says of itself -------------------------------------------------
 

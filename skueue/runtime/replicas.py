@@ -10,6 +10,12 @@ closed, and Raft takes the loss.  Time comes as one tick per ``heartbeat_interva
 to every replica: the leader beats for its followers with it; the follower slots never
 campaign until failover is built (stage 2b of §11), but their timers must run, or they
 would take the home replica's vote requests after a restart for a stray's.
+
+Two more frames go from the leader to its followers, for the state they apply
+(runtime/applied_state.py): ``["acked", P, {peer: number}]``, what each peer
+acknowledged of P's links, with the ticks when it changed, and ``["check", P, index,
+digest]``, the digest of P's state at each of its snapshots.  Either is taken only
+from the replica the follower knows as its leader.
 """
 
 from __future__ import annotations
@@ -20,16 +26,31 @@ from typing import Any
 import structlog
 
 from skueue.core.errors import RemoteProtocolError
+from skueue.core.ops import Structure
+from skueue.host.address import Address
+from skueue.host.directory import Directory
+from skueue.host.host import Host
 from skueue.host.placement import groups_followed_by, voters_of
 from skueue.replication.codec import ReplicationCodecError, decode_message, encode_message
 from skueue.replication.config import Config, HostId
 from skueue.replication.messages import Message
+from skueue.runtime.applied_state import state_digest
+from skueue.runtime.durability.entry_store import SnapshotEntryStore
 from skueue.runtime.durability.input_log import InputLog
-from skueue.runtime.follower_slot import FollowerSlot
+from skueue.runtime.follower_slot import FollowerSlot, MakeHost
 from skueue.runtime.group import ProcessGroup
 from skueue.runtime.limits import Limits
 from skueue.runtime.network.daemon_channel import DaemonChannels
+from skueue.runtime.network.link_receiver import Inbound
+from skueue.runtime.network.link_sender import LinkSender
+from skueue.runtime.network.peers import PeerLinks
+from skueue.runtime.new_host import new_host
 from skueue.runtime.state import DaemonContext
+
+REPLICATION_FRAMES = ("raft", "acked", "check")
+"""The daemon channel's frames that go to the replicas (runtime/owner.py routes them)."""
+# A leader sends its links' watermarks at least this often (ticks), changed or not.
+WATERMARK_TICKS_MAX = 10
 
 log = structlog.get_logger("skueued")
 
@@ -49,24 +70,25 @@ class DaemonReplicas:
         own: str,
         group: ProcessGroup,
         slots: dict[str, FollowerSlot],
-        heartbeat_interval_s: float,
+        channels: DaemonChannels,
+        links: PeerLinks,
+        limits: Limits,
         now: float,
-        snapshot_log_bytes: int,
     ) -> None:
         self.own = own
-        self.snapshot_log_bytes = snapshot_log_bytes
+        self.snapshot_log_bytes = limits.snapshot_log_bytes
         self.group = group
         self.slots = slots
-        self.heartbeat_interval_s = heartbeat_interval_s
-        self.next_tick = now + heartbeat_interval_s
+        self.channels = channels
+        self.links = links  # whose acks the followers hear of (module docstring)
+        self.heartbeat_interval_s = limits.heartbeat_interval_s
+        self.next_tick = now + self.heartbeat_interval_s
+        self.marks_sent: dict[str, int] = {}
+        self.ticks_since_marks = 0
 
     def receive(self, peer: str, frame: list[Any]) -> None:
-        """A ``["raft", process, message]`` frame from ``peer``'s channel."""
-        process = frame[1]
-        try:
-            message = decode_message(frame[2])
-        except ReplicationCodecError as e:
-            raise RemoteProtocolError(f"raft message for {process}: {e}") from None
+        """A replication frame from ``peer``'s channel (:data:`REPLICATION_FRAMES`)."""
+        kind, process = frame[0], frame[1]  # their lengths are checked (daemon_channel.py)
         replica = self.group if process == self.own else self.slots.get(process)
         if replica is None or peer not in replica.node.config.members:
             # A group this daemon holds no replica of, or a sender that holds none
@@ -75,7 +97,14 @@ class DaemonReplicas:
             log.warning("a replication message from outside its group; dropped",
                         peer=peer, process=process)  # fmt: skip
             return
-        replica.receive(peer, message)
+        if kind == "raft":
+            try:
+                message = decode_message(frame[2])
+            except ReplicationCodecError as e:
+                raise RemoteProtocolError(f"raft message for {process}: {e}") from None
+            replica.receive(peer, message)
+        elif isinstance(replica, FollowerSlot) and peer == replica.node.leader:
+            _to_follower(replica, kind, frame)
 
     def seconds_to_tick(self, now: float) -> float:
         return max(0.0, self.next_tick - now)
@@ -86,36 +115,100 @@ class DaemonReplicas:
             for slot in self.slots.values():
                 slot.tick()
             self.next_tick = now + self.heartbeat_interval_s
+            self._send_watermarks()
+
+    def _send_watermarks(self) -> None:
+        """Tell the followers what the peers acknowledged of the process's links (their
+        outboxes drop it): when that changed, and now and then anyway, for a follower
+        that lost the last one (the channel may drop frames, or it restarted)."""
+        if not self.group.leading:
+            return
+        marks = {peer: acked_through(link) for peer, link in self.links.senders.items()}
+        self.ticks_since_marks += 1
+        if marks != self.marks_sent or self.ticks_since_marks >= WATERMARK_TICKS_MAX:
+            self.marks_sent, self.ticks_since_marks = marks, 0
+            self._to_followers(["acked", self.own, marks])
+
+    def send_check(self, index: int, host: Host, inbound: dict[str, Inbound]) -> None:
+        """After the leader's snapshot at ``index``: its state's digest, for each
+        follower to compare its own with when it gets there."""
+        handled = {peer: i.handled for peer, i in inbound.items()}
+        numbered = {peer: link.next_number - 1 for peer, link in self.links.senders.items()}
+        self._to_followers(["check", self.own, index, state_digest(host, handled, numbered)])
+
+    def _to_followers(self, frame: list[Any]) -> None:
+        for voter in self.group.node.config.members:
+            if voter != self.own:
+                self.channels.send(voter, frame)
 
     def end_followers_step(self, now: float) -> None:
-        """Sync what the follower slots wrote in this step, then send their acks; a
-        copy grown past the snapshot size drops what is committed."""
+        """Sync what the follower slots wrote in this step, then send their acks and
+        apply what is committed; a copy grown past the snapshot size is compacted."""
         for slot in self.slots.values():
             slot.end_step(now)
             slot.compact_if_due(self.snapshot_log_bytes)
 
 
+def acked_through(link: LinkSender) -> int:
+    """The last frame of the link that its peer acknowledged."""
+    return link.outbox[0].first - 1 if link.outbox else link.next_number - 1
+
+
+def _to_follower(slot: FollowerSlot, kind: str, frame: list[Any]) -> None:
+    """An ``acked`` or ``check`` frame from the slot's leader (module docstring)."""
+    if kind == "acked":
+        marks = frame[2]
+        if not isinstance(marks, dict) or not all(
+            isinstance(p, str) and type(n) is int and n >= 0 for p, n in marks.items()
+        ):
+            raise RemoteProtocolError(f"acked frame for {slot.group}: {marks!r:.100}")
+        slot.acknowledged(marks)
+    else:
+        index, digest = frame[2], frame[3]
+        if type(index) is not int or not isinstance(digest, str):
+            raise RemoteProtocolError(f"check frame for {slot.group}: {frame!r:.100}")
+        slot.check(index, digest)
+
+
 def open_replicas(
     group: ProcessGroup,
     members: list[str],
-    replicas: int,
-    channels: DaemonChannels,
+    ctx: DaemonContext,
     input_log: InputLog,
-    limits: Limits,
+    addresses: dict[str, Address],
     now: float,
 ) -> DaemonReplicas:
     """The follower slots of the groups this daemon is a voter of besides its own (in
-    its data directory, under ``replicas/``), each as its log left it."""
-    own = group.group
+    its data directory, under ``replicas/``), each as its log left it; ``addresses``:
+    where the members are, as this daemon's host knows them."""
+    own, limits, channels, links = group.group, ctx.limits, ctx.channels, ctx.links
+    assert channels is not None and links is not None
+    replicas = ctx.config.replicas
     slots = {}
     for process in groups_followed_by(own, members, replicas):
         config = Config.of(voters_of(process, members, replicas))
+        make_host = _host_maker(process, members, addresses, ctx.config.structure, limits)
         slots[process] = FollowerSlot.open(
             input_log.directory, process, own, config, channel_sender(channels, process),
-            input_log.policy, input_log.meta,
+            input_log.policy, input_log.meta, make_host, limits,
         )
-    return DaemonReplicas(own, group, slots, limits.heartbeat_interval_s, now,
-                          limits.snapshot_log_bytes)  # fmt: skip
+    return DaemonReplicas(own, group, slots, channels, links, limits, now)
+
+
+def _host_maker(
+    process: str, members: list[str], addresses: dict[str, Address], structure: Structure,
+    limits: Limits,
+) -> MakeHost:
+    """How a slot makes the host of ``process`` as its home daemon made it at its
+    first start (runtime/startup.py): it knew every member's address."""
+
+    def make(store: SnapshotEntryStore) -> Host:
+        directory = Directory(process, addresses[process])
+        for peer in sorted(addresses):
+            directory.learn(peer, addresses[peer])
+        return new_host(process, directory, members, structure, limits, store)
+
+    return make
 
 
 def take_replication_frame(

@@ -147,8 +147,8 @@ def _open_group(ctx: DaemonContext, owner: Owner, input_log: InputLog, members: 
     input_log.replay_segments = []
     if not group.lone:
         now = trio.current_time()
-        owner.replicas = open_replicas(group, members, k, channels, input_log, ctx.limits,
-                                       now)  # fmt: skip
+        owner.replicas = open_replicas(group, members, ctx, input_log,
+                                       dict(owner.host.directory.addresses), now)  # fmt: skip
         owner.must_take_over = True
         owner.links_wait_for = group.node.last_index
         group.campaign()

@@ -15,7 +15,7 @@ import signal
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import pytest
 
@@ -87,6 +87,29 @@ def test_every_committed_entry_is_on_a_majority_of_its_group(
             copies = [h[index] for h in held if index in h]
             assert copies, f"{process}: entry {index} (committed) on no follower"
             assert all(c == own[index] for c in copies), (process, index)
+
+
+def test_followers_apply_the_log_to_the_leaders_state(skueued_cluster: StartCluster) -> None:
+    """Each follower copy applies what its group committed (runtime/applied_state.py);
+    at each of the leader's snapshots (small here, so there are many) it compares its
+    state's digest with the leader's, and none differs."""
+    cluster = skueued_cluster(3, extra_args=("--replicas", "3", "--snapshot-bytes", "65536"))
+    value = b"x" * 200
+    with skueue.client.blocking.connect_blocking(cluster.addresses[0]) as q:
+        for i in range(ELEMENTS * 3):
+            q.enqueue(value + str(i).encode())
+        for _ in range(ELEMENTS):
+            q.dequeue()
+
+        def copies() -> dict[tuple[str, str], dict[str, Any]]:
+            members = q.stats()["members"]
+            return {(m["process"], process): copy for m in members
+                    for process, copy in m["durable"]["copies"].items()}  # fmt: skip
+
+        got = wait_for(copies, lambda c: len(c) == 6 and all(v["checked"] >= 2 for v in c.values()))
+    for (holder, process), copy in got.items():
+        assert copy["diverged"] == 0 and copy["applied"] is not None, (holder, process, copy)
+    assert "differs from its leader" not in cluster.stderr()
 
 
 def test_replicas_are_checked_at_start(tmp_path: Path) -> None:

@@ -128,9 +128,16 @@ async def check_terms(cluster: Cluster, kills: list[int]) -> None:
     terms = {m["address"]: m["durable"]["term"] for m in stats["members"]}
     expected = {a: 1 + kills.count(i) for i, a in enumerate(cluster.addresses)}
     assert terms == expected, (terms, expected)
+    checked = 0
     for m in stats["members"]:
         voters = m["durable"]["replicas"]
         assert len(voters) == cluster.replicas and m["process"] in voters, m["durable"]
+        # The copies it keeps of the others apply their logs, checked at each of their
+        # leaders' snapshots ("bug:" in the logs would say one differed).
+        copies = m["durable"]["copies"]
+        assert len(copies) == cluster.replicas - 1, copies
+        checked += sum(c["checked"] for c in copies.values())
+    assert cluster.replicas == 1 or checked > 0, "no copy was checked against its leader"
 
 
 @pytest.mark.trio

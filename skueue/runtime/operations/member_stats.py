@@ -52,8 +52,12 @@ def _group_stats(owner: Owner) -> dict[str, Any]:
     node = group.node
     # How many entries each follower is behind the leader's log (known to the leader).
     lag = {host: node.last_index - pr.match for host, pr in node.progress.items()}
+    # The copies it keeps of other processes: the last entry each applied (None: it has
+    # no state), and the leader's checks of that state it passed and failed.
+    slots = {} if owner.replicas is None else owner.replicas.slots
     return {"replicas": list(node.config.voters), "term": node.term,
-            "commit_index": node.commit, "replica_lag": lag}  # fmt: skip
+            "commit_index": node.commit, "replica_lag": lag,
+            "copies": {process: slot.stats() for process, slot in slots.items()}}  # fmt: skip
 
 
 def _disk_stats(owner: Owner) -> dict[str, Any]:
