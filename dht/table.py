@@ -86,13 +86,7 @@ class Table(Generic[Waiter, Element]):
                     return [*served, (waiter, element)]
         if self.has(position, ticket):
             raise ValueError(f"duplicate put at position {position} ticket {ticket}")
-        stored: Any = element
-        if self.store is not None:
-            stored = self.store.append(position, ticket, element)  # type: ignore[arg-type]
-        if ticket == 0:
-            self.entries[position] = stored
-        else:
-            self.ticketed.setdefault(position, {})[ticket] = stored
+        self._store(position, ticket, element)
         return served
 
     def look(self, position: int, waiter: Waiter) -> tuple[bool, Element | None]:
@@ -147,6 +141,15 @@ class Table(Generic[Waiter, Element]):
             if served:
                 raise ValueError(f"a Get waited for handed-over position {position}")
 
+    def refill(self, entries: Iterable[tuple[int, int, Element]]) -> None:
+        """Hold exactly ``entries`` from now on, each stored anew: the table came in a
+        state made elsewhere (a replication snapshot from another daemon), whose record
+        ids name that daemon's store.  What waits here stays."""
+        self.entries = IntMap() if self.store is not None else {}
+        self.ticketed = {}
+        for position, ticket, element in entries:
+            self._store(position, ticket, element)
+
     def records(self) -> Iterator[int]:
         """The store's record ids of every entry (the driver's check after a restart)."""
         if self.store is not None:
@@ -161,6 +164,15 @@ class Table(Generic[Waiter, Element]):
         for position, slot in self.ticketed.items():
             for ticket, stored in slot.items():
                 yield position, ticket, stored
+
+    def _store(self, position: int, ticket: int, element: Element) -> None:
+        stored: Any = element
+        if self.store is not None:
+            stored = self.store.append(position, ticket, element)  # type: ignore[arg-type]
+        if ticket == 0:
+            self.entries[position] = stored
+        else:
+            self.ticketed.setdefault(position, {})[ticket] = stored
 
     def _element(self, stored: Any) -> Element:
         if self.store is None:

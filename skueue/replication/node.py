@@ -516,6 +516,11 @@ class ReplicaNode:
         pr.recent_active = True
         pr.counts = m.counts
         if m.reject:
+            if pr.state == "snapshot":
+                # An answer to an append from before the snapshot went (none goes while
+                # it is on its way): the snapshot's own answer, or its timeout, moves on.
+                # Taken, it would send the whole snapshot again for each such answer.
+                return
             if m.match_index < pr.match:
                 if m.counts:
                     return  # a late answer to an append from before what it acked since

@@ -15,12 +15,11 @@ snapshots that state and drops the log before it (:meth:`FollowerSlot.compact_if
 as the daemon does for its own process; a restart restores the snapshot and applies
 the rest as the leader's commit reaches it again.
 
-A copy without a state: a leader's snapshots carry none yet (the typed codec,
-skueue/wire/snapshot_codec.py, does not ship the entry store's elements), so a follower
-that falls behind the leader's last snapshot keeps the log from there but no state, and
-so does one whose state differed from its leader's at a check (a bug) or which a
-release before this one wrote.  Such a copy still counts for the commit; it could not
-take the process over.
+A follower that fell behind its leader's last snapshot gets that snapshot's state
+(runtime/snapshot_transfer.py) and goes on from there.  A copy without a state: one
+whose leader's state was too large for one frame, whose state differed from its
+leader's at a check (a bug), or which a release before this one wrote.  Such a copy
+keeps the log and still counts for the commit; it could not take the process over.
 """
 
 from __future__ import annotations
@@ -50,10 +49,16 @@ from skueue.runtime.durability.input_log import (
     directory_name,
     open_snapshot,
 )
-from skueue.runtime.durability.snapshots import capture_state, install_outbox, restore
+from skueue.runtime.durability.snapshots import (
+    DaemonSnapshot,
+    capture_state,
+    install_outbox,
+    restore,
+)
 from skueue.runtime.limits import Limits
 from skueue.runtime.network.link_sender import LinkSender
 from skueue.runtime.replica_driver import ReplicaDriver, SendMessage
+from skueue.runtime.snapshot_transfer import TransferError, decode_transfer
 
 log = structlog.get_logger("skueued")
 
@@ -121,11 +126,7 @@ class FollowerSlot(ReplicaDriver):
             else:
                 base = input_log.index.base
                 assert base is not None
-                outboxes = {}
-                for peer, (blobs, next_number, first) in snapshot.outboxes.items():
-                    link = outboxes[peer] = LinkSender()
-                    install_outbox(link, blobs, next_number, first)
-                state = AppliedState(snapshot.host, base[0], snapshot.handled, outboxes)
+                state = _applied(snapshot, base[0])
         store.keep_only(() if state is None else named_records(state.host.process))
         return state
 
@@ -194,9 +195,13 @@ class FollowerSlot(ReplicaDriver):
         self._drop_state()
 
     def _drop_state(self) -> None:
-        self.state = None
+        """No state from here; its elements leave the store once a snapshot without
+        them is durable (the one on disk may still name them)."""
+        state, self.state = self.state, None
         self.checks.clear()
-        self.store.keep_only(())
+        if state is not None:
+            for record in named_records(state.host.process):
+                self.store.remove(record)
 
     def acknowledged(self, watermarks: dict[str, int]) -> None:
         """The leader's peers handled its frames up to these numbers."""
@@ -210,33 +215,52 @@ class FollowerSlot(ReplicaDriver):
         daemon's ``--snapshot-bytes``), snapshot the state as of the last entry applied
         (all committed) and drop the log before it.  A copy without a state drops what
         the group committed, an empty snapshot in its place."""
-        node, input_log, state, store = self.node, self.input_log, self.state, self.store
+        node, state = self.node, self.state
         index = node.commit if state is None else state.applied
-        if not input_log.snapshot_due(segment_bytes_max) or index <= node.snapshot_index:
+        if not self.input_log.snapshot_due(segment_bytes_max) or index <= node.snapshot_index:
             return
         term = node.term_at(index)
         assert term is not None
-        dump: Callable[[BinaryIO], None] = _nothing
-        if state is not None:
-            store.before_snapshot()
-            dump = lambda f: capture_state(f, state.host, state.handled,  # noqa: E731
-                                           state.outboxes, store)  # fmt: skip
-        input_log.snapshot(dump, index, term, node.log.config_at(index))
-        if state is not None:
-            store.after_snapshot()
+        self._snapshot(index, term, node.log.config_at(index), keep_tail=True)
         self.step(Applied(index))
         self.step(SnapshotTaken(index))
 
+    def _snapshot(self, index: int, term: int, config: Config, keep_tail: bool) -> None:
+        """Write the state (or none) as the log's snapshot at ``index``; the elements
+        removed since the last one go once it is durable."""
+        state, store = self.state, self.store
+        dump: Callable[[BinaryIO], None] = _nothing
+        if state is not None:
+            dump = lambda f: capture_state(f, state.host, state.handled,  # noqa: E731
+                                           state.outboxes, store)  # fmt: skip
+        store.before_snapshot()
+        self.input_log.snapshot(dump, index, term, config, keep_tail=keep_tail)
+        store.after_snapshot()
+
     def install(self, snapshot: InstallSnapshot) -> None:
         """The leader's snapshot replaces the whole copy, durably before the ack (the
-        input log syncs it).  It carries no state yet: this copy has none from here."""
-        self.input_log.snapshot(_nothing, snapshot.index, snapshot.last_term,
-                                snapshot.config, keep_tail=False)  # fmt: skip
-        if self.state is not None:
-            log.warning("a replica fell behind its leader's last snapshot, which carries "
-                        "no state yet; it keeps the log from there, without a state",
+        input log syncs it): its state (runtime/snapshot_transfer.py), or none where the
+        leader sent none or what it sent is not a state."""
+        self._drop_state()
+        if snapshot.data:
+            store = self.store
+            first_new = store.inner.next_record
+            try:
+                received = decode_transfer(snapshot.data, store)
+            except TransferError as e:
+                log.warning("a replica's snapshot from its leader holds no state it can "
+                            "take; it keeps the log from there without one",
+                            group=self.group, index=snapshot.index, error=str(e))  # fmt: skip
+                for record, _, _ in list(store.live()):
+                    if record >= first_new:  # appended by the decoding
+                        store.remove(record)
+            else:
+                self.state = _applied(received, snapshot.index)
+        if self.state is None:
+            log.warning("a replica fell behind its leader's last snapshot and got no state "
+                        "with it; it keeps the log from there, without a state",
                         group=self.group, index=snapshot.index)  # fmt: skip
-            self._drop_state()
+        self._snapshot(snapshot.index, snapshot.last_term, snapshot.config, keep_tail=False)
 
     def stats(self) -> dict[str, Any]:
         state = self.state
@@ -249,6 +273,14 @@ class FollowerSlot(ReplicaDriver):
     def close(self) -> None:
         self.input_log.close()
         self.store.close()
+
+
+def _applied(snapshot: DaemonSnapshot, index: int) -> AppliedState:
+    outboxes = {}
+    for peer, (blobs, next_number, base) in snapshot.outboxes.items():
+        link = outboxes[peer] = LinkSender()
+        install_outbox(link, blobs, next_number, base)
+    return AppliedState(snapshot.host, index, dict(snapshot.handled), outboxes)
 
 
 def _nothing(_f: BinaryIO) -> None:

@@ -18,6 +18,7 @@ whenever it stops leading, the owner steps no input (runtime/owner.py).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import msgpack
@@ -48,6 +49,9 @@ class ProcessGroup(ReplicaDriver):
         self.staged: list[bytes] = []
         """The records the owner logged in this step, packed."""
         self._packer = msgpack.Packer(use_bin_type=True)
+        # How the last snapshot's state is sent to a follower behind it (set at start,
+        # runtime/startup.py; None: nothing to send, as for a group of one).
+        self.transfer: Callable[[], bytes] | None = None
 
     @property
     def leading(self) -> bool:
@@ -96,6 +100,9 @@ class ProcessGroup(ReplicaDriver):
         it; the replica hears so only now, not at every step's commit.)"""
         self.step(Applied(index))
         self.step(SnapshotTaken(index))
+
+    def snapshot_data(self) -> bytes:
+        return b"" if self.transfer is None else self.transfer()
 
     def role_changed(self, role: str, term: int, leader: HostId | None) -> None:
         if role == "leader":

@@ -8,9 +8,9 @@
 - at the end of the owner's step (:meth:`ReplicaDriver.end_step`) the log is synced, the
   node hears ``Persisted``, and the held sends go.
 
-A follower that fell behind the leader's last snapshot gets an empty one: follower
-slots apply nothing yet (stage 2b of docs/replication.md §11), so all it needs is
-where the log goes on; its copy then holds the inputs from there.
+A follower that fell behind the leader's last snapshot gets it, as the typed codec
+writes a state (runtime/snapshot_transfer.py), or an empty one where it cannot be
+sent: its copy then holds the log from there, without a state.
 """
 
 from __future__ import annotations
@@ -117,11 +117,10 @@ class ReplicaDriver:
                     self.role_changed(role, term, leader)
                 case SendSnapshot(to=to, term=term, index=index, last_term=last_term,
                                   config=config):
-                    # Empty: a follower slot applies nothing yet, so its copy needs only
-                    # where the log goes on (docs/replication.md §11, stage 2b).
-                    log.info("a follower fell behind the last snapshot; it starts again "
-                             "from there", group=self.group, replica=to, index=index)  # fmt: skip
-                    self.send_now(to, Snapshot(term, index, last_term, config, b""))
+                    log.info("a follower fell behind the last snapshot; it gets the "
+                             "snapshot", group=self.group, replica=to, index=index)  # fmt: skip
+                    data = self.snapshot_data()
+                    self.send_now(to, Snapshot(term, index, last_term, config, data))
                 case InstallSnapshot():
                     self.install(effect)
                 case ProposalRefused(reason=reason):
@@ -131,6 +130,11 @@ class ReplicaDriver:
 
     def role_changed(self, role: str, term: int, leader: HostId | None) -> None:
         """The replica's role, term or known leader changed."""
+
+    def snapshot_data(self) -> bytes:
+        """The state as of the last snapshot, for a follower behind it (runtime/
+        snapshot_transfer.py); ``b""``: none to send, the follower goes on without one."""
+        return b""
 
     def install(self, snapshot: InstallSnapshot) -> None:
         """A snapshot from the group's leader replaces the log (only a follower slot

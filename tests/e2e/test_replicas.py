@@ -10,6 +10,7 @@ preview does not do yet is refused in one line.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import signal
 import time
@@ -20,12 +21,12 @@ from typing import Any, TypeVar
 import pytest
 
 import skueue.client.blocking
-from skueue.client.errors import RequestRejected
+from skueue.client.errors import RequestRejected, SkueueError
 from skueue.host.placement import voters_of
 from skueue.replication.messages import Entry
 from skueue.runtime.durability.input_log import InputLog, Meta, SyncPolicy, directory_name
 from skueue.runtime.follower_slot import REPLICAS_DIRECTORY
-from tests.e2e.daemons import HOST, Cluster, free_ports, refused, stop
+from tests.e2e.daemons import HOST, Cluster, Daemon, free_ports, refused, spawn, stop, wait_ready
 from tests.e2e.test_metrics import METRICS, get, metrics_address, scrape, value
 
 StartCluster = Callable[..., Cluster]
@@ -110,6 +111,49 @@ def test_followers_apply_the_log_to_the_leaders_state(skueued_cluster: StartClus
     for (holder, process), copy in got.items():
         assert copy["diverged"] == 0 and copy["applied"] is not None, (holder, process, copy)
     assert "differs from its leader" not in cluster.stderr()
+
+
+def test_a_follower_behind_the_leaders_snapshot_gets_its_state(tmp_path: Path) -> None:
+    """A member down while its leaders snapshot (past the entries it holds) gets the last
+    snapshot's state when it is back (runtime/snapshot_transfer.py), and its copy passes
+    the checks that follow."""
+    addresses = [f"{HOST}:{p}" for p in free_ports(3)]
+
+    def start(i: int, name: str) -> Daemon:
+        peers = ",".join(a for a in addresses if a != addresses[i])
+        return spawn(["--listen", addresses[i], "--peers", peers, "--replicas", "3",
+                      "--data-dir", str(tmp_path / f"data{i}"), "--snapshot-bytes", "65536"],
+                     tmp_path, name)  # fmt: skip
+
+    daemons = [start(i, f"d{i}") for i in range(3)]
+    try:
+        wait_ready(daemons)
+        leader, _, behind = daemons
+        behind.proc.send_signal(signal.SIGKILL)
+        behind.proc.wait(timeout=10)
+        # The tree waits for the member that is down, but the leader logs each request
+        # (and times it out): 400 KB of log, several snapshots, a majority up.
+        with skueue.client.blocking.connect_blocking(leader.address,
+                                                     request_timeout_s=0.5) as q:  # fmt: skip
+            for _ in range(8):
+                with contextlib.suppress(SkueueError):
+                    q.enqueue_many([b"y" * 1000] * 50)
+        behind = daemons[2] = start(2, "d2-again")
+        wait_ready([behind])
+        with skueue.client.blocking.connect_blocking(leader.address) as q:
+            for i in range(ELEMENTS * 3):  # more snapshots, so more checks
+                q.enqueue(b"z" * 200 + str(i).encode())
+
+            def copy_of_leader() -> dict[str, Any]:
+                members = {m["address"]: m for m in q.stats()["members"]}
+                return members[behind.address]["durable"]["copies"][leader.address]
+
+            copy = wait_for(copy_of_leader, lambda c: c["checked"] >= 1)
+        assert copy["diverged"] == 0 and copy["applied"] is not None, copy
+        assert "it gets the snapshot" in leader.stderr()
+        assert "without a state" not in behind.stderr(), behind.stderr()[-2000:]
+    finally:
+        assert not stop(daemons)
 
 
 def test_replicas_are_checked_at_start(tmp_path: Path) -> None:

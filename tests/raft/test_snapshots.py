@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from skueue.replication.config import AddLearner, Config
 from skueue.replication.effects import InstallSnapshot
-from skueue.replication.inputs import ChangeConfig
-from skueue.replication.messages import Message, Snapshot
+from skueue.replication.inputs import ChangeConfig, Received
+from skueue.replication.messages import AppendReply, Message, Snapshot
 from tests.raft.harness import Group
 
 
@@ -114,4 +114,24 @@ def test_lost_snapshot_is_sent_again_after_an_election_timeout() -> None:
     assert resent_at == timeout, f"sent again after {resent_at} ticks, not {timeout}"
     assert [(e.index, e.last_term) for e in _installs(g, "c")] == [(3, 1)]
     assert g.machines["c"].state == g.machines["b"].state == [(2, b"x1"), (3, b"x2")]
+    assert g["a"].progress["c"].state == "replicate" and g["a"].progress["c"].match == 3
+
+
+def test_stale_refusals_do_not_send_the_snapshot_again() -> None:
+    """While a snapshot is on its way, the refusals of appends sent before it (they
+    queued up while the replica was away) change nothing: the snapshot goes once, and
+    its answer moves the replica on.
+
+    Reference: Raft §7
+    """
+    g = _lagging_c_behind_compacted_leader()
+    g.tick(["a"])
+    g.deliver(where=lambda _s, _d, m: not isinstance(m, Snapshot))  # a finds c lacks 2
+    assert len(_snapshots_to(g, "c")) == 1 and g["a"].progress["c"].state == "snapshot"
+    term = g["a"].term
+    for _ in range(5):  # refusals of appends that were on their way before it
+        g.step("a", Received("c", AppendReply(term, 1, reject=True)))
+    assert len(_snapshots_to(g, "c")) == 1 and g["a"].progress["c"].state == "snapshot"
+    g.deliver()
+    assert [(e.index, e.last_term) for e in _installs(g, "c")] == [(3, 1)]
     assert g["a"].progress["c"].state == "replicate" and g["a"].progress["c"].match == 3

@@ -168,15 +168,22 @@ def dump(state: Any, file: BinaryIO, store: SnapshotEntryStore | None) -> None:
 
 def load(file: BinaryIO, store: SnapshotEntryStore | None) -> Any:
     """Unpickle what :func:`dump` wrote, with ``store`` back where it was."""
+    state, extras = load_apart(file, store)
+    if store is not None:
+        store.extras = extras or {}
+    return state
+
+
+def load_apart(file: BinaryIO, stand_in: object | None) -> tuple[Any, dict[int, tuple[int, str]]]:
+    """What :func:`dump` wrote, with ``stand_in`` where the store was, and the store's
+    ``extras`` of that time (the store itself is left as it is now)."""
 
     def persistent_load(pid: Any) -> Any:
-        if pid != _PERSISTENT_ID or store is None:
+        if pid != _PERSISTENT_ID or stand_in is None:
             raise pickle.UnpicklingError("the snapshot names an entry store this daemon lacks")
-        return store
+        return stand_in
 
     unpickler = pickle.Unpickler(file)
     unpickler.persistent_load = persistent_load  # type: ignore[method-assign]
     state, extras = unpickler.load()  # noqa: S301 - our own file (runtime/durability/snapshots.py)
-    if store is not None:
-        store.extras = extras or {}
-    return state
+    return state, extras or {}

@@ -1,0 +1,155 @@
+"""A process's state as the data of a replication ``Snapshot`` message (docs/replication.md
+§7): what a leader sends a follower whose next entry it no longer keeps, so that the
+follower's copy has the state its log goes on from (runtime/follower_slot.py).
+
+A daemon's snapshot on its own disk is pickled (runtime/durability/snapshots.py), and
+nothing read from the network is ever unpickled: what travels is a document of the typed
+snapshot codec (skueue/wire/snapshot_codec.py), ``[host, elements, handled, outboxes]``:
+
+- ``host``: the leader's host as of its last snapshot, its entry store left out (the
+  receiver's own goes in its place);
+- ``elements``: every element of its tables, as ``(node kind, queue, position, ticket,
+  element)``.  Record ids are each daemon's own, so the receiver stores them anew
+  (:meth:`skueue.dht.table.Table.refill`);
+- ``handled``: the last frame handled of each peer's link; ``outboxes``: per peer, the
+  next frame number, the blobs dropped so far, and the blobs not acknowledged.
+
+One message, so one frame: a state larger than ``frame_bytes_max`` is not sent (the
+follower keeps the log from the snapshot on, without a state).  Chunks of
+``snapshot_chunk_bytes`` are the next step (§5.7).
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import Any
+
+import structlog
+
+from skueue.core.ops import Redelivered
+from skueue.host.host import Host
+from skueue.runtime.durability.entry_store import SnapshotEntryStore, load_apart
+from skueue.runtime.durability.input_log import InputLog, open_snapshot, read_snapshot
+from skueue.runtime.durability.snapshots import DaemonSnapshot
+from skueue.runtime.network.link_sender import Blob
+from skueue.wire.snapshot_codec import SnapshotCodecError, decode_state, encode_state
+
+log = structlog.get_logger("skueued")
+
+STORE_NAME = "entry-store"  # what the document holds in place of the entry store
+# Room in a frame for what wraps the state: the raft message and the channel frame.
+WRAPPING_BYTES = 4096
+
+
+class TransferError(ValueError):
+    """A snapshot's data that is not a process's state (the sender's fault)."""
+
+
+def encode_transfer(snapshot: DaemonSnapshot, store: object | None) -> bytes:
+    """``snapshot`` as a transfer's data; ``store``: where its tables keep their
+    elements (left out of the document)."""
+    host = snapshot.host
+    elements = [
+        (int(kind), queue, position, ticket, element)
+        for kind, node in host.process.nodes.items()
+        for queue, table in node.store.tables.items()
+        for position, ticket, element in table.items()
+    ]
+    outboxes = {
+        peer: (next_number, base, [(b.first, b.last, b.data) for b in blobs])
+        for peer, (blobs, next_number, base) in snapshot.outboxes.items()
+    }
+    persistent = {} if store is None else {store: STORE_NAME}
+    return encode_state([host, elements, dict(snapshot.handled), outboxes], persistent)
+
+
+def decode_transfer(data: bytes, store: SnapshotEntryStore) -> DaemonSnapshot:
+    """The state in ``data``, its elements appended to ``store``; anything else raises
+    :class:`TransferError` (and may have appended some: the caller removes them)."""
+    try:
+        root = decode_state(data, {STORE_NAME: store})
+    except SnapshotCodecError as e:
+        raise TransferError(str(e)) from None
+    if not (isinstance(root, list) and len(root) == 4 and isinstance(root[0], Host)):
+        raise TransferError("expected [host, elements, handled, outboxes]")
+    host, elements, handled, outboxes = root
+    if not (isinstance(handled, dict) and all(
+        isinstance(p, str) and type(n) is int for p, n in handled.items()
+    )):  # fmt: skip
+        raise TransferError("handled: expected {peer: frame number}")
+    _refill(host, elements)
+    return DaemonSnapshot(host, handled, _outboxes(outboxes))
+
+
+def _refill(host: Host, elements: Any) -> None:
+    if not isinstance(elements, list):
+        raise TransferError("elements: expected a list")
+    by_table: dict[tuple[int, str], list[tuple[int, int, Any]]] = defaultdict(list)
+    for element in elements:
+        if not (isinstance(element, tuple) and len(element) == 5
+                and type(element[0]) is int and isinstance(element[1], str)
+                and type(element[2]) is int and type(element[3]) is int
+                and isinstance(element[4], bytes | str | Redelivered)):  # fmt: skip
+            raise TransferError(f"elements: {element!r:.80} is not (kind, queue, position, "
+                                "ticket, element)")  # fmt: skip
+        by_table[element[0], element[1]].append(element[2:])
+    for kind, node in host.process.nodes.items():
+        for queue, table in node.store.tables.items():
+            table.refill(by_table.pop((int(kind), queue), []))
+    if by_table:
+        raise TransferError(f"elements of tables the host does not have: {sorted(by_table)[:3]}")
+
+
+def _outboxes(outboxes: Any) -> dict[str, tuple[list[Blob], int, int]]:
+    out = {}
+    if not isinstance(outboxes, dict):
+        raise TransferError("outboxes: expected {peer: (next, base, blobs)}")
+    for peer, value in outboxes.items():
+        if not (isinstance(peer, str) and isinstance(value, tuple) and len(value) == 3
+                and type(value[0]) is int and type(value[1]) is int
+                and isinstance(value[2], list)):  # fmt: skip
+            raise TransferError(f"outbox of {peer!r:.40}: expected (next, base, blobs)")
+        blobs = []
+        for blob in value[2]:
+            if not (isinstance(blob, tuple) and len(blob) == 3 and type(blob[0]) is int
+                    and type(blob[1]) is int and isinstance(blob[2], bytes)):  # fmt: skip
+                raise TransferError(f"outbox of {peer}: a blob is not (first, last, data)")
+            blobs.append(Blob(*blob))
+        out[peer] = (blobs, value[0], value[1])
+    return out
+
+
+class SnapshotElements:
+    """The elements as the last snapshot names them, read from the live store without
+    changing it: a record a dequeue took since is still there (removes wait for the
+    next snapshot), and a redelivered one's count and reason are the snapshot's."""
+
+    def __init__(self, store: SnapshotEntryStore, extras: dict[int, tuple[int, str]]) -> None:
+        self.store = store
+        self.extras = extras
+
+    def read(self, record: int) -> Any:
+        value = self.store.inner.read(record)
+        extra = self.extras.get(record)
+        return value if extra is None else Redelivered(value, *extra)
+
+
+def transfer_of_last_snapshot(
+    input_log: InputLog, store: SnapshotEntryStore | None, frame_bytes_max: int
+) -> bytes:
+    """The state of the daemon's last snapshot, for a follower that fell behind it;
+    ``b""`` where there is none to send (none taken, or too large for one frame)."""
+    _, path = read_snapshot(input_log.directory)
+    if path is None or store is None:
+        return b""
+    view = SnapshotElements(store, {})
+    with open_snapshot(path) as f:
+        snapshot, view.extras = load_apart(f, view)
+    assert isinstance(snapshot, DaemonSnapshot), "the daemon's own snapshot"
+    data = encode_transfer(snapshot, view)
+    if len(data) > frame_bytes_max - WRAPPING_BYTES:
+        log.warning("a follower fell behind the last snapshot, whose state is too large "
+                    "for one frame; it gets the log from there without a state",
+                    bytes=len(data), frame_bytes_max=frame_bytes_max)  # fmt: skip
+        return b""
+    return data
