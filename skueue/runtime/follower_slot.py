@@ -24,6 +24,7 @@ keeps the log and still counts for the commit; it could not take the process ove
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, BinaryIO
@@ -35,6 +36,7 @@ from skueue.host.host import Host
 from skueue.replication.config import Config, HostId
 from skueue.replication.effects import InstallSnapshot
 from skueue.replication.inputs import Applied, SnapshotTaken
+from skueue.replication.messages import Message, Snapshot
 from skueue.replication.settings import ReplicaSettings
 from skueue.runtime.applied_state import AppliedState
 from skueue.runtime.durability.entry_store import (
@@ -58,7 +60,7 @@ from skueue.runtime.durability.snapshots import (
 from skueue.runtime.limits import Limits
 from skueue.runtime.network.link_sender import LinkSender
 from skueue.runtime.replica_driver import ReplicaDriver, SendMessage
-from skueue.runtime.snapshot_transfer import TransferError, decode_transfer
+from skueue.runtime.snapshot_transfer import Assembly, TransferError, decode_transfer
 
 log = structlog.get_logger("skueued")
 
@@ -80,6 +82,7 @@ class FollowerSlot(ReplicaDriver):
     checks: dict[int, str]  # index -> the leader's digest there, not reached yet
     checked: int  # checks this copy passed
     diverged: int  # and failed
+    assembly: Assembly | None  # the parts of a snapshot from the leader, so far
 
     @classmethod
     def open(
@@ -104,7 +107,7 @@ class FollowerSlot(ReplicaDriver):
         slot.store = SnapshotEntryStore(directory / ENTRIES_DIRECTORY, limits.entry_page_bytes,
                                         limits.entry_pages_mapped_max)  # fmt: skip
         slot.state = slot._restore(make_host)
-        slot.checks, slot.checked, slot.diverged = {}, 0, 0
+        slot.checks, slot.checked, slot.diverged, slot.assembly = {}, 0, 0, None
         return slot
 
     def _restore(self, make_host: MakeHost) -> AppliedState | None:
@@ -129,6 +132,17 @@ class FollowerSlot(ReplicaDriver):
                 state = _applied(snapshot, base[0])
         store.keep_only(() if state is None else named_records(state.host.process))
         return state
+
+    def receive(self, sender: HostId, message: Message) -> None:
+        """A replication message; a snapshot that came in parts takes them as its data,
+        and is dropped if they are not whole (the leader sends it again)."""
+        if isinstance(message, Snapshot) and not message.data and self.assembly is not None:
+            parts, self.assembly = self.assembly, None
+            if (parts.term, parts.index) == (message.term, message.index):
+                if not parts.whole:
+                    return
+                message = dataclasses.replace(message, data=bytes(parts.data))
+        super().receive(sender, message)
 
     # -- applying -------------------------------------------------------------------------
 

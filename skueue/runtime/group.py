@@ -18,16 +18,17 @@ whenever it stops leading, the owner steps no input (runtime/owner.py).
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 import msgpack
 
 from skueue.replication.config import Config, HostId
 from skueue.replication.inputs import Applied, Campaign, Propose, SnapshotTaken
+from skueue.replication.messages import Snapshot
 from skueue.replication.settings import ReplicaSettings
 from skueue.runtime.durability.input_log import InputLog
 from skueue.runtime.replica_driver import ReplicaDriver, SendMessage
+from skueue.runtime.snapshot_transfer import SnapshotShipper
 from skueue.runtime.state import log
 
 
@@ -51,7 +52,7 @@ class ProcessGroup(ReplicaDriver):
         self._packer = msgpack.Packer(use_bin_type=True)
         # How the last snapshot's state is sent to a follower behind it (set at start,
         # runtime/startup.py; None: nothing to send, as for a group of one).
-        self.transfer: Callable[[], bytes] | None = None
+        self.shipper: SnapshotShipper | None = None
 
     @property
     def leading(self) -> bool:
@@ -101,8 +102,11 @@ class ProcessGroup(ReplicaDriver):
         self.step(Applied(index))
         self.step(SnapshotTaken(index))
 
-    def snapshot_data(self) -> bytes:
-        return b"" if self.transfer is None else self.transfer()
+    def ship_snapshot(self, to: HostId, snapshot: Snapshot) -> None:
+        if self.shipper is None:
+            super().ship_snapshot(to, snapshot)
+        else:
+            self.shipper.ship(to, snapshot, self.send_now)
 
     def role_changed(self, role: str, term: int, leader: HostId | None) -> None:
         if role == "leader":

@@ -75,6 +75,12 @@ class Limits:
     # followers every heartbeat_interval_s, and one that heard from no majority for a
     # failure timeout (ReplicaSettings.election_ticks heartbeats) steps down.
     heartbeat_interval_s: float = 0.3
+    # A follower behind its leader's last snapshot gets the snapshot's state
+    # (runtime/snapshot_transfer.py) in parts of this size on the daemon channel, and
+    # takes at most this much in all (past it, the leader sends none and the follower
+    # keeps the log without a state).
+    snapshot_chunk_bytes: int = 1024 * 1024
+    snapshot_transfer_bytes_max: int = 1024 * 1024 * 1024
     # Frames waiting for one member's daemon channel (stats and removal checks,
     # runtime/network/daemon_channel.py) while it cannot be reached; past it the oldest
     # go (whoever asked times out, as when the member never answers).
@@ -118,6 +124,11 @@ class Limits:
             raise ValueError(
                 f"entry_page_bytes ({self.entry_page_bytes}) must hold the largest element "
                 f"(value_bytes_max, {self.value_bytes_max})"
+            )
+        if not 0 < self.snapshot_chunk_bytes <= self.frame_bytes_max // 2:
+            raise ValueError(
+                f"snapshot_chunk_bytes ({self.snapshot_chunk_bytes}) must be above 0 and fit "
+                f"a frame with room to spare (frame_bytes_max // 2, {self.frame_bytes_max // 2})"
             )
         if self.entry_pages_mapped_max < 2:
             raise ValueError("entry_pages_mapped_max must be at least 2 (a head and a tail)")

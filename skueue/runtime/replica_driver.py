@@ -119,8 +119,7 @@ class ReplicaDriver:
                                   config=config):
                     log.info("a follower fell behind the last snapshot; it gets the "
                              "snapshot", group=self.group, replica=to, index=index)  # fmt: skip
-                    data = self.snapshot_data()
-                    self.send_now(to, Snapshot(term, index, last_term, config, data))
+                    self.ship_snapshot(to, Snapshot(term, index, last_term, config, b""))
                 case InstallSnapshot():
                     self.install(effect)
                 case ProposalRefused(reason=reason):
@@ -131,10 +130,11 @@ class ReplicaDriver:
     def role_changed(self, role: str, term: int, leader: HostId | None) -> None:
         """The replica's role, term or known leader changed."""
 
-    def snapshot_data(self) -> bytes:
-        """The state as of the last snapshot, for a follower behind it (runtime/
-        snapshot_transfer.py); ``b""``: none to send, the follower goes on without one."""
-        return b""
+    def ship_snapshot(self, to: HostId, snapshot: Snapshot) -> None:
+        """Send the last snapshot to ``to``, a follower behind it: with the state as of
+        it where the replica has one to send (runtime/snapshot_transfer.py), else
+        without, and the follower goes on without a state."""
+        self.send_now(to, snapshot)
 
     def install(self, snapshot: InstallSnapshot) -> None:
         """A snapshot from the group's leader replaces the log (only a follower slot

@@ -11,10 +11,11 @@ to every replica: the leader beats for its followers with it; the follower slots
 campaign until failover is built (stage 2b of §11), but their timers must run, or they
 would take the home replica's vote requests after a restart for a stray's.
 
-Two more frames go from the leader to its followers, for the state they apply
+More frames go from the leader to its followers, for the state they apply
 (runtime/applied_state.py): ``["acked", P, {peer: number}]``, what each peer
-acknowledged of P's links, with the ticks when it changed, and ``["check", P, index,
-digest]``, the digest of P's state at each of its snapshots.  Either is taken only
+acknowledged of P's links, with the ticks when it changed; ``["check", P, index,
+digest]``, the digest of P's state at each of its snapshots; and the parts of a
+snapshot too large for one message (runtime/snapshot_transfer.py).  Each is taken only
 from the replica the follower knows as its leader.
 """
 
@@ -45,9 +46,10 @@ from skueue.runtime.network.link_receiver import Inbound
 from skueue.runtime.network.link_sender import LinkSender
 from skueue.runtime.network.peers import PeerLinks
 from skueue.runtime.new_host import new_host
+from skueue.runtime.snapshot_transfer import take_part
 from skueue.runtime.state import DaemonContext
 
-REPLICATION_FRAMES = ("raft", "acked", "check")
+REPLICATION_FRAMES = ("raft", "acked", "check", "snapshot-part")
 """The daemon channel's frames that go to the replicas (runtime/owner.py routes them)."""
 # A leader sends its links' watermarks at least this often (ticks), changed or not.
 WATERMARK_TICKS_MAX = 10
@@ -76,6 +78,7 @@ class DaemonReplicas:
         now: float,
     ) -> None:
         self.own = own
+        self.limits = limits
         self.snapshot_log_bytes = limits.snapshot_log_bytes
         self.group = group
         self.slots = slots
@@ -104,7 +107,7 @@ class DaemonReplicas:
                 raise RemoteProtocolError(f"raft message for {process}: {e}") from None
             replica.receive(peer, message)
         elif isinstance(replica, FollowerSlot) and peer == replica.node.leader:
-            _to_follower(replica, kind, frame)
+            _to_follower(replica, kind, frame, self.limits)
 
     def seconds_to_tick(self, now: float) -> float:
         return max(0.0, self.next_tick - now)
@@ -154,9 +157,12 @@ def acked_through(link: LinkSender) -> int:
     return link.outbox[0].first - 1 if link.outbox else link.next_number - 1
 
 
-def _to_follower(slot: FollowerSlot, kind: str, frame: list[Any]) -> None:
-    """An ``acked`` or ``check`` frame from the slot's leader (module docstring)."""
-    if kind == "acked":
+def _to_follower(slot: FollowerSlot, kind: str, frame: list[Any], limits: Limits) -> None:
+    """An ``acked``, ``check`` or ``snapshot-part`` frame from the slot's leader (module
+    docstring)."""
+    if kind == "snapshot-part":
+        slot.assembly = take_part(slot.assembly, frame, limits.snapshot_transfer_bytes_max)
+    elif kind == "acked":
         marks = frame[2]
         if not isinstance(marks, dict) or not all(
             isinstance(p, str) and type(n) is int and n >= 0 for p, n in marks.items()

@@ -14,31 +14,40 @@ snapshot codec (skueue/wire/snapshot_codec.py), ``[host, elements, handled, outb
 - ``handled``: the last frame handled of each peer's link; ``outboxes``: per peer, the
   next frame number, the blobs dropped so far, and the blobs not acknowledged.
 
-One message, so one frame: a state larger than ``frame_bytes_max`` is not sent (the
-follower keeps the log from the snapshot on, without a state).  Chunks of
-``snapshot_chunk_bytes`` are the next step (§5.7).
+A state larger than ``snapshot_chunk_bytes`` goes in parts first, each a channel frame
+``["snapshot-part", P, term, index, offset, total, bytes]``, and then the ``Snapshot``
+message with no data: the follower assembles the parts (:class:`Assembly`) and steps the
+message with them only once they are whole and in order; otherwise it drops the message
+and the leader sends the snapshot again after its timeout.  A state larger than
+``snapshot_transfer_bytes_max`` is not sent: the follower keeps the log from the
+snapshot on, without a state.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections import defaultdict
+from collections.abc import Callable
 from typing import Any
 
+import attrs
 import structlog
 
+from skueue.core.errors import RemoteProtocolError
 from skueue.core.ops import Redelivered
 from skueue.host.host import Host
+from skueue.replication.config import HostId
+from skueue.replication.messages import Message, Snapshot
 from skueue.runtime.durability.entry_store import SnapshotEntryStore, load_apart
 from skueue.runtime.durability.input_log import InputLog, open_snapshot, read_snapshot
 from skueue.runtime.durability.snapshots import DaemonSnapshot
+from skueue.runtime.limits import Limits
 from skueue.runtime.network.link_sender import Blob
 from skueue.wire.snapshot_codec import SnapshotCodecError, decode_state, encode_state
 
 log = structlog.get_logger("skueued")
 
 STORE_NAME = "entry-store"  # what the document holds in place of the entry store
-# Room in a frame for what wraps the state: the raft message and the channel frame.
-WRAPPING_BYTES = 4096
 
 
 class TransferError(ValueError):
@@ -135,10 +144,10 @@ class SnapshotElements:
 
 
 def transfer_of_last_snapshot(
-    input_log: InputLog, store: SnapshotEntryStore | None, frame_bytes_max: int
+    input_log: InputLog, store: SnapshotEntryStore | None, bytes_max: int
 ) -> bytes:
     """The state of the daemon's last snapshot, for a follower that fell behind it;
-    ``b""`` where there is none to send (none taken, or too large for one frame)."""
+    ``b""`` where there is none to send (none taken, or larger than ``bytes_max``)."""
     _, path = read_snapshot(input_log.directory)
     if path is None or store is None:
         return b""
@@ -147,9 +156,83 @@ def transfer_of_last_snapshot(
         snapshot, view.extras = load_apart(f, view)
     assert isinstance(snapshot, DaemonSnapshot), "the daemon's own snapshot"
     data = encode_transfer(snapshot, view)
-    if len(data) > frame_bytes_max - WRAPPING_BYTES:
-        log.warning("a follower fell behind the last snapshot, whose state is too large "
-                    "for one frame; it gets the log from there without a state",
-                    bytes=len(data), frame_bytes_max=frame_bytes_max)  # fmt: skip
+    if len(data) > bytes_max:
+        log.warning("a follower fell behind the last snapshot, whose state is larger than "
+                    "snapshot_transfer_bytes_max; it gets the log from there without a "
+                    "state", bytes=len(data), bytes_max=bytes_max)  # fmt: skip
         return b""
     return data
+
+
+class SnapshotShipper:
+    """How a leader sends its last snapshot to a follower behind it (module docstring):
+    ``send_frame`` puts a frame on the member's daemon channel, ``send_message`` a
+    replication message."""
+
+    def __init__(
+        self,
+        process: str,
+        input_log: InputLog,
+        store: SnapshotEntryStore | None,
+        limits: Limits,
+        send_frame: Callable[[HostId, list[Any]], None],
+    ) -> None:
+        self.process = process
+        self.input_log = input_log
+        self.store = store
+        self.limits = limits
+        self.send_frame = send_frame
+
+    def ship(
+        self, to: HostId, snapshot: Snapshot, send_message: Callable[[HostId, Message], None]
+    ) -> None:
+        """Send ``snapshot`` (its position; the data is read here) to ``to``."""
+        limits = self.limits
+        data = transfer_of_last_snapshot(self.input_log, self.store,
+                                         limits.snapshot_transfer_bytes_max)  # fmt: skip
+        chunk = limits.snapshot_chunk_bytes
+        if len(data) > chunk:
+            for offset in range(0, len(data), chunk):
+                self.send_frame(to, ["snapshot-part", self.process, snapshot.term,
+                                     snapshot.index, offset, len(data),
+                                     data[offset:offset + chunk]])  # fmt: skip
+            data = b""
+        send_message(to, dataclasses.replace(snapshot, data=data))
+
+
+@attrs.define
+class Assembly:
+    """The parts of one snapshot a follower took so far (module docstring)."""
+
+    term: int
+    index: int
+    total: int
+    data: bytearray = attrs.field(factory=bytearray)
+
+    @property
+    def whole(self) -> bool:
+        return len(self.data) == self.total
+
+
+def take_part(
+    assembly: Assembly | None, frame: list[Any], bytes_max: int
+) -> Assembly | None:
+    """The assembly after the part ``frame`` (``["snapshot-part", P, term, index, offset,
+    total, bytes]``): a part at offset 0 starts one; one that does not follow on the
+    last (a part lost with a connection) ends it, and the snapshot comes again.  A
+    malformed part is the sender's fault (:class:`RemoteProtocolError`)."""
+    term, index, offset, total, chunk = frame[2:]
+    if not (type(term) is int and type(index) is int and type(offset) is int
+            and type(total) is int and isinstance(chunk, bytes)
+            and 0 <= offset <= total - len(chunk)):  # fmt: skip
+        raise RemoteProtocolError(f"snapshot-part: bad fields {frame[2:6]!r:.80}")
+    if total > bytes_max:
+        raise RemoteProtocolError(f"snapshot-part: {total} bytes, over "
+                                  f"snapshot_transfer_bytes_max ({bytes_max})")  # fmt: skip
+    if offset == 0:
+        assembly = Assembly(term, index, total)
+    if assembly is None or (assembly.term, assembly.index, assembly.total) != (
+            term, index, total) or offset != len(assembly.data):  # fmt: skip
+        return None
+    assembly.data += chunk
+    return assembly

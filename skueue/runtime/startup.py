@@ -31,7 +31,7 @@ from skueue.runtime.new_host import new_host
 from skueue.runtime.owner import Owner
 from skueue.runtime.replay import forget_lost_appends, replay, restore_snapshot
 from skueue.runtime.replicas import channel_sender, open_replicas
-from skueue.runtime.snapshot_transfer import transfer_of_last_snapshot
+from skueue.runtime.snapshot_transfer import SnapshotShipper
 from skueue.runtime.state import DaemonContext, log
 
 
@@ -150,8 +150,8 @@ def _open_group(ctx: DaemonContext, owner: Owner, input_log: InputLog, members: 
         now = trio.current_time()
         owner.replicas = open_replicas(group, members, ctx, input_log,
                                        dict(owner.host.directory.addresses), now)  # fmt: skip
-        store, frame_bytes_max = owner.entry_store, ctx.limits.frame_bytes_max
-        group.transfer = lambda: transfer_of_last_snapshot(input_log, store, frame_bytes_max)
+        group.shipper = SnapshotShipper(own, input_log, owner.entry_store, ctx.limits,
+                                        channels.send)  # fmt: skip
         owner.must_take_over = True
         owner.links_wait_for = group.node.last_index
         group.campaign()

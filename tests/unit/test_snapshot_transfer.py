@@ -5,9 +5,12 @@ state is refused without a crash; a state too large for a frame is not sent."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import msgpack
+import pytest
 
+from skueue.core.errors import RemoteProtocolError
 from skueue.core.ops import Structure
 from skueue.host.address import Address
 from skueue.host.directory import Directory
@@ -20,9 +23,16 @@ from skueue.runtime.durability.snapshots import capture_state
 from skueue.runtime.limits import Limits
 from skueue.runtime.network.link_sender import LinkSender
 from skueue.runtime.new_host import new_host
-from skueue.runtime.snapshot_transfer import WRAPPING_BYTES, transfer_of_last_snapshot
+from skueue.runtime.snapshot_transfer import SnapshotShipper, transfer_of_last_snapshot
 from skueue.wire.snapshot_codec import encode_state
-from tests.unit.test_follower_slot import CONFIG, entries_of, inputs, open_slot
+from tests.unit.test_follower_slot import (
+    CONFIG,
+    LIMITS,
+    entries_of,
+    inputs,
+    open_slot,
+    replicas_of,
+)
 
 FRAME = 16 * 1024 * 1024
 
@@ -98,11 +108,85 @@ def test_what_is_not_a_state_leaves_the_copy_without_one(tmp_path: Path) -> None
     assert len(slot.store) == 0  # nothing of what was decoded stays
 
 
-def test_a_state_too_large_for_a_frame_is_not_sent(tmp_path: Path) -> None:
+def test_a_state_over_the_transfer_limit_is_not_sent(tmp_path: Path) -> None:
     leader = Leader(tmp_path)
     leader.step(30)
     leader.snapshot()
     data = transfer_of_last_snapshot(leader.log, leader.store, FRAME)
-    fits = len(data) + WRAPPING_BYTES  # the frame that holds it and its message
-    assert transfer_of_last_snapshot(leader.log, leader.store, fits) == data
-    assert transfer_of_last_snapshot(leader.log, leader.store, fits - 1) == b""
+    assert transfer_of_last_snapshot(leader.log, leader.store, len(data)) == data
+    assert transfer_of_last_snapshot(leader.log, leader.store, len(data) - 1) == b""
+
+
+def ship(leader: Leader, chunk_bytes: int) -> list[tuple[str, Any]]:
+    """What the leader sends ``b`` for its last snapshot, in parts of ``chunk_bytes``."""
+    sent: list[tuple[str, Any]] = []
+    limits = Limits(snapshot_chunk_bytes=chunk_bytes)
+    shipper = SnapshotShipper("P", leader.log, leader.store, limits,
+                              lambda to, frame: sent.append((to, frame)))  # fmt: skip
+    shipper.ship("b", Snapshot(1, leader.stepped, 1, CONFIG, b""),
+                 lambda to, message: sent.append((to, message)))  # fmt: skip
+    return sent
+
+
+def test_a_large_state_goes_in_parts_and_is_taken_once_whole(tmp_path: Path) -> None:
+    leader = Leader(tmp_path / "leader")
+    leader.step(30)
+    leader.snapshot()
+    sent = ship(leader, 1024)
+    *parts, (_, message) = sent
+    assert len(parts) > 2 and all(to == "b" and f[0] == "snapshot-part" for to, f in parts)
+    assert isinstance(message, Snapshot) and message.data == b""
+    slot = open_slot(tmp_path / "follower", [])
+    replicas = replicas_of(tmp_path, slot)
+    slot.receive("P", AppendEntries(1, 0, 0, entries_of(inputs(3)), 0))  # the leader known
+    slot.end_step(0.0)
+    for _, frame in parts:
+        replicas.receive("P", frame)
+    assert slot.assembly is not None and slot.assembly.whole
+    slot.receive("P", message)
+    slot.end_step(0.0)
+    assert slot.state is not None and slot.state.applied == 30
+    assert state_digest(slot.state.host, {}, {}) == leader.digest()
+
+
+def test_a_snapshot_whose_parts_are_not_whole_is_dropped(tmp_path: Path) -> None:
+    """A part lost (with a connection, say): the message is not stepped, the copy is as
+    it was, and the leader sends the snapshot again after its timeout."""
+    leader = Leader(tmp_path / "leader")
+    leader.step(30)
+    leader.snapshot()
+    *parts, (_, message) = ship(leader, 1024)
+    slot = open_slot(tmp_path / "follower", [])
+    replicas = replicas_of(tmp_path, slot)
+    slot.receive("P", AppendEntries(1, 0, 0, entries_of(inputs(3)), 3))
+    slot.end_step(0.0)
+    before = slot.state
+    for _, frame in [parts[0], *parts[2:]]:  # the second part lost
+        replicas.receive("P", frame)
+    assert slot.assembly is None
+    for _, frame in parts[:-1]:  # the last part lost
+        replicas.receive("P", frame)
+    assert slot.assembly is not None and not slot.assembly.whole
+    slot.receive("P", message)
+    slot.end_step(0.0)
+    assert slot.node.snapshot_index == 0 and slot.state is before and slot.assembly is None
+
+
+@pytest.mark.parametrize("fields", [
+    ["1", 30, 0, 10, b"x"], [1, 30, 0, 10, "x"], [1, 30, -1, 10, b"x"], [1, 30, 8, 10, b"xyz"],
+    [1, 30, 0, LIMITS.snapshot_transfer_bytes_max + 1, b"x"],
+])  # fmt: skip
+def test_a_malformed_part_is_the_senders_fault(tmp_path: Path, fields: list[Any]) -> None:
+    slot = open_slot(tmp_path, [])
+    replicas = replicas_of(tmp_path, slot)
+    slot.receive("P", AppendEntries(1, 0, 0, entries_of(inputs(3)), 3))
+    slot.end_step(0.0)
+    with pytest.raises(RemoteProtocolError):
+        replicas.receive("P", ["snapshot-part", "P", *fields])
+    assert slot.assembly is None
+
+
+@pytest.mark.parametrize("chunk_bytes", [0, FRAME])
+def test_snapshot_chunk_bytes_must_fit_a_frame(chunk_bytes: int) -> None:
+    with pytest.raises(ValueError, match="snapshot_chunk_bytes"):
+        Limits(snapshot_chunk_bytes=chunk_bytes)

@@ -35,10 +35,11 @@ log = structlog.get_logger("skueued")
 # The daemons' questions and answers (runtime/requests.py, runtime/member_removal.py),
 # and what goes to one process's replicas (runtime/replicas.py): a replication message
 # (``["raft", process, message]``, the message as skueue/replication/codec.py writes
-# it), a leader's watermarks and its checks: kind -> the frame's length.
+# it), a leader's watermarks, its checks and the parts of its snapshot: kind -> the
+# frame's length.
 CHANNEL_FRAMES = {
     "stats-query": 2, "stats-answer": 3, "remove-check": 3, "remove-answer": 3, "raft": 3,
-    "acked": 3, "check": 4,
+    "acked": 3, "check": 4, "snapshot-part": 7,
 }
 
 
@@ -50,7 +51,7 @@ def parse_channel_frame(frame: Any) -> list[Any]:
         raise RemoteProtocolError(f"unknown daemon-channel frame {frame!r:.60}")
     if frame[0] == "raft" and not (type(frame[1]) is str and isinstance(frame[2], list)):
         raise RemoteProtocolError("raft: expected [\"raft\", process id, message]")
-    if frame[0] in ("acked", "check") and type(frame[1]) is not str:
+    if frame[0] in ("acked", "check", "snapshot-part") and type(frame[1]) is not str:
         raise RemoteProtocolError(f"{frame[0]}: expected a process id, not {frame[1]!r:.60}")
     return frame
 
