@@ -52,11 +52,27 @@ def _durability(member: dict[str, Any]) -> str:
     behind = (" (entries behind: " + ", ".join(f"{h} {n}" for h, n in sorted(lag.items()))
               + ")") if isinstance(lag, dict) and lag else ""  # fmt: skip
     group = (f"{len(replicas)} replica{'s' if len(replicas) != 1 else ''}{behind}, term "
-             f"{durable.get('term')}, " if isinstance(replicas, list) else "")  # fmt: skip
+             f"{durable.get('term')}, {_copies(durable.get('copies'))}"
+             if isinstance(replicas, list) else "")  # fmt: skip
     return (
         f"  (durable in {durable.get('data_dir')}, fsync {durable.get('fsync')}, {group}"
         f"log {log_mib:.1f} MiB since the last snapshot{space})"
     )
+
+
+def _copies(copies: Any) -> str:
+    """The copies a member keeps of other processes' groups: the leaders' checks of
+    their states, and those without a state (runtime/follower_slot.py)."""
+    if not isinstance(copies, dict) or not copies:
+        return ""
+    held = [c for c in copies.values() if isinstance(c, dict)]
+    passed = sum(c.get("checked") or 0 for c in held)
+    diverged = sum(c.get("diverged") or 0 for c in held)
+    stateless = sum(1 for c in held if c.get("applied") is None)
+    text = f"{len(copies)} copies of others ({passed} checks passed"
+    text += f", {diverged} DIVERGED" if diverged else ""
+    text += f", {stateless} without a state" if stateless else ""
+    return text + "), "
 
 
 def _named_queues(queues: Any) -> list[str]:

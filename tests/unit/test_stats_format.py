@@ -55,3 +55,13 @@ def test_a_replicated_member_shows_how_far_behind_each_follower_is() -> None:
                                  replica_lag={"c": 40, "b": 0})}  # fmt: skip
     line = format_stats(stats_with(member)).splitlines()[-1]
     assert "3 replicas (entries behind: b 0, c 40), term 2, log" in line, line
+
+
+def test_a_replicated_member_shows_the_checks_of_its_copies() -> None:
+    copies = {"b": {"applied": 40, "checked": 3, "diverged": 0},
+              "c": {"applied": None, "checked": 1, "diverged": 1}}  # fmt: skip
+    member = {"process": "a", "entries": 0,
+              "durable": durable(replicas=["a", "b", "c"], term=2, copies=copies)}
+    line = format_stats(stats_with(member)).splitlines()[-1]
+    assert ("term 2, 2 copies of others (4 checks passed, 1 DIVERGED, 1 without a state), "
+            "log") in line, line

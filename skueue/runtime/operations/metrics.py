@@ -373,6 +373,21 @@ class DaemonCollector(Collector):
                         "entries of its log a follower is known not to hold", ["replica"],
                         {(host,): node.last_index - pr.match
                          for host, pr in node.progress.items()})  # fmt: skip
+        replicas = self.daemon.owner.replicas if self.daemon.owner is not None else None
+        if replicas is None or not replicas.slots:
+            return
+        # The copies it keeps of other processes' groups (runtime/follower_slot.py).
+        slots = replicas.slots
+        yield gauge("skueue_replication_copy_applied_index",
+                    "the last entry of another process's log its copy here applied "
+                    "(absent: the copy has no state)", ["process"],
+                    {(p,): s.state.applied for p, s in slots.items()
+                     if s.state is not None})  # fmt: skip
+        yield counter("skueue_replication_copy_checks_total",
+                      "checks of a copy's state against its leader's digest", ["process",
+                      "outcome"],
+                      {**{(p, "passed"): s.checked for p, s in slots.items()},
+                       **{(p, "diverged"): s.diverged for p, s in slots.items()}})  # fmt: skip
 
 
 def directory_bytes(directory: Path, files_max: int = DISK_SCAN_FILES_MAX) -> int:
