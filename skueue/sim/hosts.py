@@ -125,6 +125,9 @@ class HostsConfig:
     machine_crashes: int = 0  # a replica machine killed, restarted later from its disk
     machine_partitions: int = 0  # a machine cut off from its group for a while, then healed
     machine_pauses: int = 0  # a machine that takes no step for a while, then resumes
+    # A machine lost with its disk, for good (a host gone: at most one per group, so
+    # that its majority is left; each group carries on with the others).
+    machine_losses: int = 0
     channel_loss: float = 0.0  # of the replicas' messages
     channel_duplication: float = 0.0
 
@@ -147,17 +150,18 @@ class HostsConfig:
         if self.replicas not in (1, 3, 5):
             raise ValueError("replicas is 1, 3 or 5")
         if self.replicas == 1 and (self.machine_crashes or self.machine_partitions
-                                   or self.machine_pauses or self.channel_loss
-                                   or self.channel_duplication):  # fmt: skip
-            raise ValueError("machine crashes, partitions, pauses and the replicas' channel "
-                             "need replicas > 1")
+                                   or self.machine_pauses or self.machine_losses
+                                   or self.channel_loss or self.channel_duplication):  # fmt: skip
+            raise ValueError("machine crashes, partitions, pauses, losses and the replicas' "
+                             "channel need replicas > 1")
         if self.replicas > 1 and (self.crashes or self.joins or self.leaves):
             raise ValueError("with replicas, machines crash (machine_crashes); churn is "
                              "not simulated yet")
         for ratio in (self.channel_loss, self.channel_duplication):
             if not 0.0 <= ratio < 1.0:
                 raise ValueError("channel ratios must be in [0, 1)")
-        if min(self.machine_crashes, self.machine_partitions, self.machine_pauses) < 0:
+        if min(self.machine_crashes, self.machine_partitions, self.machine_pauses,
+               self.machine_losses) < 0:  # fmt: skip
             raise ValueError("counts must not be negative")
 
 

@@ -301,6 +301,14 @@ class Group:
             self._frames_of_leader()
             self.outside.leader_changed(self)
 
+    def lose(self, m: Machine) -> None:
+        """``m``'s host is gone with its disk, for good: it stops and never restarts.
+        (Its disk stays in the record: an entry it acknowledged before the loss was
+        committed on a majority then, which is what the commit rule promises.)"""
+        if m.up:
+            self.crash(m)
+        m.gone = True
+
     def restart(self, m: Machine) -> None:
         """``m`` comes back from its disk as a follower; its host is rebuilt as the
         commit index reaches it."""

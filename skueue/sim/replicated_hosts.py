@@ -32,6 +32,9 @@ flight; a paused leader takes no input, which waits as when there is no leader);
 resumes with its stale view, and if it led, the others' higher term deposes it; if it
 still leads, it first steps ``ClientGone`` for the client connections that closed while
 it was paused (their requests failed), as a daemon's sockets would tell it.
+``machine_losses`` lose a machine with its disk, for good (a host gone: at most one per
+group, so its majority is left): it never comes back, and the group carries on with the
+two others (no re-replication yet); at the end they must hold the leader's whole log.
 
 Checked as the run goes (``AssertionError`` naming the seed): at most one leader per
 term (I5); an entry released only once a majority's disks hold it (I2), by a leader
@@ -148,11 +151,14 @@ class ReplicatedHostsSim(HostsSim):
             self.events.append((rng.randrange(span), "machine-partition"))
         for _ in range(config.machine_pauses):
             self.events.append((rng.randrange(span), "machine-pause"))
+        for _ in range(config.machine_losses):
+            self.events.append((rng.randrange(span), "machine-loss"))
         self.events.sort(reverse=True)
         self.machine_crashes = 0
         self.lost_unsynced = 0
         self.machine_partitions = 0
         self.machine_pauses = 0
+        self.machine_losses = 0
         self.cut_ticks: dict[HostId, int] = {}
         """Per machine cut off while it leads, the Raft ticks it has had so (CheckQuorum)."""
         self.closed_while_paused: dict[str, set[int]] = {pid: set() for pid in self.groups}
@@ -293,8 +299,12 @@ class ReplicatedHostsSim(HostsSim):
     def _event(self, kind: str) -> None:
         if kind == "machine-crash":
             self._machine_crash()
+        elif kind == "machine-loss":
+            self._machine_loss()
         elif kind.startswith("restart "):
             group, m = self.machines[kind.removeprefix("restart ")]
+            if m.gone:
+                return  # lost since it went down: it never comes back
             if m.up:  # doomed, it has not acted since (cut off, its clock slow): dies now
                 group.crash(m)
             group.restart(m)
@@ -376,6 +386,19 @@ class ReplicatedHostsSim(HostsSim):
             group.crash(m)
         self._later(RESTART_STEPS, f"restart {m.mid}")
 
+    def _machine_loss(self) -> None:
+        """A host lost for good, with its disk: one machine of a group that has lost none
+        yet (the others are its majority), leader or follower, up or down."""
+        whole = [(g, m) for g, m in self.machines.values()
+                 if not any(o.gone for o in g.machines.values())]  # fmt: skip
+        if not whole:
+            return
+        group, m = self.rng.choice(whole)
+        self.machine_losses += 1
+        m.paused = False  # nothing of it runs again: a pause ends with it
+        self.channel.paused.discard(m.mid)
+        group.lose(m)
+
     # -- the members, as groups -------------------------------------------------------------
 
     def enter(self, member: Member, item: Input) -> bool:
@@ -453,5 +476,6 @@ class ReplicatedHostsSim(HostsSim):
         if leader is None or not group.quiet():
             return False
         log, commit = leader.node.log.held, leader.node.commit
-        return all(m.up and m.node.commit == commit == m.applied and m.node.log.held == log
+        return all(m.gone or (m.up and m.node.commit == commit == m.applied
+                              and m.node.log.held == log)
                    for m in group.machines.values())  # fmt: skip

@@ -70,6 +70,7 @@ class Machine:
     up: bool = True
     doomed: bool = False  # dies in its next action, before its sync
     paused: bool = False  # takes no step (no tick, nothing delivered) until it resumes
+    gone: bool = False  # lost with its disk, for good: never back
 
 
 @dataclass

@@ -63,6 +63,7 @@ def replicated_configs(draw: st.DrawFn, structure: Structure, leases: bool = Fal
         machine_crashes=draw(st.integers(0, 8)),
         machine_partitions=draw(st.integers(0, 4)),
         machine_pauses=draw(st.integers(0, 4)),
+        machine_losses=draw(st.integers(0, 2)),
         channel_loss=draw(channel),
         channel_duplication=draw(channel),
     )
@@ -137,6 +138,30 @@ def test_a_leader_machine_killed_mid_run_loses_nothing_acknowledged(
     assert leader.applied >= committed  # rebuilt from its log as the commit reached it
 
 
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_a_host_lost_for_good_loses_nothing_and_its_groups_carry_on(seed: int) -> None:
+    """p0's leader machine is lost with its disk mid-run and never comes back; a
+    follower of another group too: each group goes on with its two others, every
+    acknowledged operation is still there, and the survivors end with one log and
+    commit.  Reference: docs/replication.md §5.8"""
+    sim = ReplicatedHostsSim(busy(seed, machine_crashes=2))
+    run_until_answered(sim, 12)
+    p0, p1 = sim.groups["p0"], sim.groups["p1"]
+    leader = p0.leader()
+    assert leader is not None
+    follower = next(m for m in p1.machines.values() if m is not p1.leader())
+    released = len(sim.released["p0"])
+    p0.lose(leader)
+    p1.lose(follower)
+    result = sim.run()
+    check_run(result, f"seed {seed}")
+    assert not leader.up and leader.gone and not follower.up
+    assert len(sim.released["p0"]) > released  # p0 went on, led by a survivor
+    assert p0.leader() not in (None, leader) and p0.stats.elections >= 2
+    survivors = [m for m in p0.machines.values() if not m.gone]
+    assert all(m.node.commit == survivors[0].node.commit for m in survivors)
+
+
 def test_a_leader_without_its_followers_acknowledges_nothing() -> None:
     """Both followers of p0 die: its leader can commit nothing, so no reply, frame or ack
     of p0 leaves (I2); CheckQuorum makes it step down.  Once they are back, the run
@@ -176,12 +201,13 @@ def test_a_broken_connection_sends_its_request_once() -> None:
 def test_a_replicated_schedule_replays_from_its_seed() -> None:
     config = busy(7, machine_crashes=4, channel_loss=0.1, channel_duplication=0.1,
                   lease_ratio=0.3, delivery="any", machine_partitions=3,
-                  machine_pauses=3)  # fmt: skip
+                  machine_pauses=3, machine_losses=2)  # fmt: skip
     first, again = ReplicatedHostsSim(config), ReplicatedHostsSim(config)
     ran, reran = first.run(), again.run()
     assert ran.records == reran.records and ran.lease_events == reran.lease_events
     assert ran.steps == reran.steps
-    assert (first.machine_partitions, first.machine_pauses) == (3, 3)
+    assert (first.machine_partitions, first.machine_pauses, first.machine_losses) == (3, 3, 2)
+    assert sum(m.gone for _, m in first.machines.values()) == 2
     assert first.channel.stats == again.channel.stats and first.channel.stats.cut > 0
 
 
@@ -194,7 +220,7 @@ def test_replicas_need_the_replicated_simulator_and_one_replica_refuses_its_faul
         HostsConfig(replicas=3, joins=1)
     with pytest.raises(ValueError, match="replicas is"):
         HostsConfig(replicas=2)
-    for fault in ("machine_partitions", "machine_pauses"):
+    for fault in ("machine_partitions", "machine_pauses", "machine_losses"):
         with pytest.raises(ValueError, match="replicas > 1"):
             HostsConfig(**{fault: 1})  # type: ignore[arg-type]
         with pytest.raises(ValueError, match="negative"):
