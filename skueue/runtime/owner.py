@@ -57,6 +57,7 @@ from skueue.host.inputs import (
     TookOver,
 )
 from skueue.host.replies import UNAVAILABLE, ErrorReply, Welcome
+from skueue.runtime.deferred_inputs import DeferredInputs
 from skueue.runtime.durability.disk_space import DiskSpace
 from skueue.runtime.durability.entry_store import SnapshotEntryStore
 from skueue.runtime.durability.input_log import InputLog
@@ -76,7 +77,7 @@ from skueue.runtime.inbox import (
 from skueue.runtime.member_removal import MemberRemoval
 from skueue.runtime.network.client_reader import ClientInput
 from skueue.runtime.operations.health import PhaseWatch, Readiness, readiness
-from skueue.runtime.operations.logging import DEBUG_LOGS
+from skueue.runtime.operations.logging import DEBUG_LOGS, describe_input
 from skueue.runtime.operations.member_stats import member_stats
 from skueue.runtime.operations.stats import StatsGathering
 from skueue.runtime.replicas import REPLICATION_FRAMES, DaemonReplicas, take_replication_frame
@@ -118,7 +119,7 @@ class Owner:
         # waits while the group cannot take inputs (it is not leading yet, or it waits
         # for its commit to catch up before a snapshot).
         self.replicas: DaemonReplicas | None = None
-        self.deferred: list[InboxItem] = []
+        self.deferred = DeferredInputs()
         self.must_take_over = False  # the host's TookOver goes first once the group leads
         self.led = trio.Event()  # the group has led since the start: clients are served
         # The links start once the commit reaches the replay's last entry (its frames
@@ -259,12 +260,12 @@ class Owner:
                 # Replication first: a group that stops leading takes no more inputs.
                 items = self._replicate(items)
                 if not self._group_takes_inputs():
-                    self.deferred.extend(items)
+                    self.deferred.add(items, trio.current_time())
                     self._end_step(trio.current_time())  # its votes and acks: synced, sent
                     await trio.lowlevel.checkpoint()
                     continue
             if self.deferred:
-                items, self.deferred = [*self.deferred, *items], []
+                items = [*self.deferred.take(), *items]
             self.clock_read = False
             if host.process.leases.needs_clock():
                 self.read_lease_clock()  # before the inputs: leases granted now start at it
@@ -336,12 +337,15 @@ class Owner:
 
     async def _replicate_only(self) -> None:
         """One step while the group cannot take inputs: its messages and ticks only;
-        everything else waits, in order, in ``deferred``."""
+        the rest waits in ``deferred``, unlogged, so its answers go at once."""
         # Only the replicas' tick: a stats gathering whose deadline passes now answers
         # once the group leads again, and waking for it would spin.
         items = await self._next_items(self._until_replica_tick(1.0))
-        self.deferred.extend(self._replicate(items))
-        self._end_step(trio.current_time())
+        now = trio.current_time()
+        self.deferred.add(self._replicate(items), now)
+        self._send({}, self.deferred.expired(now, self.request_timeout_s, self.host,
+                                             self.ctx.sessions))  # fmt: skip
+        self._end_step(now)
         await trio.lowlevel.checkpoint()
 
     async def _next_items(self, wait: float) -> list[InboxItem]:
@@ -460,13 +464,17 @@ class Owner:
         """Enter a client's request for the host, with its retry key's session and its
         deadline (``extra_s`` later: a blocking remove's wait)."""
         session = self.ctx.sessions.clients.get(client)
-        limits = self.ctx.limits
+        now = trio.current_time()
+        name = None if session is None else session.session
+        self.enter(FromClient(client, name, request, now + self.request_timeout_s(client), now))
+
+    def request_timeout_s(self, client: int) -> float:
+        """How long a request of ``client`` may take: what it asked for in its hello,
+        within the limits."""
+        session, limits = self.ctx.sessions.clients.get(client), self.ctx.limits
         asked = None if session is None else session.request_timeout_s
         timeout = limits.request_timeout_s if asked is None else asked
-        now = trio.current_time()
-        deadline = now + min(timeout, limits.request_timeout_s_max)
-        name = None if session is None else session.session
-        self.enter(FromClient(client, name, request, deadline, now))
+        return min(timeout, limits.request_timeout_s_max)
 
     def _refused(self, peer: str) -> bool:
         """Frames of a peer refused as no member that were read before its session was
@@ -590,9 +598,3 @@ class Owner:
             trio.current_time(),
         )
 
-
-def describe_input(item: object) -> str:
-    """One line for the log: the input's kind and, for a peer message, its describe()."""
-    if isinstance(item, PeerMessage):
-        return f"from {item.peer}: {item.message.describe()}"
-    return repr(item)[:300]

@@ -21,7 +21,7 @@ from typing import Any, TypeVar
 import pytest
 
 import skueue.client.blocking
-from skueue.client.errors import RequestRejected, SkueueError
+from skueue.client.errors import NodeUnavailable, RequestRejected, SkueueError
 from skueue.host.placement import voters_of
 from skueue.replication.messages import Entry
 from skueue.runtime.durability.input_log import InputLog, Meta, SyncPolicy, directory_name
@@ -197,6 +197,14 @@ def test_a_member_whose_group_lost_its_majority_is_not_ready_until_it_leads_agai
         # CheckQuorum: no majority heard for a failure timeout, and it steps down.
         status, body = wait_for(lambda: get(probe, "/readyz"), lambda r: r[0] == 503)
         assert "replication group does not lead" in body, body
+        # A request is told so once it has waited its timeout, retryably (nothing of it
+        # was logged), not left to the client's own timeout.
+        with skueue.client.blocking.connect_blocking(watched.address,
+                                                     request_timeout_s=1.0) as q:  # fmt: skip
+            began = time.monotonic()
+            with pytest.raises(NodeUnavailable, match="replication group does not lead"):
+                q.enqueue(b"while no majority answers")
+            assert time.monotonic() - began < 5.0
     finally:
         for d in others:
             d.proc.send_signal(signal.SIGCONT)

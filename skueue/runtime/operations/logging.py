@@ -9,6 +9,8 @@ import sys
 import attrs
 import structlog
 
+from skueue.host.inputs import PeerMessage
+
 
 @attrs.define
 class DebugLogs:
@@ -54,3 +56,10 @@ def configure(log_format: str = "console", level: str = "info") -> None:
         logger_factory=structlog.PrintLoggerFactory(file=sys.stderr),
         cache_logger_on_first_use=True,
     )
+
+
+def describe_input(item: object) -> str:
+    """One line for the log: the input's kind and, for a peer message, its describe()."""
+    if isinstance(item, PeerMessage):
+        return f"from {item.peer}: {item.message.describe()}"
+    return repr(item)[:300]
