@@ -11,7 +11,7 @@ client's leaving) waits on.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 import attrs
 
@@ -20,6 +20,9 @@ from skueue.host.replies import UNAVAILABLE, ErrorReply
 from skueue.runtime.inbox import InboxItem
 from skueue.runtime.network.client_reader import ClientInput
 from skueue.runtime.network.sessions import ClientSessions
+
+if TYPE_CHECKING:
+    from skueue.runtime.owner import Owner
 
 NOT_LEADING = (
     "this member's process cannot take requests now: its replication group does not "
@@ -42,17 +45,16 @@ class DeferredInputs:
         items, self.items = [item for _, item in self.items], []
         return items
 
-    def expired(
-        self, now: float, timeout_s: Callable[[int], float], host: Host,
-        sessions: ClientSessions,
-    ) -> list[tuple[int, ErrorReply]]:
-        """The answers to the client requests that waited their client's ``timeout_s``;
-        they wait no more.  Not a request sent again whose first attempt the host took
-        (running, or finished): something may have been done for it, so it waits on
-        for the group, and for its client's own timeout."""
+    def expired(self, now: float, owner: Owner) -> list[tuple[int, ErrorReply]]:
+        """The answers to the client requests that waited their timeout; they wait no
+        more.  Not a request sent again whose first attempt the host took (running, or
+        finished): something may have been done for it, so it waits on for the group,
+        and for its client's own timeout."""
+        host, sessions = owner.host, owner.ctx.sessions
         answers, kept = [], []
         for since, item in self.items:
-            if (isinstance(item, ClientInput) and now - since >= timeout_s(item.client)
+            if (isinstance(item, ClientInput)
+                    and now - since >= owner.request_timeout_s(item.client)
                     and not _taken_before(item, host, sessions)):  # fmt: skip
                 answers.append((item.client, ErrorReply(item.request.rid, NOT_LEADING,
                                                         UNAVAILABLE)))  # fmt: skip

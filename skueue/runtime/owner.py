@@ -76,11 +76,12 @@ from skueue.runtime.inbox import (
 )
 from skueue.runtime.member_removal import MemberRemoval
 from skueue.runtime.network.client_reader import ClientInput
+from skueue.runtime.network.daemon_channel import REPLICATION_FRAMES
 from skueue.runtime.operations.health import PhaseWatch, Readiness, readiness
 from skueue.runtime.operations.logging import DEBUG_LOGS, describe_input
 from skueue.runtime.operations.member_stats import member_stats
 from skueue.runtime.operations.stats import StatsGathering
-from skueue.runtime.replicas import REPLICATION_FRAMES, DaemonReplicas, take_replication_frame
+from skueue.runtime.replicas import DaemonReplicas, take_replication_frame
 from skueue.runtime.requests import ClientDesk, request_kind
 from skueue.runtime.state import DaemonContext, log
 from skueue.wire.peer import encode_message
@@ -343,8 +344,7 @@ class Owner:
         items = await self._next_items(self._until_replica_tick(1.0))
         now = trio.current_time()
         self.deferred.add(self._replicate(items), now)
-        self._send({}, self.deferred.expired(now, self.request_timeout_s, self.host,
-                                             self.ctx.sessions))  # fmt: skip
+        self._send({}, self.deferred.expired(now, self))
         self._end_step(now)
         await trio.lowlevel.checkpoint()
 

@@ -49,8 +49,6 @@ from skueue.runtime.new_host import new_host
 from skueue.runtime.snapshot_transfer import take_part
 from skueue.runtime.state import DaemonContext
 
-REPLICATION_FRAMES = ("raft", "acked", "check", "snapshot-part")
-"""The daemon channel's frames that go to the replicas (runtime/owner.py routes them)."""
 # A leader sends its links' watermarks at least this often (ticks), changed or not.
 WATERMARK_TICKS_MAX = 10
 
@@ -90,7 +88,7 @@ class DaemonReplicas:
         self.ticks_since_marks = 0
 
     def receive(self, peer: str, frame: list[Any]) -> None:
-        """A replication frame from ``peer``'s channel (:data:`REPLICATION_FRAMES`)."""
+        """A replication frame from ``peer``'s channel (daemon_channel.REPLICATION_FRAMES)."""
         kind, process = frame[0], frame[1]  # their lengths are checked (daemon_channel.py)
         replica = self.group if process == self.own else self.slots.get(process)
         if replica is None or peer not in replica.node.config.members:

@@ -34,3 +34,23 @@ def test_a_departed_member_gets_no_channel_and_a_forgotten_one_is_closed() -> No
     sender = ch.senders["p"]
     ch.forget("p")
     assert sender.closed and "p" not in ch.senders and "p" not in ch.unaddressed
+
+
+def test_replication_frames_are_not_kept_for_a_member_whose_channel_is_down() -> None:
+    """Raft takes their loss; kept, they would be stale appends of up to a MiB each.
+    Questions and answers wait on as before."""
+    ch = channels(frames_max=8)
+    ch.send("p", ["raft", "P", ["append"]])
+    ch.send("p", ["stats-query", 1])
+    sender = ch.senders["p"]
+    assert len(sender.waiting) == 2  # not down yet: the first connection takes them
+    sender.lost()
+    assert list(sender.waiting) == [["stats-query", 1]]
+    for kind, rest in [("raft", [["append"]]), ("acked", [{}]), ("check", [1, "d"]),
+                       ("snapshot-part", [1, 1, 0, 1, b"x"])]:  # fmt: skip
+        ch.send("p", [kind, "P", *rest])
+    ch.send("p", ["stats-query", 2])
+    assert list(sender.waiting) == [["stats-query", 1], ["stats-query", 2]]
+    sender.down = False  # connected again
+    ch.send("p", ["raft", "P", ["append"]])
+    assert sender.waiting[-1][0] == "raft"

@@ -29,8 +29,10 @@ def test_requests_that_waited_their_timeout_are_answered_and_the_rest_waits() ->
     closed = LinkClosed("peer", 1)
     deferred.add([request(1, 1), closed, request(2, 7), request(2, 8), request(2, 9)], 0.0)
     deferred.add([request(1, 2)], 5.0)
-    assert deferred.expired(4.0, lambda client: 5.0, host, sessions) == []
-    answers = deferred.expired(5.0, lambda client: 5.0, host, sessions)
+    owner: Any = SimpleNamespace(host=host, ctx=SimpleNamespace(sessions=sessions),
+                                 request_timeout_s=lambda client: 5.0)  # fmt: skip
+    assert deferred.expired(4.0, owner) == []
+    answers = deferred.expired(5.0, owner)
     assert [(client, r.rid, r.code) for client, r in answers] == [
         (1, 1, UNAVAILABLE), (2, 9, UNAVAILABLE),  # first attempts: nothing was done
     ]  # fmt: skip

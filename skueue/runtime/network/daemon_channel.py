@@ -43,6 +43,13 @@ CHANNEL_FRAMES = {
 }
 
 
+# What goes to a process's replicas (runtime/replicas.py).  Not kept for a member whose
+# channel is down: Raft takes their loss (the leader's next heartbeat finds where the
+# follower stands), and kept they would be appends of up to a MiB each, stale by the
+# time it is back.
+REPLICATION_FRAMES = ("raft", "acked", "check", "snapshot-part")
+
+
 def parse_channel_frame(frame: Any) -> list[Any]:
     """A frame read from a daemon channel, checked for its kind and length (a
     replication message's fields are checked by its codec, where it is taken)."""
@@ -64,6 +71,13 @@ class ChannelSender:
         self.wake = trio.Event()
         self.closed = False
         self.dropped = 0  # frames that went for want of room, since the last warning
+        # Lost its connection, or could not make one, and has not made one since.
+        self.down = False
+
+    def lost(self) -> None:
+        """Down: the replication frames that wait go (the others wait on)."""
+        self.down = True
+        self.waiting = deque(f for f in self.waiting if f[0] not in REPLICATION_FRAMES)
 
 
 class DaemonChannels:
@@ -88,6 +102,8 @@ class DaemonChannels:
             sender = self.senders[peer] = ChannelSender()
             self.unaddressed.add(peer)
             self.start_addressed()
+        if sender.down and frame[0] in REPLICATION_FRAMES:
+            return
         sender.waiting.append(frame)
         if len(sender.waiting) > self.frames_max:
             sender.waiting.popleft()
@@ -130,17 +146,21 @@ class DaemonChannels:
                 log.info("a member's channel cannot connect; what waits for it goes",
                          peer=peer, frames=len(sender.waiting), error=str(e))  # fmt: skip
                 sender.waiting.clear()
+                sender.down = True
                 sender.wake = trio.Event()
                 continue
             if greeting.process != peer or not links.same_incarnation(peer, greeting.nonce):
                 await trio.aclose_forcefully(stream)
+                sender.lost()
                 await trio.sleep(RETRY_MAX_S)
                 continue
+            sender.down = False
             try:
                 async with stream:
                     await _write_while_open(stream, sender)
             except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as e:
                 log.info("lost a member's channel; reconnecting", peer=peer, error=str(e))
+                sender.lost()
 
 
 async def _write_while_open(stream: trio.abc.Stream, sender: ChannelSender) -> None:
