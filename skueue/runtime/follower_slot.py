@@ -57,6 +57,7 @@ from skueue.runtime.durability.snapshots import (
     install_outbox,
     restore,
 )
+from skueue.runtime.errors import DaemonError
 from skueue.runtime.limits import Limits
 from skueue.runtime.network.link_sender import LinkSender
 from skueue.runtime.replica_driver import ReplicaDriver, SendMessage
@@ -68,8 +69,8 @@ REPLICAS_DIRECTORY = "replicas"
 # It times elections (to know a stray's vote request from a restarted leader's) but never
 # stands in one.
 FOLLOWER_SLOT = ReplicaSettings(campaigns=False)
-# Entries read from the log at a time when applying (a step's worth, usually far less).
-APPLY_READ_BYTES = 4 * 1024 * 1024
+# Entries applied in one owner step, at most (a leader's step appends far less).
+APPLY_STEP_BYTES = 4 * 1024 * 1024
 # Checks from the leader waiting for this copy to reach their index.
 CHECKS_PENDING_MAX = 16
 
@@ -130,7 +131,14 @@ class FollowerSlot(ReplicaDriver):
                 base = input_log.index.base
                 assert base is not None
                 state = _applied(snapshot, base[0])
-        store.keep_only(() if state is None else named_records(state.host.process))
+        try:
+            store.keep_only(() if state is None else named_records(state.host.process))
+        except DaemonError as e:
+            # The copy only: the daemon serves on, and the copy keeps the log.
+            log.warning("a replica's elements are damaged; it keeps the log without a "
+                        "state", group=self.group, error=str(e))  # fmt: skip
+            state = None
+            store.keep_only(())
         return state
 
     def receive(self, sender: HostId, message: Message) -> None:
@@ -175,18 +183,19 @@ class FollowerSlot(ReplicaDriver):
                     return
 
     def _committed(self, first: int, last: int) -> Iterator[tuple[int, list[tuple[int, Any]]]]:
-        """The records of entries ``first`` to ``last`` in runs that end at ``last`` or
-        at an index a check waits for: ``(run's last index, [(index, record)...])``."""
+        """The records of entries ``first`` to ``last``, at most ``APPLY_STEP_BYTES`` of
+        them (a copy far behind, after a restart, catches up over several steps rather
+        than holding up its daemon's own process in one), in runs that end at the last
+        one read or at an index a check waits for: ``(run's last index, [(index,
+        record)...])``."""
         records: list[tuple[int, Any]] = []
-        index = first
-        while index <= last:
-            for entry in self.input_log.read_entries(index, last, APPLY_READ_BYTES):
-                if entry.kind == "data":
-                    records.append((index, msgpack.unpackb(entry.data, raw=False)))
-                if index in self.checks or index == last:
-                    yield index, records
-                    records = []
-                index += 1
+        entries = self.input_log.read_entries(first, last, APPLY_STEP_BYTES)
+        for index, entry in enumerate(entries, first):
+            if entry.kind == "data":
+                records.append((index, msgpack.unpackb(entry.data, raw=False)))
+            if index in self.checks or index == first + len(entries) - 1:
+                yield index, records
+                records = []
 
     def check(self, index: int, digest: str) -> None:
         """The leader's digest of its state at ``index`` (taken at its snapshot there)."""

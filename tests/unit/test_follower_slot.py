@@ -26,6 +26,7 @@ from skueue.host.requests import InsertRequest, RemoveRequest
 from skueue.replication.codec import encode_message
 from skueue.replication.config import Config
 from skueue.replication.messages import AppendEntries, AppendReply, Entry, Message, Snapshot
+from skueue.runtime import follower_slot
 from skueue.runtime.applied_state import state_digest
 from skueue.runtime.durability.entry_store import SnapshotEntryStore
 from skueue.runtime.durability.input_log import InputLog, Meta, SyncPolicy
@@ -263,3 +264,42 @@ def test_a_malformed_leader_frame_is_the_senders_fault(tmp_path: Path, frame: li
 def test_replication_frames_are_checked_for_their_shape(frame: list[Any]) -> None:
     with pytest.raises(RemoteProtocolError):
         parse_channel_frame(frame)
+
+
+def test_a_copy_far_behind_catches_up_over_several_steps(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each owner step applies at most APPLY_STEP_BYTES of entries, so that a copy that
+    restarts far behind does not hold up its daemon's own process in one step."""
+    monkeypatch.setattr(follower_slot, "APPLY_STEP_BYTES", 200)
+    slot = open_slot(tmp_path, [])
+    append(slot, 0, 30, commit=30)
+    slot.end_step(0.0)
+    state = slot.state
+    assert state is not None and 0 < state.applied < 30
+    steps = 1
+    while state.applied < 30 and steps < 100:
+        slot.end_step(0.0)  # nothing new: the ticks' steps go on applying
+        steps += 1
+    host, numbered = stepped(inputs(30))
+    assert steps > 2 and state.digest() == state_digest(host, {}, numbered)
+
+
+def test_a_copy_whose_elements_are_damaged_keeps_the_log_without_a_state(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Its daemon starts and serves all the same: only the copy is hurt."""
+    slot = open_slot(tmp_path, [])
+    slot.receive("P", AppendEntries(1, 0, 0, entries_of(inputs(30)), 30))
+    slot.end_step(0.0)
+    assert slot.state is not None
+    # A state whose tables name an element the store does not hold.
+    slot.state.host.process.nodes[next(iter(slot.state.host.process.nodes))].store.table(
+        "q").put(1, b"kept")  # fmt: skip
+    slot.compact_if_due(1)
+    slot.close()
+    for page in (tmp_path / REPLICAS_DIRECTORY / "P" / "entries").glob("*"):
+        page.unlink()  # the copy's elements are gone
+    again = open_slot(tmp_path, [])
+    assert again.state is None and again.node.snapshot_index == 30
+    assert "a replica's elements are damaged" in capsys.readouterr().out
