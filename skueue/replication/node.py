@@ -13,7 +13,8 @@ dissertation's extensions that a long-running group needs:
   term + 1?) and raises its term only if a majority would; a voter grants one vote per
   term, to a candidate whose log is at least as up to date as its own; a replica that
   heard from a leader within the least timeout ignores vote requests altogether
-  (thesis §4.2.3), unless the leader itself asked for the election (``transfer``);
+  (thesis §4.2.3), unless the leader itself asked for the election (``transfer``) or
+  is the one asking (it restarted, and stands again);
 - **replication** (§5.3): appends carry ``(prev_index, prev_term)``; a follower refuses
   a mismatch with a hint, replaces a conflicting tail, and acks only what is durable
   (``Send.after_sync``); the leader tracks each replica's progress (``progress.py``);
@@ -421,8 +422,11 @@ class ReplicaNode:
             if isinstance(m, RequestVote):
                 recent_leader = (self.leader is not None
                                  and self._election_elapsed < self.settings.election_ticks)
-                if self.settings.check_quorum and recent_leader and not m.transfer:
-                    return  # thesis §4.2.3: a working leader is not deposed by a stray
+                if (self.settings.check_quorum and recent_leader and not m.transfer
+                        and sender != self.leader):  # fmt: skip
+                    # Thesis §4.2.3: a working leader is not deposed by a stray.  The
+                    # leader itself asking is no stray: it restarted, and stands again.
+                    return
                 if not m.pre_vote:
                     self._become_follower(m.term, None)
             elif isinstance(m, VoteReply) and m.pre_vote and m.granted:

@@ -3,7 +3,10 @@
 
 - ``AppendLocal`` and ``SaveHardState`` go to the replica's input log (format 12);
 - a ``Send`` that may leave before the sync (a leader's appends: the followers' fsyncs
-  run in parallel with the leader's, thesis §10.2.1) goes at once on the daemon channel;
+  run in parallel with the leader's, thesis §10.2.1) goes on the daemon channel once
+  the log's write (not its sync) is done, so that a kill -9 of the leader cannot leave
+  a follower ahead of the leader's own log (its votes would then be refused, and the
+  followers do not stand until failover is built);
   every other one (acks, votes: I7) waits for the end of the step's sync;
 - at the end of the owner's step (:meth:`ReplicaDriver.end_step`) the log is synced, the
   node hears ``Persisted``, and the held sends go.
@@ -100,6 +103,7 @@ class ReplicaDriver:
             self._send(effect)
 
     def carry_out(self, effects: list[ReplicaEffect]) -> None:
+        early: list[Send] = []  # the leader's appends: after the log's write, not its sync
         for effect in effects:
             match effect:
                 case AppendLocal(index=index, entries=entries):
@@ -108,7 +112,7 @@ class ReplicaDriver:
                 case SaveHardState(term=term, vote=vote):
                     self.input_log.save_hard_state(term, vote)
                 case Send(after_sync=False):
-                    self._send(effect)
+                    early.append(effect)
                 case Send():
                     self.held.append(effect)
                 case Commit():
@@ -126,6 +130,10 @@ class ReplicaDriver:
                     # The owner proposes only while its group leads: a refusal means an
                     # input was stepped that the log will not hold.
                     raise AssertionError(f"group {self.group}: a proposal refused: {reason}")
+        if early:
+            self.input_log.write()
+            for effect in early:
+                self._send(effect)
 
     def role_changed(self, role: str, term: int, leader: HostId | None) -> None:
         """The replica's role, term or known leader changed."""

@@ -6,6 +6,8 @@ from __future__ import annotations
 from types import SimpleNamespace
 from typing import Any
 
+import trio
+
 from skueue.runtime.limits import Limits
 from skueue.runtime.network.daemon_channel import DaemonChannels
 
@@ -51,6 +53,9 @@ def test_replication_frames_are_not_kept_for_a_member_whose_channel_is_down() ->
         ch.send("p", [kind, "P", *rest])
     ch.send("p", ["stats-query", 2])
     assert list(sender.waiting) == [["stats-query", 1], ["stats-query", 2]]
+    sender.wake = trio.Event()
+    ch.send("p", ["raft", "P", ["append"]])
+    assert sender.wake.is_set()  # dropped, but its writer tries to connect again
     sender.down = False  # connected again
     ch.send("p", ["raft", "P", ["append"]])
     assert sender.waiting[-1][0] == "raft"

@@ -153,6 +153,7 @@ class InputLog:
         self.allocated = 0
         self.buffer: list[bytes] = []
         self.buffered = 0  # bytes in the buffer
+        self.written = False  # written since the last sync (write()), not synced yet
         self.index = LogIndex()  # which entry each record is, and where
         self.hard_state_due = False  # a new term or vote waits for its fsync
         self.last_sync = 0.0
@@ -356,15 +357,24 @@ class InputLog:
         os.pwrite(self.fd, data, self.end)
         self.end += len(data)
 
+    def write(self) -> None:
+        """Write what is buffered, without syncing it: a leader's appends leave after
+        this, so that a crash of the process (not of the machine) cannot leave a
+        follower holding entries its leader's own log lacks."""
+        if self.buffer:
+            self._write()
+            self.written = True
+
     def sync(self, now: float) -> None:
         """Write what the step logged and make it durable as the policy says: called
         before the step's frames and replies go out (one fsync per step: group commit)."""
+        wrote, self.written = self.written or bool(self.buffer), False
         if self.buffer:
             self._write()
-            if self.policy.mode == "batch" or self.hard_state_due:
-                self.hard_state_due = False
-                self._fdatasync()
-                return
+        if wrote and (self.policy.mode == "batch" or self.hard_state_due):
+            self.hard_state_due = False
+            self._fdatasync()
+            return
         if self.policy.mode == "interval" and now - self.last_sync >= self.policy.interval_s:
             self._fdatasync()
             self.last_sync = now

@@ -103,6 +103,7 @@ class DaemonChannels:
             self.unaddressed.add(peer)
             self.start_addressed()
         if sender.down and frame[0] in REPLICATION_FRAMES:
+            sender.wake.set()  # dropped, but the writer tries to connect again
             return
         sender.waiting.append(frame)
         if len(sender.waiting) > self.frames_max:
