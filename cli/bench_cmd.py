@@ -32,7 +32,7 @@ from skueue.cli.nodes import default_node
 from skueue.cli.output import AtomicOutput
 from skueue.cli.running import run_async
 from skueue.client.api import DEFAULT_NODE, DEFAULT_REQUEST_TIMEOUT_S
-from skueue.cluster.launch import ClusterError, launch
+from skueue.cluster.launch import ClusterError, cpu_seconds, launch
 from skueue.cluster.loadgen import LoadConfig, LoadResult, make_queues, run_load
 from skueue.core.ops import PRIORITIES_MAX
 from skueue.host.address import AddressError, parse_addresses
@@ -318,12 +318,26 @@ def run_spawned(args: argparse.Namespace, history: AtomicOutput | None) -> int:
             replicated = f", each process's log on {args.replicas}" if args.replicas != 1 else ""
             console.print(f"data directory: {cluster.data_dir} (durable, fsync batch"
                           f"{replicated}; {kept})")
+        before = _daemons_cpu_s(cluster.pids)
         code = bench(load_config(args, tuple(cluster.addresses), args.structure), args, history)
+        after = _daemons_cpu_s(cluster.pids)
+        if before is not None and after is not None:
+            # What the daemons spent (user and system), the drain included: the cost
+            # behind the throughput where the cores are the limit.
+            used = after - before
+            console.print(f"daemons' CPU: {used:.2f} s, {used / args.ops * 1e6:.0f} µs "
+                          "per operation")  # fmt: skip
         console.print("stopping the cluster ...")
     left = [a for a, alive in cluster.status() if alive]
     if left:
         fail("skueue bench", f"daemons still running after stop: {left}", code=1)
     return code
+
+
+def _daemons_cpu_s(pids: list[int]) -> float | None:
+    """The CPU seconds the daemons used so far (None where /proc cannot say)."""
+    used = [cpu_seconds(pid) for pid in pids]
+    return None if None in used else sum(u for u in used if u is not None)
 
 
 def bench(config: LoadConfig, args: argparse.Namespace, history: AtomicOutput | None) -> int:

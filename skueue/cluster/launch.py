@@ -137,6 +137,18 @@ def _proc_stat(pid: int) -> tuple[str, str] | None:
     return (fields[0], fields[19]) if len(fields) > 19 else None
 
 
+def cpu_seconds(pid: int) -> float | None:
+    """The CPU time (user and system) ``pid`` has used so far, from /proc (None where
+    there is no /proc, or the process is gone)."""
+    try:
+        text = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    fields = text.rpartition(")")[2].split()
+    # utime and stime are fields 14 and 15 of proc(5), in clock ticks.
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def pid_alive(pid: int, start_time: str | None = None) -> bool:
     """Whether ``pid`` runs (a zombie does not count) and is the process that started at
     ``start_time`` (so a recycled pid is not mistaken for a daemon of ours)."""

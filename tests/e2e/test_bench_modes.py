@@ -5,6 +5,7 @@ in-flight lanes.  ``--spawn`` stops its daemons itself and fails if one is left.
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -23,6 +24,10 @@ def test_bench_with_requests_in_flight_and_batches_is_linearizable(tmp_path: Pat
     r = json.loads(out.stdout)
     assert r["linearizable"] is True and r["verdict"].endswith(": ok"), r["verdict"]
     assert (r["clients"], r["in_flight"], r["batch"], r["ops"]) == (4, 4, 5, 200)
+    # What the spawned daemons spent, beside the throughput (stderr: stdout is JSON).
+    said = out.stderr.decode()
+    cpu = re.search(r"daemons' CPU: ([0-9.]+) s, ([0-9]+) µs per operation", said)
+    assert cpu is not None and float(cpu[1]) > 0 and int(cpu[2]) > 0, said[-500:]
     # 50 operations per client, 13/13/12/12 per lane, requests of 5 with the rest last.
     assert r["requests"] == 4 * (3 + 3 + 3 + 3)
     with history.open() as f:
