@@ -190,7 +190,7 @@ class SnapshotShipper:
         limits = self.limits
         data = transfer_of_last_snapshot(self.input_log, self.store,
                                          limits.snapshot_transfer_bytes_max)  # fmt: skip
-        chunk = limits.snapshot_chunk_bytes
+        chunk = min(limits.snapshot_chunk_bytes, limits.frame_bytes_max // 2)  # room to spare
         if len(data) > chunk:
             for offset in range(0, len(data), chunk):
                 self.send_frame(to, ["snapshot-part", self.process, snapshot.term,

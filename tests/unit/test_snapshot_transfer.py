@@ -186,7 +186,20 @@ def test_a_malformed_part_is_the_senders_fault(tmp_path: Path, fields: list[Any]
     assert slot.assembly is None
 
 
-@pytest.mark.parametrize("chunk_bytes", [0, FRAME])
-def test_snapshot_chunk_bytes_must_fit_a_frame(chunk_bytes: int) -> None:
+def test_parts_fit_half_a_frame_whatever_snapshot_chunk_bytes_says(tmp_path: Path) -> None:
+    leader = Leader(tmp_path)
+    leader.step(30)
+    leader.snapshot()
+    sent: list[Any] = []
+    limits = Limits(snapshot_chunk_bytes=1 << 20, frame_bytes_max=4096)
+    shipper = SnapshotShipper("P", leader.log, leader.store, limits,
+                              lambda to, frame: sent.append(frame))  # fmt: skip
+    shipper.ship("b", Snapshot(1, 30, 1, CONFIG, b""), lambda to, m: sent.append(m))
+    *parts, message = sent
+    assert len(parts) > 1 and all(len(p[6]) <= 2048 for p in parts)
+    assert isinstance(message, Snapshot) and message.data == b""
+
+
+def test_snapshot_chunk_bytes_must_be_positive() -> None:
     with pytest.raises(ValueError, match="snapshot_chunk_bytes"):
-        Limits(snapshot_chunk_bytes=chunk_bytes)
+        Limits(snapshot_chunk_bytes=0)
