@@ -132,7 +132,10 @@ class DaemonReplicas:
 
     def send_check(self, index: int, host: Host, inbound: dict[str, Inbound]) -> None:
         """After the leader's snapshot at ``index``: its state's digest, for each
-        follower to compare its own with when it gets there."""
+        follower to compare its own with when it gets there (not for a state too large
+        to walk at each snapshot: ``replica_check_elements_max``)."""
+        if host.process.entries() > self.limits.replica_check_elements_max:
+            return
         handled = {peer: i.handled for peer, i in inbound.items()}
         numbered = {peer: link.next_number - 1 for peer, link in self.links.senders.items()}
         self._to_followers(["check", self.own, index, state_digest(host, handled, numbered)])

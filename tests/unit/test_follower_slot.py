@@ -303,3 +303,21 @@ def test_a_copy_whose_elements_are_damaged_keeps_the_log_without_a_state(
     again = open_slot(tmp_path, [])
     assert again.state is None and again.node.snapshot_index == 30
     assert "a replica's elements are damaged" in capsys.readouterr().out
+
+
+def test_a_leader_checks_only_states_up_to_replica_check_elements_max(tmp_path: Path) -> None:
+    """The digest walks the whole state, a pause of the leader: larger states go
+    unchecked."""
+    own_log = InputLog.open(tmp_path / "own", Meta("P", "n", "queue", ()), SyncPolicy())
+    group = ProcessGroup("P", own_log, CONFIG, lambda to, m: None)
+    sent: list[tuple[str, list[Any]]] = []
+    channels: Any = SimpleNamespace(send=lambda to, frame: sent.append((to, frame)))
+    links: Any = SimpleNamespace(senders={})
+    limits = Limits(replica_check_elements_max=4)
+    replicas = DaemonReplicas("P", group, {}, channels, links, limits, 0.0)
+    large: Any = SimpleNamespace(process=SimpleNamespace(entries=lambda: 5))
+    replicas.send_check(7, large, {})
+    assert sent == []
+    replicas.send_check(7, make_host(None), {})  # no element: checked
+    assert sorted(to for to, _ in sent) == ["b", "c"]
+    assert all(frame[:3] == ["check", "P", 7] for _, frame in sent)
