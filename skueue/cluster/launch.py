@@ -126,27 +126,31 @@ class Member:
         )
 
 
-def _proc_stat(pid: int) -> tuple[str, str] | None:
-    """(state, start time in clock ticks) of a pid from /proc; None if it is gone."""
+def _stat_fields(pid: int) -> list[str] | None:
+    """The fields of /proc/PID/stat from field 3 of proc(5) on (after the command
+    name, which may hold spaces); None if there is no such process (or no /proc)."""
     try:
         text = Path(f"/proc/{pid}/stat").read_text()
     except OSError:
         return None
     fields = text.rpartition(")")[2].split()
+    return fields if len(fields) > 19 else None
+
+
+def _proc_stat(pid: int) -> tuple[str, str] | None:
+    """(state, start time in clock ticks) of a pid from /proc; None if it is gone."""
+    fields = _stat_fields(pid)
     # fields[0] is field 3 of proc(5) (state); the start time is field 22.
-    return (fields[0], fields[19]) if len(fields) > 19 else None
+    return None if fields is None else (fields[0], fields[19])
 
 
 def cpu_seconds(pid: int) -> float | None:
     """The CPU time (user and system) ``pid`` has used so far, from /proc (None where
     there is no /proc, or the process is gone)."""
-    try:
-        text = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    fields = text.rpartition(")")[2].split()
+    fields = _stat_fields(pid)
     # utime and stime are fields 14 and 15 of proc(5), in clock ticks.
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return None if fields is None else (int(fields[11]) + int(fields[12])) / os.sysconf(
+        "SC_CLK_TCK")
 
 
 def pid_alive(pid: int, start_time: str | None = None) -> bool:

@@ -68,5 +68,4 @@ def _taken_before(item: ClientInput, host: Host, sessions: ClientSessions) -> bo
     session = sessions.clients.get(item.client)
     if session is None or session.session is None:
         return False  # no retry key: every request is a first attempt
-    key, clients = (session.session, item.request.rid), host.clients
-    return key in clients.retry_running or clients.retry_window.get(key) is not None
+    return host.clients.knows((session.session, item.request.rid))

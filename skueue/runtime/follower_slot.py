@@ -17,8 +17,9 @@ the rest as the leader's commit reaches it again.
 
 A follower that fell behind its leader's last snapshot gets that snapshot's state
 (runtime/snapshot_transfer.py) and goes on from there.  A copy without a state: one
-whose leader's state was too large for one frame, whose state differed from its
-leader's at a check (a bug), or which a release before this one wrote.  Such a copy
+whose leader's state was over ``snapshot_transfer_bytes_max``, whose state differed
+from its leader's at a check (a bug), whose elements were damaged, or which a release
+before this one wrote.  Such a copy
 keeps the log and still counts for the commit; it could not take the process over.
 """
 

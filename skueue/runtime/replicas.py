@@ -8,8 +8,9 @@ what comes back is decoded by the replication codec and stepped into the replica
 that process.  A message that does not decode is its sender's fault: that channel is
 closed, and Raft takes the loss.  Time comes as one tick per ``heartbeat_interval_s``
 to every replica: the leader beats for its followers with it; the follower slots never
-campaign until failover is built (stage 2b of §11), but their timers must run, or they
-would take the home replica's vote requests after a restart for a stray's.
+campaign until failover is built (stage 2b of §11), but their timers must run, for
+they tell a stray's vote request (ignored while their leader was heard lately) from
+the one of a leader that went quiet.
 
 More frames go from the leader to its followers, for the state they apply
 (runtime/applied_state.py): ``["acked", P, {peer: number}]``, what each peer
@@ -43,7 +44,6 @@ from skueue.runtime.group import ProcessGroup
 from skueue.runtime.limits import Limits
 from skueue.runtime.network.daemon_channel import DaemonChannels
 from skueue.runtime.network.link_receiver import Inbound
-from skueue.runtime.network.link_sender import LinkSender
 from skueue.runtime.network.peers import PeerLinks
 from skueue.runtime.new_host import new_host
 from skueue.runtime.snapshot_transfer import take_part
@@ -77,13 +77,11 @@ class DaemonReplicas:
     ) -> None:
         self.own = own
         self.limits = limits
-        self.snapshot_log_bytes = limits.snapshot_log_bytes
         self.group = group
         self.slots = slots
         self.channels = channels
         self.links = links  # whose acks the followers hear of (module docstring)
-        self.heartbeat_interval_s = limits.heartbeat_interval_s
-        self.next_tick = now + self.heartbeat_interval_s
+        self.next_tick = now + limits.heartbeat_interval_s
         self.marks_sent: dict[str, int] = {}
         self.ticks_since_marks = 0
 
@@ -115,7 +113,7 @@ class DaemonReplicas:
             self.group.tick()
             for slot in self.slots.values():
                 slot.tick()
-            self.next_tick = now + self.heartbeat_interval_s
+            self.next_tick = now + self.limits.heartbeat_interval_s
             self._send_watermarks()
 
     def _send_watermarks(self) -> None:
@@ -124,7 +122,7 @@ class DaemonReplicas:
         that lost the last one (the channel may drop frames, or it restarted)."""
         if not self.group.leading:
             return
-        marks = {peer: acked_through(link) for peer, link in self.links.senders.items()}
+        marks = {peer: link.acked_through() for peer, link in self.links.senders.items()}
         self.ticks_since_marks += 1
         if marks != self.marks_sent or self.ticks_since_marks >= WATERMARK_TICKS_MAX:
             self.marks_sent, self.ticks_since_marks = marks, 0
@@ -150,12 +148,7 @@ class DaemonReplicas:
         apply what is committed; a copy grown past the snapshot size is compacted."""
         for slot in self.slots.values():
             slot.end_step(now)
-            slot.compact_if_due(self.snapshot_log_bytes)
-
-
-def acked_through(link: LinkSender) -> int:
-    """The last frame of the link that its peer acknowledged."""
-    return link.outbox[0].first - 1 if link.outbox else link.next_number - 1
+            slot.compact_if_due(self.limits.snapshot_log_bytes)
 
 
 def _to_follower(slot: FollowerSlot, kind: str, frame: list[Any], limits: Limits) -> None:

@@ -19,9 +19,8 @@ def request(client: int, rid: int) -> ClientInput:
 
 
 def test_requests_that_waited_their_timeout_are_answered_and_the_rest_waits() -> None:
-    window = {("s", 7): "finished"}
-    host: Any = SimpleNamespace(clients=SimpleNamespace(retry_running={("s", 8): "running"},
-                                                        retry_window=window))  # fmt: skip
+    taken = {("s", 7), ("s", 8)}  # one finished, one running: the host knows both
+    host: Any = SimpleNamespace(clients=SimpleNamespace(knows=taken.__contains__))
     sessions: Any = SimpleNamespace(clients={
         1: SimpleNamespace(session=None), 2: SimpleNamespace(session="s"),
     })  # fmt: skip

@@ -58,7 +58,7 @@ def parse_channel_frame(frame: Any) -> list[Any]:
         raise RemoteProtocolError(f"unknown daemon-channel frame {frame!r:.60}")
     if frame[0] == "raft" and not (type(frame[1]) is str and isinstance(frame[2], list)):
         raise RemoteProtocolError("raft: expected [\"raft\", process id, message]")
-    if frame[0] in ("acked", "check", "snapshot-part") and type(frame[1]) is not str:
+    if frame[0] in REPLICATION_FRAMES and type(frame[1]) is not str:
         raise RemoteProtocolError(f"{frame[0]}: expected a process id, not {frame[1]!r:.60}")
     return frame
 

@@ -98,6 +98,10 @@ class LinkSender:
         """Frames sent or queued that the peer has not acknowledged yet."""
         return sum(b.last - b.first + 1 for b in self.outbox)
 
+    def acked_through(self) -> int:
+        """The last frame the peer acknowledged."""
+        return self.outbox[0].first - 1 if self.outbox else self.next_number - 1
+
     def acknowledged(self, number: int) -> None:
         """The peer handled every frame up to ``number``: forget those blobs."""
         if not 0 <= number < self.next_number:
