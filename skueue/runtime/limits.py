@@ -83,7 +83,8 @@ class Limits:
     # At each of its snapshots a leader sends its followers the digest of its state, to
     # check theirs against (runtime/applied_state.py), while the state holds at most
     # this many elements: the digest walks the whole state, about 1.8 us per element
-    # (0.35 s at 200,000 on the development machine), a pause of the leader's process.
+    # (0.35 s at 200,000 on the development machine: bench/replica_check_cost.py), a
+    # pause of the leader's process.
     replica_check_elements_max: int = 200_000
     snapshot_transfer_bytes_max: int = 1024 * 1024 * 1024
     # Frames waiting for one member's daemon channel (stats and removal checks,
