@@ -38,8 +38,15 @@ WORKLOAD_TIMEOUT_S = 600.0 if LONG else 90.0
 
 
 @pytest.mark.trio
-@pytest.mark.parametrize("broken", ["peer links", "client connections"])
-async def test_connection_resets_lose_and_duplicate_nothing(tmp_path: Path, broken: str) -> None:
+@pytest.mark.parametrize(
+    ("broken", "replicas"),
+    [("peer links", 1), ("client connections", 1), ("peer links", 3)],
+)
+async def test_connection_resets_lose_and_duplicate_nothing(
+    tmp_path: Path, broken: str, replicas: int
+) -> None:
+    """With ``--replicas 3`` (durable daemons) the daemon channels, which carry the
+    replication messages, go through the proxy too and are reset as often as the links."""
     print(f"replay with SKUEUE_FAULT_SEED={SEED}")
     rng = random.Random(SEED)
     ports = free_ports(2 * DAEMONS)
@@ -56,6 +63,9 @@ async def test_connection_resets_lose_and_duplicate_nothing(tmp_path: Path, brok
                 members = proxied if through_proxy else listen
                 peers = ",".join(str(a) for j, a in enumerate(members) if j != i)
                 args = ["--listen", str(listen[i]), "--peers", peers, "--log-level", "warning"]
+                if replicas > 1:
+                    args += ["--data-dir", str(tmp_path / f"data{i}"),
+                             "--replicas", str(replicas)]  # fmt: skip
                 if through_proxy:
                     args += ["--advertise", str(proxied[i])]
                 daemons.append(spawn(args, tmp_path, f"d{i}"))
@@ -70,7 +80,8 @@ async def test_connection_resets_lose_and_duplicate_nothing(tmp_path: Path, brok
 
             result = await under_faults(config, faults, WORKLOAD_TIMEOUT_S)
             nursery.cancel_scope.cancel()
-        print(f"{broken}: {proxy.broken} connections reset; {len(result.records)} operations")
+        print(f"{broken}, {replicas} replicas: {proxy.broken} connections reset; "
+              f"{len(result.records)} operations")
         assert proxy.broken >= min(FAULTS_MAX, 10), "the proxy broke too few connections to tell"
         assert_history_ok(result, config)
         logs = "".join(d.stderr() for d in daemons)

@@ -41,8 +41,12 @@ RECORD_REFUSED = ("BAD_RECORD_MAC", "DECRYPTION_FAILED", "RECORD", "LENGTH", "UN
 
 
 @pytest.mark.trio
-@pytest.mark.parametrize("how", ["flip", "replay"])
-async def test_tampered_tls_peer_links_are_reset_and_lose_nothing(tmp_path: Path, how: str) -> None:
+@pytest.mark.parametrize(("how", "replicas"), [("flip", 1), ("replay", 1), ("flip", 3)])
+async def test_tampered_tls_peer_links_are_reset_and_lose_nothing(
+    tmp_path: Path, how: str, replicas: int
+) -> None:
+    """With ``--replicas 3`` (durable daemons) the tampered connections include the
+    daemon channels that carry the replication messages."""
     print(f"replay with SKUEUE_FAULT_SEED={SEED}")
     rng = random.Random(SEED)
     certs = make_certs(tmp_path / "tls")
@@ -62,6 +66,9 @@ async def test_tampered_tls_peer_links_are_reset_and_lose_nothing(tmp_path: Path
                 args = ["--listen", str(listen[i]), "--peers", peers, "--log-level", "warning",
                         "--advertise", str(proxied[i]), "--cluster-key", str(key),
                         *certs.daemon_args()]  # fmt: skip
+                if replicas > 1:
+                    args += ["--data-dir", str(tmp_path / f"data{i}"),
+                             "--replicas", str(replicas)]  # fmt: skip
                 daemons.append(spawn(args, tmp_path, f"d{i}"))
             await trio.to_thread.run_sync(wait_ready, daemons)
             config = fault_load([str(a) for a in listen], OPS)
@@ -74,7 +81,8 @@ async def test_tampered_tls_peer_links_are_reset_and_lose_nothing(tmp_path: Path
 
             result = await under_faults(config, faults, WORKLOAD_TIMEOUT_S)
             nursery.cancel_scope.cancel()
-        print(f"{how}: {proxy.tampered} chunks tampered with; {len(result.records)} operations")
+        print(f"{how}, {replicas} replicas: {proxy.tampered} chunks tampered with; "
+              f"{len(result.records)} operations")
         assert proxy.tampered >= min(TAMPERS_MAX, 10), "too few tampers to tell"
         assert_history_ok(result, config)
         for d in daemons:
