@@ -98,14 +98,26 @@ class FollowerSlot(ReplicaDriver):
         meta: Meta,
         make_host: MakeHost,
         limits: Limits,
+        restart: bool = False,
     ) -> FollowerSlot:
         """The slot of ``group`` in ``data_dir`` (started empty the first time);
         ``meta`` describes the daemon that keeps it (its nonce, its ``--replicas``);
-        ``make_host`` makes the group's process as it stood before its first input."""
+        ``make_host`` makes the group's process as it stood before its first input.
+
+        A copy found empty at a ``restart`` of its daemon (one restored from its group's
+        copies, runtime/restore.py, or whose ``replicas/`` was lost) may have acked
+        entries it no longer holds: it starts with the amnesia guard set (I6), so that
+        its answers do not count, and its leader starts it over, until it has caught up
+        with the leader's commit.  (Else the leader, which knows it acked more, would
+        take its refusals for late answers and never send it what it lacks.)"""
         directory = data_dir / REPLICAS_DIRECTORY / directory_name(group)
         slot_meta = Meta(group, meta.nonce, meta.structure, (), replicas=meta.replicas)
         input_log = InputLog.open(directory, slot_meta, policy)
-        slot = cls(group, replica, input_log, first_config, send, FOLLOWER_SLOT)
+        forgotten = restart and input_log.fresh()
+        if forgotten:
+            log.info("a copy of another process's log is empty; it counts again once it "
+                     "has caught up with its leader", group=group)  # fmt: skip
+        slot = cls(group, replica, input_log, first_config, send, FOLLOWER_SLOT, forgotten)
         slot.store = SnapshotEntryStore(directory / ENTRIES_DIRECTORY, limits.entry_page_bytes,
                                         limits.entry_pages_mapped_max)  # fmt: skip
         slot.state = slot._restore(make_host)

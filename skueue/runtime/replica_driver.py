@@ -18,6 +18,7 @@ sent: its copy then holds the log from there, without a state.
 
 from __future__ import annotations
 
+import dataclasses
 import random
 from collections.abc import Callable
 
@@ -66,13 +67,17 @@ class ReplicaDriver:
         first_config: Config,
         send: SendMessage | None,
         settings: ReplicaSettings,
+        forgotten: bool = False,
     ) -> None:
         """The replica ``replica`` of process ``group``'s group, as ``input_log`` left it;
-        ``send`` carries its messages (None: a group of one, which sends none)."""
+        ``send`` carries its messages (None: a group of one, which sends none);
+        ``forgotten``: it may have lost entries it acked (I6)."""
         self.group = group
         # Election timeouts are drawn from it.
         rng = random.Random()
         durable = durable_state(input_log, first_config)
+        if forgotten:
+            durable = dataclasses.replace(durable, may_have_forgotten=True)
         self.node = ReplicaNode(replica, durable, settings, rng, reader=input_log)
         self.input_log = input_log
         self.send = send

@@ -177,10 +177,12 @@ def open_replicas(
     input_log: InputLog,
     addresses: dict[str, Address],
     now: float,
+    restart: bool,
 ) -> DaemonReplicas:
     """The follower slots of the groups this daemon is a voter of besides its own (in
     its data directory, under ``replicas/``), each as its log left it; ``addresses``:
-    where the members are, as this daemon's host knows them."""
+    where the members are, as this daemon's host knows them; ``restart``: the daemon's
+    own log held something (runtime/follower_slot.py: a copy found empty then)."""
     own, limits, channels, links = group.group, ctx.limits, ctx.channels, ctx.links
     assert channels is not None and links is not None
     replicas = ctx.config.replicas
@@ -190,7 +192,7 @@ def open_replicas(
         make_host = _host_maker(process, members, addresses, ctx.config.structure, limits)
         slots[process] = FollowerSlot.open(
             input_log.directory, process, own, config, channel_sender(channels, process),
-            input_log.policy, input_log.meta, make_host, limits,
+            input_log.policy, input_log.meta, make_host, limits, restart,
         )
     return DaemonReplicas(own, group, slots, channels, links, limits, now)
 

@@ -108,7 +108,7 @@ async def start_owner(ctx: DaemonContext, data: DataDirectory) -> tuple[Owner, i
             input_log.snapshot_file = None
         forget_lost_appends(owner)
         owner.input_log = input_log
-        _open_group(ctx, owner, input_log, members)
+        _open_group(ctx, owner, input_log, members, not fresh)
         if not fresh:
             log.info("recovery done", process=ctx.process_id,
                      seconds=round(time.perf_counter() - began, 3),
@@ -131,10 +131,13 @@ async def start_owner(ctx: DaemonContext, data: DataDirectory) -> tuple[Owner, i
     return owner, 0 if join is not None else len(members)
 
 
-def _open_group(ctx: DaemonContext, owner: Owner, input_log: InputLog, members: list[str]) -> None:
+def _open_group(
+    ctx: DaemonContext, owner: Owner, input_log: InputLog, members: list[str], restart: bool
+) -> None:
     """The process's replication group and, with ``--replicas`` above 1, the follower
-    slots this daemon keeps for others; then the replay of the log.  A group of one
-    leads at once; a larger one campaigns, and the owner steps nothing until it leads."""
+    slots this daemon keeps for others (``restart``: its own log held something); then
+    the replay of the log.  A group of one leads at once; a larger one campaigns, and
+    the owner steps nothing until it leads."""
     k, own, channels = ctx.config.replicas, ctx.process_id, ctx.channels
     assert channels is not None
     if k > len(members):
@@ -149,7 +152,8 @@ def _open_group(ctx: DaemonContext, owner: Owner, input_log: InputLog, members: 
     if not group.lone:
         now = trio.current_time()
         owner.replicas = open_replicas(group, members, ctx, input_log,
-                                       dict(owner.host.directory.addresses), now)  # fmt: skip
+                                       dict(owner.host.directory.addresses), now,
+                                       restart)  # fmt: skip
         group.shipper = SnapshotShipper(own, input_log, owner.entry_store, ctx.limits,
                                         channels.send)  # fmt: skip
         owner.must_take_over = True

@@ -321,3 +321,36 @@ def test_a_leader_checks_only_states_up_to_replica_check_elements_max(tmp_path: 
     replicas.send_check(7, make_host(None), {})  # no element: checked
     assert sorted(to for to, _ in sent) == ["b", "c"]
     assert all(frame[:3] == ["check", "P", 7] for _, frame in sent)
+
+
+def test_a_copy_found_empty_at_a_restart_does_not_count_until_it_caught_up(
+    tmp_path: Path,
+) -> None:
+    """Its daemon's own log held something, so this copy may have acked entries it lost
+    (a restore from copies, or ``replicas/`` deleted): the amnesia guard (I6).  Its
+    answers do not count, which makes the leader start it over instead of taking its
+    refusals for late answers; it counts again once it holds the leader's commit."""
+    first = FollowerSlot.open(tmp_path / "first", "P", "b", CONFIG, lambda to, m: None,
+                              SyncPolicy(), META, make_host, LIMITS, restart=False)  # fmt: skip
+    assert not first.node.may_have_forgotten  # a first start: nothing acked before
+    sent: list[tuple[str, Message]] = []
+    slot = FollowerSlot.open(tmp_path / "lost", "P", "b", CONFIG,
+                             lambda to, m: sent.append((to, m)), SyncPolicy(), META,
+                             make_host, LIMITS, restart=True)  # fmt: skip
+    try:
+        assert slot.node.may_have_forgotten
+        slot.receive("P", AppendEntries(1, 40, 1, (), 40))  # the leader thought it held 40
+        slot.end_step(0.0)
+        (_, refusal), = sent
+        assert isinstance(refusal, AppendReply) and refusal.reject and not refusal.counts
+        append(slot, 0, 6, commit=6)
+        slot.end_step(0.0)
+        assert not slot.node.may_have_forgotten  # it holds the leader's commit
+        assert isinstance(sent[-1][1], AppendReply) and sent[-1][1].counts
+    finally:
+        first.close()
+        slot.close()
+    again = FollowerSlot.open(tmp_path / "lost", "P", "b", CONFIG, lambda to, m: None,
+                              SyncPolicy(), META, make_host, LIMITS, restart=True)  # fmt: skip
+    assert not again.node.may_have_forgotten  # not empty any more
+    again.close()
