@@ -115,6 +115,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.replicas > 1 and join is not None:
         die("--replicas with --join: not yet (joins take their share of replicas in a "
             "later release); start a static cluster with --peers")
+    if args.restore_from_copies and args.replicas == 1:
+        die("--restore-from-copies needs --replicas 3 or 5: with 1, no other member keeps "
+            "a copy of this member's process")
     tls_files = tls_options(args)
     if tls_files is None and not listen.is_loopback() and not args.plaintext:
         die(
@@ -165,6 +168,7 @@ def main(argv: list[str] | None = None) -> int:
         data_root=None if args.in_memory else DEFAULT_DATA_ROOT,
         fsync=fsync,
         replicas=args.replicas,
+        restore_from_copies=args.restore_from_copies,
         cluster_keys=keys,
         client_tokens=tokens,
         metrics=parse_address(args.metrics) if args.metrics else None,

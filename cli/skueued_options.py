@@ -92,6 +92,13 @@ def build_parser() -> Parser:
         "durably. No failover yet: README, When a member dies",
     )
     p.add_argument(
+        "--restore-from-copies",
+        action="store_true",
+        help="start in place of a member lost with its disk (same address, --peers and "
+        "--replicas; an empty --data-dir): its process comes back from the copies the other "
+        "members keep (README, When a member dies)",
+    )
+    p.add_argument(
         "--peers",
         type=addresses,
         default="",

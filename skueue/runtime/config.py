@@ -36,6 +36,9 @@ class DaemonConfig:
     # The voters of each process's replication group (skueue/host/placement.py): 1, 3 or
     # 5, at most the members; more than 1 needs a data directory and a static cluster.
     replicas: int = 1
+    # Start in place of a member lost with its disk, from its group's copies
+    # (runtime/restore.py): the data directory must be empty.
+    restore_from_copies: bool = False
     # The cluster key(s) every peer link proves (runtime/security/peer_auth.py); None: no key.
     cluster_keys: ClusterKeys | None = None
     # The tokens clients must present, with their roles (runtime/security/client_auth.py).

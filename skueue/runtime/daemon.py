@@ -83,7 +83,7 @@ class Daemon:
                 )  # fmt: skip
                 ctx.links.replicas = self.config.replicas
                 ctx.channels = DaemonChannels(ctx.links)
-                self.data = open_data_directory(ctx)
+                self.data = await open_data_directory(ctx)
                 self.owner, members = await start_owner(ctx, self.data)
                 nursery.start_soon(self.owner.run)
                 await self.owner.led.wait()  # a replicated process: once its group elected it

@@ -4,12 +4,14 @@ Readers of peer links put the host's own inputs there (``PeerMessage``,
 ``PeerControl``: :mod:`skueue.host.inputs`), and client sessions put ``ClientGone``;
 the rest are the daemon's, which the owner turns into host inputs (a client's request
 gets its retry key and deadline, a hello its place among the peer's sessions) or acts on
-itself (a seed reached for a join, the members probed for a removal).
+itself (a seed reached for a join, the members probed for a removal, a copy asked for).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+
+import trio
 
 from skueue.host.address import Address
 from skueue.host.inputs import ClientGone, PeerControl, PeerMessage
@@ -76,7 +78,18 @@ class ClientError:
     message: str
 
 
+@dataclass(slots=True)
+class CopyWanted:
+    """A member restoring its process asks for our copy of it (runtime/copies.py): the
+    owner writes the answer in ``data`` between two steps, then sets ``done``."""
+
+    peer: str
+    address: Address  # where it listens, as it advertises
+    data: bytes = b""
+    done: trio.Event = field(default_factory=trio.Event)
+
+
 InboxItem = (
     PeerMessage | PeerControl | PeerHello | LinkClosed | ClientInput | ClientGone
-    | JoinReached | ClientError | RemovalProbed | ChannelFrame
+    | JoinReached | ClientError | RemovalProbed | ChannelFrame | CopyWanted
 )

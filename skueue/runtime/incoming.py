@@ -17,8 +17,9 @@ from typing import Any
 import trio
 
 from skueue.core.errors import RemoteProtocolError
+from skueue.host.address import Address
 from skueue.host.replies import REFUSED, ErrorReply
-from skueue.runtime.inbox import ChannelFrame, LinkClosed, PeerHello
+from skueue.runtime.inbox import ChannelFrame, CopyWanted, LinkClosed, PeerHello
 from skueue.runtime.network.connections import ConnectionClosed, frames, next_frame
 from skueue.runtime.network.daemon_channel import parse_channel_frame
 from skueue.runtime.network.handshake import (
@@ -30,6 +31,7 @@ from skueue.runtime.network.handshake import (
 )
 from skueue.runtime.network.link_receiver import Inbound, PeerReader, StreamAcks
 from skueue.runtime.network.sessions import DISCONNECTED
+from skueue.runtime.restore import copy_frames
 from skueue.runtime.security.peer_auth import AUTH_FRAME, mismatch, new_challenge
 from skueue.runtime.security.tls import DaemonTls, looks_like_tls, peek, tls_failure
 from skueue.runtime.state import DaemonContext, log, not_a_member_message, removed_message
@@ -174,12 +176,21 @@ class IncomingConnections:
         if peer == self.ctx.process_id:
             await self._answer_own_hello(stream, greeting)
             return
+        if greeting.copy:  # a member lost with its disk, started anew: any incarnation
+            await self._copy_session(stream, decoder, peer, address, rest)
+            return
         if not self.ctx.links.same_incarnation(peer, greeting.nonce):
             if self.ctx.directory is not None and peer in self.ctx.directory.departed:
                 raise RemoteProtocolError(
                     f"{peer} left this cluster, and a daemon cannot join again under the "
                     "process id of one that left: start it with another --id (and an "
                     "empty data directory)"
+                )
+            if self.ctx.config.replicas > 1:
+                raise RemoteProtocolError(
+                    f"{peer} restarted without its state (another data directory): start "
+                    "it with its data directory, or, if that is lost, with an empty one "
+                    "and --restore-from-copies (the other members keep its process)"
                 )
             raise RemoteProtocolError(
                 f"{peer} restarted without its state (in memory, or with another data "
@@ -255,6 +266,32 @@ class IncomingConnections:
             finally:
                 if sessions.get(peer) is scope:
                     del sessions[peer]
+
+    async def _copy_session(
+        self,
+        stream: trio.abc.Stream,
+        decoder: FrameDecoder,
+        peer: str,
+        address: Address,
+        rest: list[Any],
+    ) -> None:
+        """A member restoring its process asks for our copy of it (runtime/restore.py):
+        the owner writes it between two steps (runtime/copies.py), and it goes in parts
+        of at most half a frame; then the connection closes."""
+        ctx = self.ctx
+        assert ctx.links is not None
+        if ctx.config.cluster_keys is None:  # with a key, our hello went with the handshake
+            await stream.send_all(pack(ctx.links.hello(0)))
+        frame, _ = await next_frame(stream, decoder, rest, ctx.limits.handshake_timeout_s)
+        if frame != ["copy-wanted"]:
+            raise RemoteProtocolError(f'expected ["copy-wanted"], got {frame!r:.60}')
+        await ctx.ready.wait()  # the owner runs
+        wanted = CopyWanted(peer, address)
+        await ctx.to_owner(wanted)
+        await wanted.done.wait()
+        part_bytes = min(ctx.limits.snapshot_chunk_bytes, ctx.limits.frame_bytes_max // 2)
+        for blob in copy_frames(wanted.data, part_bytes):
+            await stream.send_all(blob)
 
     def _refusal(self, greeting: PeerGreeting) -> str | None:
         """Why a peer is refused for good before anything of ours changes (None: it is

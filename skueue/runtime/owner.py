@@ -57,6 +57,7 @@ from skueue.host.inputs import (
     TookOver,
 )
 from skueue.host.replies import UNAVAILABLE, ErrorReply, Welcome
+from skueue.runtime.copies import answer_copy
 from skueue.runtime.deferred_inputs import DeferredInputs
 from skueue.runtime.durability.disk_space import DiskSpace
 from skueue.runtime.durability.entry_store import SnapshotEntryStore
@@ -68,6 +69,7 @@ from skueue.runtime.held_effects import HeldEffects, HeldStep
 from skueue.runtime.inbox import (
     ChannelFrame,
     ClientError,
+    CopyWanted,
     InboxItem,
     JoinReached,
     LinkClosed,
@@ -271,7 +273,7 @@ class Owner:
             if host.process.leases.needs_clock():
                 self.read_lease_clock()  # before the inputs: leases granted now start at it
             for item in items:
-                self._take(item)
+                self._guarded(self._dispatch, item)
             now = trio.current_time()
             due = host.process.tick_due()
             if due is TickDue.NOW:
@@ -399,9 +401,6 @@ class Owner:
                 # idle trees turn empty batches all the time: only batches with operations
                 log.debug("batch up", process=self.ctx.process_id, node=node, batch_ops=ops)
 
-    def _take(self, item: InboxItem) -> None:
-        self._guarded(self._dispatch, item)
-
     def _guarded(self, act: Any, item: Any) -> None:
         try:
             act(item)
@@ -457,6 +456,8 @@ class Owner:
                 self.enter(JoinStart(seed, str(address), client, rid))
             case RemovalProbed():
                 self.removal.probed(item)
+            case CopyWanted():
+                answer_copy(ctx, self.replicas, item)
             case ClientError(client=client, rid=rid, message=message):
                 self.reply(client, ErrorReply(rid, message, UNAVAILABLE))
 
@@ -482,9 +483,8 @@ class Owner:
         return peer in self.host.directory.refused
 
     def _handled(self, peer: str, number: int) -> None:
-        """Frame ``number`` of the peer's link is being handled: the first ack after
-        the step is committed says so.  (Counted first: a frame the host refuses is not
-        wanted again either.)"""
+        """Frame ``number`` of the peer's link is handled: the first ack after the step's
+        commit says so (counted first: a frame the host refuses is not wanted again)."""
         self.handled[peer] = number
 
     # -- what goes out ------------------------------------------------------------------

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
+from pathlib import Path
 
 import trio
 
@@ -31,6 +32,7 @@ from skueue.runtime.new_host import new_host
 from skueue.runtime.owner import Owner
 from skueue.runtime.replay import forget_lost_appends, replay, restore_snapshot
 from skueue.runtime.replicas import channel_sender, open_replicas
+from skueue.runtime.restore import RESTORING, restore_from_copies
 from skueue.runtime.snapshot_transfer import SnapshotShipper
 from skueue.runtime.state import DaemonContext, log
 
@@ -45,19 +47,31 @@ class DataDirectory:
     disk: DiskSpace | None = None
 
 
-def open_data_directory(ctx: DaemonContext) -> DataDirectory:
+def data_directory(ctx: DaemonContext) -> Path | None:
+    """Where the daemon keeps its state (None: in memory)."""
+    config = ctx.config
+    if config.data_dir is None and config.data_root is not None:
+        return config.data_root / directory_name(ctx.process_id)
+    return config.data_dir
+
+
+async def open_data_directory(ctx: DaemonContext) -> DataDirectory:
     """The data directory's lock, log, entry store and free space (nothing: an in-memory
-    daemon).  The daemon keeps the nonce it had the first time, so that its peers take it
-    back as the same member."""
+    daemon), restored from the group's copies first with ``--restore-from-copies``.  The
+    daemon keeps the nonce it had the first time, so that its peers take it back as the
+    same member."""
     config, links = ctx.config, ctx.links
     assert links is not None
-    directory = config.data_dir
-    if directory is None and config.data_root is not None:
-        directory = config.data_root / directory_name(ctx.process_id)
+    directory = data_directory(ctx)
     if directory is None:
         return DataDirectory()
     # First, before anything in the directory is read or written (runtime/durability/data_lock.py).
     lock = DataDirLock(directory)
+    if config.restore_from_copies:
+        await restore_from_copies(ctx, directory)
+    elif (directory / RESTORING).exists():
+        raise DaemonError(f"a restore from copies into {directory} was cut short: start "
+                          "again with --restore-from-copies")  # fmt: skip
     meta = Meta(ctx.process_id, links.nonce, config.structure.value, (), replicas=config.replicas)
     input_log = InputLog.open(directory, meta, config.fsync)
     if input_log.meta.replicas != config.replicas:

@@ -437,7 +437,7 @@ def write_snapshot(directory: Path, segment: int, dump: Callable[[BinaryIO], Non
         f.flush()
         os.fsync(f.fileno())
     os.replace(temporary, directory / SNAPSHOT_FILE)
-    _fsync_directory(directory)
+    fsync_directory(directory)
     return sink.length
 
 
@@ -471,7 +471,7 @@ def _segments(directory: Path) -> list[int]:
     return numbers
 
 
-def _fsync_directory(directory: Path) -> None:
+def fsync_directory(directory: Path) -> None:
     fd = os.open(directory, os.O_RDONLY)
     try:
         os.fsync(fd)
@@ -516,7 +516,7 @@ def _write_meta(path: Path, meta: Meta) -> None:
     with open(temporary, "rb") as f:
         os.fsync(f.fileno())
     os.replace(temporary, path)
-    _fsync_directory(path.parent)
+    fsync_directory(path.parent)
 
 
 def _check_records(path: Path, each: Callable[[int, Any], None]) -> tuple[int, int]:

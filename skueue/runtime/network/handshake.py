@@ -58,17 +58,19 @@ class PeerGreeting:
     static: bool = False  # the opener starts a static cluster it takes us for a member of
     channel: bool = False  # the opener's daemon channel, not a link (daemon_channel.py)
     replicas: int = 1  # its --replicas: every member must run with the same
+    copy: bool = False  # the opener restores its process from our copy (runtime/copies.py)
 
 
 def parse_peer_hello(hello: Any) -> PeerGreeting:
     """Check ``["hello-peer", id, address, nonce?, handled?, {auth, static}?]``."""
-    auth, static, channel, protocol, replicas = None, False, False, 1, 1
+    auth, static, channel, copy, protocol, replicas = None, False, False, False, 1, 1
     if isinstance(hello, list) and len(hello) > 3 and isinstance(hello[-1], dict):
         options = dict(hello[-1])
         static = options.pop("static", False)
         channel = options.pop("channel", False)
-        if type(static) is not bool or type(channel) is not bool:
-            raise RemoteProtocolError("hello-peer: static and channel must be true or false")
+        copy = options.pop("copy", False)
+        if not all(type(flag) is bool for flag in (static, channel, copy)):
+            raise RemoteProtocolError("hello-peer: static, channel and copy must be true or false")
         protocol = options.pop("protocol", 1)
         replicas = options.pop("replicas", 1)
         if type(protocol) is not int:
@@ -97,7 +99,8 @@ def parse_peer_hello(hello: Any) -> PeerGreeting:
         )
     nonce = hello[3] if len(hello) >= 4 else None
     handled = hello[4] if len(hello) == 5 else 0
-    return PeerGreeting(hello[1], hello[2], nonce, handled, auth, static, channel, replicas)
+    return PeerGreeting(hello[1], hello[2], nonce, handled, auth, static, channel, replicas,
+                        copy)  # fmt: skip
 
 
 def replicas_mismatch(ours: int, greeting: PeerGreeting) -> str | None:

@@ -232,12 +232,14 @@ class PeerLinks:
         auth: dict[str, str] | None = None,
         static: bool = False,
         channel: bool = False,
+        copy: bool = False,
     ) -> list[Any]:
         """Our hello; in answer to a peer's, with how many of its frames we handled; with a
         cluster key, our challenge (and, answering, our proof); ``static``: we start a
         static cluster and take the peer for a member of it (runtime/network/handshake.py);
         ``channel``: this connection is our daemon channel, not a link
-        (runtime/network/daemon_channel.py)."""
+        (runtime/network/daemon_channel.py); ``copy``: this connection asks for the
+        peer's copy of our process (runtime/restore.py)."""
         hello: list[Any] = ["hello-peer", self.process_id, str(self.address), self.nonce]
         if handled is not None:
             hello.append(handled)
@@ -246,6 +248,7 @@ class PeerLinks:
             **(auth or {}),
             **({"static": True} if static else {}),
             **({"channel": True} if channel else {}),
+            **({"copy": True} if copy else {}),
             **({"replicas": self.replicas} if self.replicas != 1 else {}),
         }
         return [*hello, options]
@@ -254,8 +257,18 @@ class PeerLinks:
         """Connect our daemon channel to the member at ``address`` (the links' handshake)."""
         return await self._open(address, self.limits.connect_timeout_s, channel=True)
 
+    async def open_copy(self, address: Address) -> tuple[trio.abc.Stream, PeerGreeting]:
+        """Connect to ask the member at ``address`` for its copy of our process (the
+        links' handshake; runtime/restore.py)."""
+        return await self._open(address, self.limits.connect_timeout_s, copy=True)
+
     async def _open(
-        self, address: Address, timeout_s: float, static: bool = False, channel: bool = False
+        self,
+        address: Address,
+        timeout_s: float,
+        static: bool = False,
+        channel: bool = False,
+        copy: bool = False,
     ) -> tuple[trio.abc.Stream, PeerGreeting]:
         """Connect and shake hands: the stream and what the peer's hello said.  A peer
         that refuses us for good (:class:`RefusedForGood`) is not asked again."""
@@ -267,7 +280,7 @@ class PeerLinks:
                     stream = await self._connect(address)
                     challenge = new_challenge() if self.keys is not None else None
                     auth = None if challenge is None else {"challenge": challenge}
-                    ours = self.hello(auth=auth, static=static, channel=channel)
+                    ours = self.hello(auth=auth, static=static, channel=channel, copy=copy)
                     await stream.send_all(pack(ours))
                     decoder = FrameDecoder(self.limits.frame_bytes_max)
                     hello, _ = await first_frame(stream, decoder, self.limits.handshake_timeout_s)

@@ -1,0 +1,244 @@
+"""Start in place of a member lost with its disk, from its group's copies
+(``skueued --restore-from-copies``; README, When a member dies).
+
+With ``--replicas K`` every process's log is also kept, and applied, by the ``K − 1``
+members after it in ring order (runtime/follower_slot.py).  A member whose disk is gone
+is started again at its address with the same ``--peers``, an empty ``--data-dir`` and
+``--restore-from-copies``: before anything else, it asks each other member for its copy
+of the process (runtime/copies.py), chooses one, and writes it as its data directory:
+
+- **every other voter of the group must answer.**  An entry was committed once a
+  majority held it; the lost member was at most one of them, so of the K − 1 others,
+  every committed entry is on at least ⌊K/2⌋ of them; only all of them together are
+  sure to hold it;
+- **the copy with the most complete log wins** (Raft's comparison, §5.4.1: last term,
+  then last index).  It holds every committed entry; entries past the commit (stepped
+  by the lost member, never released: I2) are kept, as a new leader of the group keeps
+  them, and committed by the restored member's first entry;
+- the restored directory holds that copy's state as its snapshot and its log after it,
+  the process's incarnation (nonce) that the cluster knows, so that the peers take it
+  back as the same member, and the members as the copies' holders met them.  A marker
+  file (``RESTORING``) is there while it is written: a restore cut short is refused at
+  the next start without the option, and done again with it.
+
+Then the daemon starts as after a restart: it replays the copy, stands for election in
+its group (the copies' holders vote for it: its log is at least as complete as theirs),
+and the peers' links resume from the frames the copy recorded as handled and sent.
+Safe because no other replica of the group ever leads (failover is not built yet: a
+copy changes only while its leader is up, and a member whose link to the process is open
+refuses to answer).
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import structlog
+import trio
+
+from skueue.core.errors import RemoteProtocolError
+from skueue.host.address import Address
+from skueue.host.placement import voters_of
+from skueue.replication.config import Config
+from skueue.runtime.copies import Copy, CopyError, NoCopy, parse_copy
+from skueue.runtime.durability.data_lock import LOCK_FILE
+from skueue.runtime.durability.entry_store import ENTRIES_DIRECTORY, SnapshotEntryStore
+from skueue.runtime.durability.input_log import InputLog, Meta, fsync_directory
+from skueue.runtime.durability.snapshots import capture_state, install_outbox
+from skueue.runtime.errors import DaemonError
+from skueue.runtime.network.connections import frames
+from skueue.runtime.network.link_sender import LinkSender
+from skueue.runtime.network.peers import PeerLinks
+from skueue.runtime.snapshot_transfer import TransferError, decode_transfer
+from skueue.runtime.state import DaemonContext
+from skueue.wire.framing import FrameDecoder, pack
+
+log = structlog.get_logger("skueued")
+
+Answer = Copy | NoCopy
+RESTORING = "restoring"  # in a data directory while a restore writes it
+
+
+async def restore_from_copies(ctx: DaemonContext, directory: Path) -> None:
+    """Write ``directory`` (locked, and empty but for its lock, or a restore cut short)
+    from the best copy of this member's process that the other members keep;
+    :class:`DaemonError` saying why it cannot be done."""
+    marker = directory / RESTORING
+    there = {p.name for p in directory.iterdir()} - {LOCK_FILE}
+    if there and not marker.exists():
+        raise DaemonError(
+            f"--restore-from-copies writes a new data directory, and {directory} is not "
+            "empty: start without the option to use it, or empty it to restore"
+        )
+    config, links = ctx.config, ctx.links
+    assert links is not None
+    answers = await ask_every_peer(links, config.peers, ctx.limits.snapshot_transfer_bytes_max)
+    own = ctx.process_id
+    members = list(dict.fromkeys([own, *(a.holder for a, _ in answers.values())]))
+    voters = voters_of(own, members, config.replicas)
+    copy = choose_copy(own, voters, {a.holder: a for a, _ in answers.values()})
+    log.info("restoring from the copy of a member", process=own, holder=copy.holder,
+             applied=copy.applied, entries=len(copy.entries), last=copy.last)  # fmt: skip
+    for name in there:  # a restore cut short
+        path = directory / name
+        if path.is_dir():
+            shutil.rmtree(path)
+        else:
+            path.unlink()
+    marker.touch()
+    fsync_directory(directory)
+    nonce = copy.nonce or links.nonce
+    meta = Meta(own, nonce, config.structure.value, (), replicas=config.replicas)
+    met = [(a.holder, address) for a, address in answers.values()]
+    write_copy(directory, meta, copy, members, met, ctx)
+    marker.unlink()
+    fsync_directory(directory)
+    log.info("restored from the copy; starting as after a restart", process=own,
+             data_dir=str(directory))  # fmt: skip
+
+
+async def ask_every_peer(
+    links: PeerLinks, peers: tuple[Address, ...], bytes_max: int
+) -> dict[str, tuple[Answer, str]]:
+    """Each peer's answer, by address (every peer must answer)."""
+    answers: dict[str, tuple[Answer, str]] = {}
+
+    async def ask(address: Address) -> None:
+        answer = await fetch_copy(links, address, bytes_max)
+        if answer is not None:
+            answers[str(address)] = answer
+
+    async with trio.open_nursery() as nursery:
+        for address in peers:
+            nursery.start_soon(ask, address)
+    return answers
+
+
+async def fetch_copy(
+    links: PeerLinks, address: Address, bytes_max: int
+) -> tuple[Answer, str] | None:
+    """The copy the member at ``address`` keeps of this process, and its address as it
+    advertises it (None: the address is this daemon's own)."""
+    limits = links.limits
+    try:
+        stream, greeting = await links.open_copy(address)
+    except (OSError, RemoteProtocolError) as e:
+        raise DaemonError(f"cannot restore: the member at {address} did not answer ({e}); "
+                          "every other member of the group must") from None  # fmt: skip
+    holder = greeting.process
+    if holder == links.process_id:
+        await trio.aclose_forcefully(stream)
+        return None
+    try:
+        await stream.send_all(pack(["copy-wanted"]))
+        incoming = frames(stream, FrameDecoder(limits.frame_bytes_max)).__aiter__()
+        parts: list[bytes] = []
+        got, total = 0, None
+        while got != total:
+            with trio.fail_after(limits.frame_read_timeout_s):
+                frame = await incoming.__anext__()
+            total = _part(frame, got, bytes_max, holder)
+            parts.append(frame[3])
+            got += len(frame[3])
+    except trio.TooSlowError:
+        raise DaemonError(f"cannot restore: {holder} sent nothing of its copy for "
+                          f"{limits.frame_read_timeout_s:g} s") from None  # fmt: skip
+    except (StopAsyncIteration, trio.BrokenResourceError, OSError) as e:
+        raise DaemonError(f"cannot restore: {holder} broke off sending its copy "
+                          f"({type(e).__name__})") from None  # fmt: skip
+    except RemoteProtocolError as e:
+        raise DaemonError(f"cannot restore: {holder} sent a bad copy: {e}") from None
+    finally:
+        await trio.aclose_forcefully(stream)
+    try:
+        return parse_copy(holder, b"".join(parts)), greeting.address
+    except CopyError as e:
+        raise DaemonError(f"cannot restore: {e}") from None
+
+
+def _part(frame: object, got: int, bytes_max: int, holder: str) -> int:
+    """The total size that a part ``["copy-part", offset, total, bytes]`` announces."""
+    if not (isinstance(frame, list) and len(frame) == 4 and frame[0] == "copy-part"
+            and type(frame[1]) is int and type(frame[2]) is int
+            and type(frame[3]) is bytes):  # fmt: skip
+        raise RemoteProtocolError(f'expected ["copy-part", offset, total, bytes]: {frame!r:.80}')
+    offset, total, data = frame[1], frame[2], frame[3]
+    if offset != got or not 0 < total <= bytes_max or got + len(data) > total or not data:
+        raise RemoteProtocolError(f"a copy part at {offset} of {total} bytes does not follow "
+                                  f"{got} (at most {bytes_max})")  # fmt: skip
+    return total
+
+
+def choose_copy(own: str, voters: tuple[str, ...], answers: dict[str, Answer]) -> Copy:
+    """The copy to restore ``own`` from: the most complete log among the other voters'
+    (all of them must have answered); :class:`DaemonError` where none will do."""
+    others = [v for v in voters if v != own]
+    nonces = {a.nonce for a in answers.values() if a.nonce is not None}
+    if len(nonces) > 1:
+        raise DaemonError(f"cannot restore {own}: the members know it under different "
+                          f"incarnations ({sorted(nonces)})")  # fmt: skip
+    copies = [answers[v] for v in others if v in answers]
+    if len(copies) < len(others):
+        missing = sorted(set(others) - set(answers))
+        raise DaemonError(f"cannot restore {own}: {', '.join(missing)} keep copies of it "
+                          "and did not answer")  # fmt: skip
+    kept = [c for c in copies if isinstance(c, Copy)]
+    refused = [c for c in copies if isinstance(c, NoCopy)]
+    if refused:
+        # Each voter holds part of what was committed: without one, something may be lost.
+        why = "; ".join(f"{c.holder}: {c.why}" for c in refused)
+        raise DaemonError(f"cannot restore {own} from its group's copies ({why})")
+    best = max(kept, key=lambda c: c.last)
+    return best
+
+
+def write_copy(
+    directory: Path,
+    meta: Meta,
+    copy: Copy,
+    members: list[str],
+    met: list[tuple[str, str]],
+    ctx: DaemonContext,
+) -> None:
+    """Write ``copy`` as a daemon's data directory: its state as the log's snapshot, the
+    log after it, the term its group reached, and the members it met."""
+    limits = ctx.limits
+    input_log = InputLog.open(directory, meta, ctx.config.fsync)
+    store = SnapshotEntryStore(directory / ENTRIES_DIRECTORY, limits.entry_page_bytes,
+                               limits.entry_pages_mapped_max)  # fmt: skip
+    try:
+        input_log.record_members(members, met)
+        if copy.nonce is None:
+            log.warning("no member knew this process's incarnation; its peers may refuse "
+                        "the restored member", process=meta.process_id)  # fmt: skip
+        if copy.applied > 0:
+            try:
+                state = decode_transfer(copy.state, store)
+            except TransferError as e:
+                raise DaemonError(f"cannot restore: the copy of {copy.holder} holds no "
+                                  f"state: {e}") from None  # fmt: skip
+            senders = {}
+            for peer, (blobs, next_number, base) in state.outboxes.items():
+                link = senders[peer] = LinkSender()
+                install_outbox(link, blobs, next_number, base)
+            store.before_snapshot()
+            input_log.snapshot(
+                lambda f: capture_state(f, state.host, state.handled, senders, store),
+                copy.applied, copy.applied_term, Config.of(copy.config.voters),
+            )
+            store.after_snapshot()
+        if copy.entries:
+            input_log.write_entries(copy.applied + 1, list(copy.entries))
+        input_log.save_hard_state(copy.term, None)
+        input_log.sync(0.0)
+    finally:
+        input_log.close()
+        store.close()
+
+
+def copy_frames(data: bytes, part_bytes: int) -> list[bytes]:
+    """``data`` as the frames of a copy, each at most ``part_bytes`` of it."""
+    return [pack(["copy-part", at, len(data), data[at : at + part_bytes]])
+            for at in range(0, len(data), part_bytes)]  # fmt: skip
+

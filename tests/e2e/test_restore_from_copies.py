@@ -1,0 +1,84 @@
+"""``skueued --restore-from-copies`` (runtime/restore.py) on real daemons: a member lost
+with its disk is started again at its address with an empty data directory, and its
+process comes back from the copies the other members keep, nothing acknowledged lost."""
+
+from __future__ import annotations
+
+import shutil
+import signal
+from collections import Counter
+from pathlib import Path
+
+import skueue.client.blocking
+from tests.e2e.daemons import HOST, free_ports, refused, spawn, stop, wait_ready
+
+ELEMENTS = 600
+
+
+def test_a_member_lost_with_its_disk_comes_back_from_the_copies(tmp_path: Path) -> None:
+    addresses = [f"{HOST}:{p}" for p in free_ports(3)]
+
+    def args(i: int) -> list[str]:
+        peers = ",".join(a for a in addresses if a != addresses[i])
+        # Small snapshots: the copies hold a state and the log after it.
+        return ["--listen", addresses[i], "--peers", peers, "--replicas", "3",
+                "--data-dir", str(tmp_path / f"data{i}"), "--snapshot-bytes", "65536"]
+
+    daemons = [spawn(args(i), tmp_path, f"d{i}") for i in range(3)]
+    try:
+        wait_ready(daemons)
+        inserted = [f"{i:04d}".encode() + b"x" * 200 for i in range(ELEMENTS)]
+        for at, daemon in enumerate(daemons):  # through every member, its own included
+            with skueue.client.blocking.connect_blocking(daemon.address) as q:
+                q.enqueue_many(inserted[at::3])
+        with skueue.client.blocking.connect_blocking(daemons[0].address) as q:
+            taken = [q.dequeue() for _ in range(ELEMENTS // 4)]
+            held = {m["address"]: m for m in q.stats()["members"]}[daemons[2].address]
+        assert held["entries"] > 0, held  # the lost member held part of the queue
+        # While the member is up, the others refuse to hand its process to another daemon.
+        (spare,) = free_ports(1)
+        impostor = ["--listen", f"{HOST}:{spare}", "--advertise", addresses[2],
+                    *args(2)[2:-4], "--data-dir", str(tmp_path / "impostor"),
+                    "--restore-from-copies"]  # fmt: skip
+        code, err = refused(impostor, tmp_path, "impostor")
+        assert code != 0 and "the process is up" in err, err[-2000:]
+        lost = daemons[2]
+        lost.proc.send_signal(signal.SIGKILL)
+        lost.proc.wait(timeout=10)
+        shutil.rmtree(tmp_path / "data2")
+        # Started afresh without the option, the cluster refuses it, and says what to do.
+        code, err = refused(args(2), tmp_path, "d2-fresh")
+        assert code != 0 and "--restore-from-copies" in err, err[-2000:]
+        shutil.rmtree(tmp_path / "data2")
+        back = daemons[2] = spawn([*args(2), "--restore-from-copies"], tmp_path, "d2-restored")
+        wait_ready([back])
+        logs = back.stderr()
+        assert "restoring from the copy of a member" in logs, logs[-3000:]
+        assert "restored the snapshot" in logs, logs[-3000:]  # the copy's state
+        with skueue.client.blocking.connect_blocking(daemons[0].address) as q:
+            rest = []
+            while (element := q.dequeue()) is not None:
+                rest.append(element)
+        counts = Counter(taken + rest)
+        assert sorted(counts) == sorted(inserted), (
+            f"{len(set(inserted) - set(counts))} lost, {len(set(counts) - set(inserted))} "
+            "unexpected")  # fmt: skip
+        assert max(counts.values()) == 1, [e[:4] for e, n in counts.items() if n > 1]
+        assert "bug:" not in "".join(d.stderr() for d in daemons)
+    finally:
+        assert not stop(daemons)
+
+
+def test_a_restore_is_refused_in_one_line(tmp_path: Path) -> None:
+    a, b, c = (f"{HOST}:{p}" for p in free_ports(3))
+    code, err = refused(["--listen", a, "--peers", f"{b},{c}", "--restore-from-copies"],
+                        tmp_path, "one")  # fmt: skip
+    assert code == 2 and "--restore-from-copies needs --replicas 3 or 5" in err, err
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "something").write_text("kept")
+    code, err = refused(["--listen", a, "--peers", f"{b},{c}", "--replicas", "3",
+                         "--data-dir", str(data), "--restore-from-copies"],
+                        tmp_path, "full")  # fmt: skip
+    assert code != 0 and "is not empty" in err, err
+    assert (data / "something").read_text() == "kept"

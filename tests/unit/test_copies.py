@@ -1,0 +1,153 @@
+"""A member's copy of a lost member's process (runtime/copies.py) and the restore from it
+(runtime/restore.py): the copy goes whole into a data directory that restores the state
+the copy had; copies that are no copies, or not enough of them, are refused in words."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import msgpack
+import pytest
+
+from skueue.replication.codec import encode_message
+from skueue.replication.config import Config
+from skueue.replication.messages import AppendEntries, Entry, Message
+from skueue.runtime.applied_state import state_digest
+from skueue.runtime.copies import Copy, CopyError, NoCopy, copy_document, parse_copy
+from skueue.runtime.durability.entry_store import ENTRIES_DIRECTORY, SnapshotEntryStore
+from skueue.runtime.durability.input_log import InputLog, Meta, SyncPolicy, open_snapshot
+from skueue.runtime.durability.snapshots import restore
+from skueue.runtime.errors import DaemonError
+from skueue.runtime.restore import choose_copy, copy_frames, write_copy
+from skueue.wire.framing import FrameDecoder
+from tests.unit.test_follower_slot import CONFIG, LIMITS, MEMBERS, append, open_slot
+
+RESTORED_META = Meta("P", "nonce-P", "queue", (), replicas=3)
+
+
+def test_a_copy_goes_whole_into_the_restored_data_directory(tmp_path: Path) -> None:
+    sent: list[tuple[str, Message]] = []
+    slot = open_slot(tmp_path / "b", sent)
+    append(slot, 0, 30, commit=20)
+    slot.end_step(0.0)  # synced, then applied through the commit
+    state = slot.state
+    assert state is not None and state.applied == 20
+    data = copy_document(slot, "nonce-P", down=True)
+    # It travels in parts of at most half a frame, and comes back whole.
+    decoder = FrameDecoder(LIMITS.frame_bytes_max)
+    frames = [f for blob in copy_frames(data, 1000) for f in decoder.feed(blob)]
+    assert len(frames) > 1 and b"".join(f[3] for f in frames) == data
+    copy = parse_copy("b", data)
+    assert isinstance(copy, Copy), copy
+    assert (copy.nonce, copy.applied, len(copy.entries), copy.last) == ("nonce-P", 20, 10, (1, 30))
+    directory = tmp_path / "restored"
+    ctx: Any = SimpleNamespace(limits=LIMITS, config=SimpleNamespace(fsync=SyncPolicy()))
+    met = [("b", "127.0.0.1:2"), ("c", "127.0.0.1:3")]
+    write_copy(directory, RESTORED_META, copy, MEMBERS, met, ctx)
+
+    log = InputLog.open(directory, Meta("P", "another nonce", "queue", ()), SyncPolicy())
+    store = SnapshotEntryStore(directory / ENTRIES_DIRECTORY, LIMITS.entry_page_bytes,
+                               LIMITS.entry_pages_mapped_max)  # fmt: skip
+    try:
+        assert log.meta.nonce == "nonce-P" and log.meta.members == tuple(MEMBERS), log.meta
+        assert log.index.base == (20, 1, CONFIG) and log.index.last_index == 30
+        assert log.read_entries(21, 30, 1 << 30) == list(copy.entries)
+        assert log.index.hard_state == (1, None)
+        assert log.snapshot_file is not None
+        with open_snapshot(log.snapshot_file) as f:
+            restored = restore(f, store)
+        numbered = {peer: next_number - 1
+                    for peer, (_, next_number, _) in restored.outboxes.items()}  # fmt: skip
+        assert state_digest(restored.host, restored.handled, numbered) == state.digest()
+    finally:
+        log.close()
+        store.close()
+        slot.close()
+
+
+def test_a_member_answers_without_a_copy_and_says_why(tmp_path: Path) -> None:
+    slot = open_slot(tmp_path / "b", [])
+    append(slot, 0, 6, commit=6)
+    slot.end_step(0.0)
+    try:
+        for answer, why in [
+            (copy_document(None, "n", down=True), "keeps no copy"),
+            (copy_document(slot, "n", down=False), "the process is up"),
+        ]:
+            parsed = parse_copy("b", answer)
+            assert isinstance(parsed, NoCopy) and why in parsed.why, parsed
+        slot.state = None  # dropped (damaged, or a snapshot that came without one)
+        parsed = parse_copy("b", copy_document(slot, "n", down=True))
+        assert isinstance(parsed, NoCopy) and "no state" in parsed.why, parsed
+    finally:
+        slot.close()
+
+
+def packed(**fields: Any) -> bytes:
+    doc = {"nonce": "n", "term": 2, "voters": ["P", "b", "c"], "applied": 0,
+           "applied_term": 0, "state": b"", "appends": []}  # fmt: skip
+    doc.update(fields)
+    return msgpack.packb({k: v for k, v in doc.items() if v is not ...}, use_bin_type=True)
+
+
+def append_of(prev: int, *terms: int) -> list[Any]:
+    entries = tuple(Entry(t, "data", b"x" * 20) for t in terms)
+    return encode_message(AppendEntries(2, prev, 0, entries, 0))
+
+
+@pytest.mark.parametrize(
+    ("data", "error"),
+    [
+        (b"\xc1", "not msgpack"),
+        (msgpack.packb([1, 2]), "not a map"),
+        (packed(term=-1), "must be counts"),
+        (packed(applied=...), "must be counts"),
+        (packed(voters=[]), "voters must be"),
+        (packed(applied=5, applied_term=1, state=b""), "a state must come"),
+        (packed(state=b"x"), "a state must come"),
+        (packed(appends=[append_of(1, 1)]), "do not follow"),
+        (packed(appends=[["append", "nonsense"]]), "the copy of b"),
+        (packed(appends=[append_of(0, 2, 1)]), "terms go back"),
+        (packed(appends=[append_of(0, 3)]), "terms go back"),  # past the holder's term
+        (packed(nonce=5), "nonce must be"),
+        (msgpack.packb({"none": 5}), "none must say why"),
+    ],
+)
+def test_what_is_no_copy_is_refused(data: bytes, error: str) -> None:
+    with pytest.raises(CopyError, match=error):
+        parse_copy("b", data)
+
+
+def a_copy(holder: str, last_term: int, count: int, nonce: str | None = "n") -> Copy:
+    entries = tuple(Entry(last_term, "data", b"x") for _ in range(count))
+    return Copy(holder, nonce, last_term, Config.of(["P", "b", "c"]), 0, 0, b"", entries)
+
+
+def test_the_copy_with_the_most_complete_log_is_chosen() -> None:
+    voters = ("P", "b", "c")
+    # Raft's comparison (§5.4.1): the later last term first, then the longer log.
+    chosen = choose_copy("P", voters, {"b": a_copy("b", 2, 3), "c": a_copy("c", 1, 9)})
+    assert chosen.holder == "b"
+    chosen = choose_copy("P", voters, {"b": a_copy("b", 2, 3), "c": a_copy("c", 2, 4)})
+    assert chosen.holder == "c"
+    # A member of no group of P's answers too: it is not counted.
+    chosen = choose_copy("P", voters, {"b": a_copy("b", 1, 1), "c": a_copy("c", 1, 2),
+                                       "d": NoCopy("d", "n", "it keeps no copy")})  # fmt: skip
+    assert chosen.holder == "c"
+
+
+@pytest.mark.parametrize(
+    ("answers", "error"),
+    [
+        ({"b": a_copy("b", 1, 1)}, "c keep copies of it and did not answer"),
+        ({"b": a_copy("b", 1, 1), "c": NoCopy("c", "n", "the process is up")},
+         "c: the process is up"),
+        ({"b": a_copy("b", 1, 1), "c": a_copy("c", 1, 1, nonce="m")}, "different incarnations"),
+    ],
+)
+def test_a_restore_needs_every_other_voters_copy(answers: dict[str, Any], error: str) -> None:
+    # Every committed entry is on a majority: without one voter's copy, it may be lost.
+    with pytest.raises(DaemonError, match=error):
+        choose_copy("P", ("P", "b", "c"), answers)
