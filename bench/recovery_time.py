@@ -9,7 +9,13 @@ to be ready (snapshot restored and log replayed), then drains the queue and chec
 every element came back exactly once.  Bounded: every wait has a timeout, and every
 process it starts is stopped.
 
+With ``--replicas 3 --lose-disk`` the killed daemon's data directory is deleted too (its
+host lost for good), and it is started with an empty one and ``--restore-from-copies``:
+the time to ready is then the restore from the others' copies (runtime/restore.py).
+
     .venv/bin/python bench/recovery_time.py --elements 1000000
+    .venv/bin/python bench/recovery_time.py --elements 100000 --replicas 3 --lose-disk \
+        --out bench/results/restore_from_copies.json
 """
 
 from __future__ import annotations
@@ -17,6 +23,7 @@ from __future__ import annotations
 import argparse
 import json
 import re
+import shutil
 import signal
 import socket
 import subprocess
@@ -46,25 +53,27 @@ def free_ports(n: int) -> list[int]:
 
 
 class Daemons:
-    def __init__(self, root: Path, n: int, snapshot_bytes: int | None) -> None:
+    def __init__(self, root: Path, n: int, snapshot_bytes: int | None, replicas: int) -> None:
         self.root = root
         self.addresses = [f"{HOST}:{p}" for p in free_ports(n)]
         self.snapshot_bytes = snapshot_bytes
+        self.replicas = replicas
         self.procs: list[subprocess.Popen[bytes]] = []
         self.logs: list[Path] = []
 
     def argv(self, i: int) -> list[str]:
         peers = ",".join(a for j, a in enumerate(self.addresses) if j != i)
         argv = [*skueued_command(), "--listen", self.addresses[i], "--peers", peers,
-                "--data-dir", str(self.root / f"data{i}"), "--log-level", "info"]
+                "--data-dir", str(self.root / f"data{i}"), "--log-level", "info",
+                "--replicas", str(self.replicas)]
         if self.snapshot_bytes:
             argv += ["--snapshot-bytes", str(self.snapshot_bytes)]
         return argv
 
-    def spawn(self, i: int, tag: str) -> subprocess.Popen[bytes]:
+    def spawn(self, i: int, tag: str, *extra: str) -> subprocess.Popen[bytes]:
         log = self.root / f"d{i}-{tag}.log"
         with open(log, "wb") as out:
-            proc = subprocess.Popen(self.argv(i), stdout=out, stderr=subprocess.STDOUT,
+            proc = subprocess.Popen([*self.argv(i), *extra], stdout=out, stderr=subprocess.STDOUT,
                                     stdin=subprocess.DEVNULL)
         if i < len(self.procs):
             self.procs[i], self.logs[i] = proc, log
@@ -152,10 +161,15 @@ def main() -> int:
     p.add_argument("--value-bytes", type=int, default=100)
     p.add_argument("--batch", type=int, default=1000)
     p.add_argument("--snapshot-bytes", type=int, default=None)
+    p.add_argument("--replicas", type=int, default=1, help="skueued --replicas")
+    p.add_argument("--lose-disk", action="store_true", help="delete the killed daemon's data "
+                   "directory and restore it from the copies (needs --replicas 3)")
     p.add_argument("--out", type=Path, default=RESULTS, help="where the JSON result goes")
     args = p.parse_args()
+    if args.lose_disk and args.replicas == 1:
+        p.error("--lose-disk needs --replicas 3: with 1, no other member keeps a copy")
     with tempfile.TemporaryDirectory(prefix="skueue-recovery-") as tmp:
-        daemons = Daemons(Path(tmp), 4, args.snapshot_bytes)
+        daemons = Daemons(Path(tmp), 4, args.snapshot_bytes, args.replicas)
         try:
             for i in range(4):
                 daemons.spawn(i, "first")
@@ -173,7 +187,11 @@ def main() -> int:
             victim = 1
             daemons.procs[victim].send_signal(signal.SIGKILL)
             daemons.procs[victim].wait()
-            daemons.spawn(victim, "restarted")
+            if args.lose_disk:
+                shutil.rmtree(Path(tmp) / f"data{victim}")
+                daemons.spawn(victim, "restored", "--restore-from-copies")
+            else:
+                daemons.spawn(victim, "restarted")
             recovery_s = daemons.wait_ready(victim)
             restarted_peak = round(daemons.rss_mb(victim, "VmHWM"), 1)
             said = daemons.logs[victim].read_text()
@@ -206,6 +224,8 @@ def main() -> int:
         "altered": altered,
         "exactly_once": exact,
         "snapshot_bytes": args.snapshot_bytes or "default (64 MiB)",
+        "replicas": args.replicas,
+        "lost_disk": args.lose_disk,
     }
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(result, indent=2) + "\n")

@@ -158,9 +158,27 @@ async def test_daemons_lost_with_their_disks_come_back_from_the_copies(tmp_path:
         logs = cluster.logs()
         assert "bug:" not in logs
         assert logs.count("restored from the copy; starting") == len(losses), logs[-3000:]
+        await copies_caught_up(cluster)
     finally:
         problems = stop(cluster.daemons)
         assert not problems, problems
+
+
+async def copies_caught_up(cluster: Cluster, timeout_s: float = 30.0) -> None:
+    """Every member keeps a copy of each group it follows again, with a state that
+    applied something: the restored members' copies started empty (applied 0) and were
+    brought back by their leaders."""
+    with trio.fail_after(timeout_s):
+        while True:
+            async with skueue.connect(cluster.addresses[0]) as q:
+                stats = await q.stats()
+            copies = {(m["process"], p): c["applied"] for m in stats["members"]
+                      for p, c in m["durable"]["copies"].items()}  # fmt: skip
+            if len(copies) == DAEMONS * (cluster.replicas - 1) and all(
+                applied is not None and applied > 0 for applied in copies.values()
+            ):
+                return
+            await trio.sleep(0.5)
 
 
 async def check_terms(cluster: Cluster, kills: list[int]) -> None:
