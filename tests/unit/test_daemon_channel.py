@@ -53,6 +53,14 @@ def test_replication_frames_are_not_kept_for_a_member_whose_channel_is_down() ->
         ch.send("p", [kind, "P", *rest])
     ch.send("p", ["stats-query", 2])
     assert list(sender.waiting) == [["stats-query", 1], ["stats-query", 2]]
+    # Elections' messages wait: a restarted member's votes must not be lost while its
+    # voters' channels to it reconnect.
+    for kind in ("vote", "vote_reply", "timeout_now"):
+        ch.send("p", ["raft", "P", [kind, 2]])
+    assert [f[2][0] for f in list(sender.waiting)[2:]] == ["vote", "vote_reply", "timeout_now"]
+    sender.lost()
+    assert len(sender.waiting) == 5
+    sender.waiting.clear()
     sender.wake = trio.Event()
     ch.send("p", ["raft", "P", ["append"]])
     assert sender.wake.is_set()  # dropped, but its writer tries to connect again

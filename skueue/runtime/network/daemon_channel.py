@@ -48,6 +48,19 @@ CHANNEL_FRAMES = {
 # follower stands), and kept they would be appends of up to a MiB each, stale by the
 # time it is back.
 REPLICATION_FRAMES = ("raft", "acked", "check", "snapshot-part")
+# Except the elections' messages: a few bytes each, they wait like the questions and
+# answers.  A member that restarts stands at once, and its voters' channels to it may
+# still be reconnecting (up to a second); dropped, their votes would leave it waiting
+# out a whole election timeout (3 to 6 s) before it asked again.
+ELECTION_MESSAGES = ("vote", "vote_reply", "timeout_now")
+
+
+def kept_while_down(frame: list[Any]) -> bool:
+    """Whether ``frame`` waits for a member whose channel is down (else it is dropped)."""
+    if frame[0] == "raft":
+        message = frame[2]
+        return isinstance(message, list) and bool(message) and message[0] in ELECTION_MESSAGES
+    return frame[0] not in REPLICATION_FRAMES
 
 
 def parse_channel_frame(frame: Any) -> list[Any]:
@@ -75,9 +88,10 @@ class ChannelSender:
         self.down = False
 
     def lost(self) -> None:
-        """Down: the replication frames that wait go (the others wait on)."""
+        """Down: the replication frames that wait go, but for elections' (the others
+        wait on)."""
         self.down = True
-        self.waiting = deque(f for f in self.waiting if f[0] not in REPLICATION_FRAMES)
+        self.waiting = deque(f for f in self.waiting if kept_while_down(f))
 
 
 class DaemonChannels:
@@ -102,7 +116,7 @@ class DaemonChannels:
             sender = self.senders[peer] = ChannelSender()
             self.unaddressed.add(peer)
             self.start_addressed()
-        if sender.down and frame[0] in REPLICATION_FRAMES:
+        if sender.down and not kept_while_down(frame):
             sender.wake.set()  # dropped, but the writer tries to connect again
             return
         sender.waiting.append(frame)
