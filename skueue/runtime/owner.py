@@ -325,17 +325,17 @@ class Owner:
         return min(wait, self.replicas.seconds_to_tick(trio.current_time()))
 
     def _replicate(self, items: list[InboxItem]) -> list[InboxItem]:
-        """Step the replication messages among ``items`` and the group's tick; the
-        rest, in order."""
-        replicas = self.replicas
-        assert replicas is not None
-        rest = []
+        """Step the replication messages among ``items``, answer copies wanted (the slots'
+        own, led or not), and tick the group; return the rest, in order."""
+        assert self.replicas is not None
+        rest: list[InboxItem] = []
         for item in items:
-            if isinstance(item, ChannelFrame) and item.frame[0] in REPLICATION_FRAMES:
+            if isinstance(item, CopyWanted) or (isinstance(item, ChannelFrame)
+                                                and item.frame[0] in REPLICATION_FRAMES):
                 self._guarded(self._dispatch, item)
             else:
                 rest.append(item)
-        replicas.tick_if_due(trio.current_time())
+        self.replicas.tick_if_due(trio.current_time())
         return rest
 
     async def _replicate_only(self) -> None:
