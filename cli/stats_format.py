@@ -62,16 +62,19 @@ def _durability(member: dict[str, Any]) -> str:
 
 def _copies(copies: Any) -> str:
     """The copies a member keeps of other processes' groups: the leaders' checks of
-    their states, and those without a state (runtime/follower_slot.py)."""
+    their states, those without a state, and those being rebuilt (found empty at a
+    restart, not caught up with their leader yet: runtime/follower_slot.py)."""
     if not isinstance(copies, dict) or not copies:
         return ""
     held = [c for c in copies.values() if isinstance(c, dict)]
     passed = sum(c.get("checked") or 0 for c in held)
     diverged = sum(c.get("diverged") or 0 for c in held)
     stateless = sum(1 for c in held if c.get("applied") is None)
+    rebuilding = sum(1 for c in held if c.get("rebuilding"))
     text = f"{len(copies)} copies of others ({passed} checks passed"
     text += f", {diverged} DIVERGED" if diverged else ""
     text += f", {stateless} without a state" if stateless else ""
+    text += f", {rebuilding} being rebuilt" if rebuilding else ""
     return text + "), "
 
 

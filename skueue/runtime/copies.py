@@ -16,7 +16,9 @@ in parts (``["copy-part", offset, total, bytes]``, each at most half a frame):
 or ``{"nonce": ..., "none": why}``.  Nothing here is pickled: the state is the typed
 snapshot codec's document, and the log's entries go through the replication codec, each
 field checked on arrival.  A member refuses while the process still answers it (its
-link is up): restoring a process that is alive would make two of it.
+link is up): restoring a process that is alive would make two of it; and while its copy
+is being rebuilt (found empty at its own restart, not caught up since: the amnesia
+guard), for it may lack entries it acknowledged, which then no copy may hold.
 """
 
 from __future__ import annotations
@@ -99,6 +101,11 @@ def copy_document(slot: FollowerSlot | None, nonce: str | None, down: bool) -> b
     if not down:
         return _packed({"nonce": nonce, "none": "the process is up: its link to this "
                         "member is open"})  # fmt: skip
+    if slot.node.may_have_forgotten:
+        # Emptied, and not caught up since: entries it once acked may be missing, and
+        # the other copies may lack them too (I6).
+        return _packed({"nonce": nonce, "none": "its copy is being rebuilt (it lost what it "
+                        "held) and may lack entries it acknowledged"})  # fmt: skip
     state = slot.state
     if state is None:
         return _packed({"nonce": nonce, "none": "its copy has no state (it was damaged, "

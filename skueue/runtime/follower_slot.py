@@ -163,7 +163,11 @@ class FollowerSlot(ReplicaDriver):
                 if not parts.whole:
                     return
                 message = dataclasses.replace(message, data=bytes(parts.data))
+        rebuilding = self.node.may_have_forgotten
         super().receive(sender, message)
+        if rebuilding and not self.node.may_have_forgotten:
+            log.info("a copy of another process's log caught up with its leader; it counts "
+                     "again", group=self.group, index=self.node.last_index)  # fmt: skip
 
     # -- applying -------------------------------------------------------------------------
 
@@ -304,6 +308,7 @@ class FollowerSlot(ReplicaDriver):
             "applied": None if state is None else state.applied,
             "checked": self.checked,
             "diverged": self.diverged,
+            "rebuilding": self.node.may_have_forgotten,
         }
 
     def close(self) -> None:

@@ -78,6 +78,10 @@ def test_a_member_answers_without_a_copy_and_says_why(tmp_path: Path) -> None:
         ]:
             parsed = parse_copy("b", answer)
             assert isinstance(parsed, NoCopy) and why in parsed.why, parsed
+        slot.node.may_have_forgotten = True  # emptied at a restart, not caught up since
+        parsed = parse_copy("b", copy_document(slot, "n", down=True))
+        assert isinstance(parsed, NoCopy) and "being rebuilt" in parsed.why, parsed
+        slot.node.may_have_forgotten = False
         slot.state = None  # dropped (damaged, or a snapshot that came without one)
         parsed = parse_copy("b", copy_document(slot, "n", down=True))
         assert isinstance(parsed, NoCopy) and "no state" in parsed.why, parsed

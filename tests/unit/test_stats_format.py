@@ -58,10 +58,10 @@ def test_a_replicated_member_shows_how_far_behind_each_follower_is() -> None:
 
 
 def test_a_replicated_member_shows_the_checks_of_its_copies() -> None:
-    copies = {"b": {"applied": 40, "checked": 3, "diverged": 0},
-              "c": {"applied": None, "checked": 1, "diverged": 1}}  # fmt: skip
+    copies = {"b": {"applied": 40, "checked": 3, "diverged": 0, "rebuilding": False},
+              "c": {"applied": None, "checked": 1, "diverged": 1, "rebuilding": True}}  # fmt: skip
     member = {"process": "a", "entries": 0,
               "durable": durable(replicas=["a", "b", "c"], term=2, copies=copies)}
     line = format_stats(stats_with(member)).splitlines()[-1]
-    assert ("term 2, 2 copies of others (4 checks passed, 1 DIVERGED, 1 without a state), "
-            "log") in line, line
+    assert ("term 2, 2 copies of others (4 checks passed, 1 DIVERGED, 1 without a state, "
+            "1 being rebuilt), log") in line, line

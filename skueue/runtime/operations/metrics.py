@@ -383,6 +383,10 @@ class DaemonCollector(Collector):
                     "(absent: the copy has no state)", ["process"],
                     {(p,): s.state.applied for p, s in slots.items()
                      if s.state is not None})  # fmt: skip
+        yield gauge("skueue_replication_copy_rebuilding",
+                    "1 while the copy here is being rebuilt (found empty at a restart, not "
+                    "caught up with its leader yet): it does not count", ["process"],
+                    {(p,): int(s.node.may_have_forgotten) for p, s in slots.items()})
         yield counter("skueue_replication_copy_checks_total",
                       "checks of a copy's state against its leader's digest", ["process",
                       "outcome"],
