@@ -101,17 +101,25 @@ async def restore_from_copies(ctx: DaemonContext, directory: Path) -> None:
 async def ask_every_peer(
     links: PeerLinks, peers: tuple[Address, ...], bytes_max: int
 ) -> dict[str, tuple[Answer, str]]:
-    """Each peer's answer, by address (every peer must answer)."""
+    """Each peer's answer, by address (every peer must answer: the first failure is
+    raised once all were asked)."""
     answers: dict[str, tuple[Answer, str]] = {}
+    failures: list[DaemonError] = []
 
     async def ask(address: Address) -> None:
-        answer = await fetch_copy(links, address, bytes_max)
+        try:
+            answer = await fetch_copy(links, address, bytes_max)
+        except DaemonError as e:  # one line for the user, not an exception group
+            failures.append(e)
+            return
         if answer is not None:
             answers[str(address)] = answer
 
     async with trio.open_nursery() as nursery:
         for address in peers:
             nursery.start_soon(ask, address)
+    if failures:
+        raise failures[0]
     return answers
 
 

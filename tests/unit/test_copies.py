@@ -11,6 +11,7 @@ from typing import Any
 import msgpack
 import pytest
 
+from skueue.host.address import Address
 from skueue.replication.codec import encode_message
 from skueue.replication.config import Config
 from skueue.replication.messages import AppendEntries, Entry, Message
@@ -20,7 +21,7 @@ from skueue.runtime.durability.entry_store import ENTRIES_DIRECTORY, SnapshotEnt
 from skueue.runtime.durability.input_log import InputLog, Meta, SyncPolicy, open_snapshot
 from skueue.runtime.durability.snapshots import restore
 from skueue.runtime.errors import DaemonError
-from skueue.runtime.restore import choose_copy, copy_frames, write_copy
+from skueue.runtime.restore import ask_every_peer, choose_copy, copy_frames, write_copy
 from skueue.wire.framing import FrameDecoder
 from tests.unit.test_follower_slot import CONFIG, LIMITS, MEMBERS, append, open_slot
 
@@ -155,3 +156,22 @@ def test_a_restore_needs_every_other_voters_copy(answers: dict[str, Any], error:
     # Every committed entry is on a majority: without one voter's copy, it may be lost.
     with pytest.raises(DaemonError, match=error):
         choose_copy("P", ("P", "b", "c"), answers)
+
+
+@pytest.mark.trio
+async def test_a_member_that_cannot_be_asked_fails_the_restore_in_one_line() -> None:
+    """Not as an exception group of the tasks that asked (the daemon prints a
+    DaemonError as one line, anything else as a traceback)."""
+
+    class Links:
+        process_id = "P"
+        limits = LIMITS
+
+        async def open_copy(self, address: Address) -> Any:
+            if address.port == 2:
+                raise DaemonError(f"cannot reach peer {address} within 30 s: refused")
+            raise OSError("connection reset")
+
+    peers = (Address("127.0.0.1", 2), Address("127.0.0.1", 3))
+    with pytest.raises(DaemonError, match="cannot reach peer|did not answer"):
+        await ask_every_peer(Links(), peers, 1 << 20)  # type: ignore[arg-type]
