@@ -110,7 +110,7 @@ def copy_document(slot: FollowerSlot | None, nonce: str | None, down: bool) -> b
     if state is None:
         return _packed({"nonce": nonce, "none": "its copy has no state (it was damaged, "
                         "or came without one)"})  # fmt: skip
-    node, log = slot.node, slot.input_log
+    node, input_log = slot.node, slot.input_log
     applied = state.applied
     applied_term = node.term_at(applied)
     if applied_term is None:  # never so: a state is as of its log's snapshot or after
@@ -121,8 +121,8 @@ def copy_document(slot: FollowerSlot | None, nonce: str | None, down: bool) -> b
                     for peer, link in state.outboxes.items()}  # fmt: skip
         snapshot = DaemonSnapshot(state.host, dict(state.handled), outboxes)
         data = encode_transfer(snapshot, slot.store)
-    log.write()  # what this step took is on the file (read back below), not yet synced
-    entries = log.read_entries(applied + 1, node.last_index, 1 << 62) if (
+    input_log.write()  # what this step took is on the file (read back below), not yet synced
+    entries = input_log.read_entries(applied + 1, node.last_index, 1 << 62) if (
         node.last_index > applied) else []  # fmt: skip
     appends = []
     for at in range(0, len(entries), ENTRIES_PER_APPEND):
