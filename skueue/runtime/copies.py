@@ -9,6 +9,7 @@ in parts (``["copy-part", offset, total, bytes]``, each at most half a frame):
 
     {"nonce": the process's incarnation as this member knows it (None: never met),
      "term": its replica's term, "voters": [...],
+     "members": [[id, address], ...],       every member, as this member knows them
      "applied": n, "applied_term": t,       the state's position in the log
      "state": bytes,                        the state there (snapshot_transfer.py); b"" at 0
      "appends": [append, ...]}              the log after it, as replication messages
@@ -58,6 +59,7 @@ class Copy:
     applied_term: int
     state: bytes
     entries: tuple[Entry, ...]
+    members: tuple[tuple[str, str], ...] = ()  # every member's id and address
 
     @property
     def last(self) -> tuple[int, int]:
@@ -87,15 +89,22 @@ def answer_copy(ctx: DaemonContext, replicas: DaemonReplicas | None, wanted: Cop
     else:
         up = peer in ctx.peer_sessions or peer in ctx.channel_sessions
         slot = None if replicas is None else replicas.slots.get(peer)
-        wanted.data = copy_document(slot, nonce, down=not up)
+        members = [(p, str(a)) for p, a in sorted(directory.addresses.items())]
+        wanted.data = copy_document(slot, nonce, down=not up, members=members)
     log.info("a member restoring its process asked for this member's copy", peer=peer,
              bytes=len(wanted.data))  # fmt: skip
     wanted.done.set()
 
 
-def copy_document(slot: FollowerSlot | None, nonce: str | None, down: bool) -> bytes:
+def copy_document(
+    slot: FollowerSlot | None,
+    nonce: str | None,
+    down: bool,
+    members: list[tuple[str, str]],
+) -> bytes:
     """This member's answer for the process of ``slot`` (None: it keeps no copy of it);
-    ``down``: whether the process's link is down here."""
+    ``down``: whether the process's link is down here; ``members``: every member's id
+    and address, as this member knows them."""
     if slot is None:
         return _packed({"nonce": nonce, "none": "it keeps no copy of this process"})
     if not down:
@@ -131,6 +140,7 @@ def copy_document(slot: FollowerSlot | None, nonce: str | None, down: bool) -> b
     config = node.log.config_at(applied)
     return _packed({
         "nonce": nonce, "term": node.term, "voters": list(config.voters),
+        "members": [list(m) for m in members],
         "applied": applied, "applied_term": applied_term, "state": data, "appends": appends,
     })  # fmt: skip
 
@@ -165,6 +175,12 @@ def parse_copy(holder: str, data: bytes) -> Copy | NoCopy:
         raise CopyError(f"the copy of {holder}: a state must come with a position past 0")
     if not isinstance(appends, list):
         raise CopyError(f"the copy of {holder}: appends must be a list")
+    members = doc.get("members")
+    if not (isinstance(members, list) and all(
+        isinstance(m, list) and len(m) == 2 and all(type(x) is str for x in m) for m in members
+    ) and holder in {m[0] for m in members}):  # fmt: skip
+        raise CopyError(f"the copy of {holder}: members must be [[id, address], ...], "
+                        "its holder among them")  # fmt: skip
     entries: list[Entry] = []
     for value in appends:
         try:
@@ -178,4 +194,4 @@ def parse_copy(holder: str, data: bytes) -> Copy | NoCopy:
     if any(a > b for a, b in zip(terms, terms[1:], strict=False)) or terms[-1] > term:
         raise CopyError(f"the copy of {holder}: its log's terms go back")
     return Copy(holder, nonce, term, Config.of(voters), applied, applied_term, state,
-                tuple(entries))  # fmt: skip
+                tuple(entries), tuple((m[0], m[1]) for m in members))  # fmt: skip

@@ -7,7 +7,8 @@ is started again at its address with the same ``--peers``, an empty ``--data-dir
 ``--restore-from-copies``: before anything else, it asks each other member for its copy
 of the process (runtime/copies.py), chooses one, and writes it as its data directory:
 
-- **every other voter of the group must answer.**  An entry was committed once a
+- **every other voter of the group must answer** (members outside it need not: a
+  copy names the group's voters and the members).  An entry was committed once a
   majority held it; the lost member was at most one of them, so of the K − 1 others,
   every committed entry is on at least ⌊K/2⌋ of them; only all of them together are
   sure to hold it;
@@ -73,11 +74,15 @@ async def restore_from_copies(ctx: DaemonContext, directory: Path) -> None:
         )
     config, links = ctx.config, ctx.links
     assert links is not None
-    answers = await ask_every_peer(links, config.peers, ctx.limits.snapshot_transfer_bytes_max)
+    answers, failures = await ask_every_peer(links, config.peers,
+                                             ctx.limits.snapshot_transfer_bytes_max)  # fmt: skip
     own = ctx.process_id
-    members = list(dict.fromkeys([own, *(a.holder for a, _ in answers.values())]))
-    voters = voters_of(own, members, config.replicas)
-    copy = choose_copy(own, voters, {a.holder: a for a, _ in answers.values()})
+    copy = choose_copy(own, {a.holder: a for a in answers}, failures)
+    members = [member for member, _ in copy.members]
+    if own not in members or Config.of(voters_of(own, members, config.replicas)) != copy.config:
+        raise DaemonError(f"cannot restore {own}: its copies name the voters "
+                          f"{list(copy.config.voters)}, not those of --replicas "
+                          f"{config.replicas} among {members}")  # fmt: skip
     log.info("restoring from the copy of a member", process=own, holder=copy.holder,
              applied=copy.applied, entries=len(copy.entries), last=copy.last)  # fmt: skip
     for name in there:  # a restore cut short
@@ -90,7 +95,7 @@ async def restore_from_copies(ctx: DaemonContext, directory: Path) -> None:
     fsync_directory(directory)
     nonce = copy.nonce or links.nonce
     meta = Meta(own, nonce, config.structure.value, (), replicas=config.replicas)
-    met = [(a.holder, address) for a, address in answers.values()]
+    met = [(member, address) for member, address in copy.members if member != own]
     write_copy(directory, meta, copy, members, met, ctx)
     marker.unlink()
     fsync_directory(directory)
@@ -100,40 +105,45 @@ async def restore_from_copies(ctx: DaemonContext, directory: Path) -> None:
 
 async def ask_every_peer(
     links: PeerLinks, peers: tuple[Address, ...], bytes_max: int
-) -> dict[str, tuple[Answer, str]]:
-    """Each peer's answer, by address (every peer must answer: the first failure is
-    raised once all were asked)."""
-    answers: dict[str, tuple[Answer, str]] = {}
-    failures: list[DaemonError] = []
+) -> tuple[list[Answer], list[str]]:
+    """The peers' answers, and why those that gave none did not (choose_copy says
+    whether they were needed): asked all at once, until every voter of the group that
+    the first copy names has answered (a member outside the group that is down would
+    otherwise hold the restore up for ``connect_timeout_s``)."""
+    answers: list[Answer] = []
+    failures: list[str] = []
+
+    def voters_answered() -> bool:
+        sent = [a for a in answers if isinstance(a, Copy)]
+        holders = {a.holder for a in answers}
+        return bool(sent) and all(v in holders for v in sent[0].config.voters
+                                  if v != links.process_id)  # fmt: skip
 
     async def ask(address: Address) -> None:
         try:
             answer = await fetch_copy(links, address, bytes_max)
-        except DaemonError as e:  # one line for the user, not an exception group
-            failures.append(e)
+        except DaemonError as e:  # said in one line, not as an exception group
+            failures.append(str(e))
             return
         if answer is not None:
-            answers[str(address)] = answer
+            answers.append(answer)
+            if voters_answered():
+                nursery.cancel_scope.cancel()
 
     async with trio.open_nursery() as nursery:
         for address in peers:
             nursery.start_soon(ask, address)
-    if failures:
-        raise failures[0]
-    return answers
+    return answers, failures
 
 
-async def fetch_copy(
-    links: PeerLinks, address: Address, bytes_max: int
-) -> tuple[Answer, str] | None:
-    """The copy the member at ``address`` keeps of this process, and its address as it
-    advertises it (None: the address is this daemon's own)."""
+async def fetch_copy(links: PeerLinks, address: Address, bytes_max: int) -> Answer | None:
+    """The copy the member at ``address`` keeps of this process (None: the address is
+    this daemon's own)."""
     limits = links.limits
     try:
         stream, greeting = await links.open_copy(address)
     except (OSError, RemoteProtocolError) as e:
-        raise DaemonError(f"cannot restore: the member at {address} did not answer ({e}); "
-                          "every other member of the group must") from None  # fmt: skip
+        raise DaemonError(f"the member at {address} did not answer ({e})") from None
     holder = greeting.process
     if holder == links.process_id:
         await trio.aclose_forcefully(stream)
@@ -150,19 +160,19 @@ async def fetch_copy(
             parts.append(frame[3])
             got += len(frame[3])
     except trio.TooSlowError:
-        raise DaemonError(f"cannot restore: {holder} sent nothing of its copy for "
+        raise DaemonError(f"{holder} sent nothing of its copy for "
                           f"{limits.frame_read_timeout_s:g} s") from None  # fmt: skip
     except (StopAsyncIteration, trio.BrokenResourceError, OSError) as e:
-        raise DaemonError(f"cannot restore: {holder} broke off sending its copy "
+        raise DaemonError(f"{holder} broke off sending its copy "
                           f"({type(e).__name__})") from None  # fmt: skip
     except RemoteProtocolError as e:
-        raise DaemonError(f"cannot restore: {holder} sent a bad copy: {e}") from None
+        raise DaemonError(f"{holder} sent a bad copy: {e}") from None
     finally:
         await trio.aclose_forcefully(stream)
     try:
-        return parse_copy(holder, b"".join(parts)), greeting.address
+        return parse_copy(holder, b"".join(parts))
     except CopyError as e:
-        raise DaemonError(f"cannot restore: {e}") from None
+        raise DaemonError(str(e)) from None
 
 
 def _part(frame: object, got: int, bytes_max: int, holder: str) -> int:
@@ -178,19 +188,28 @@ def _part(frame: object, got: int, bytes_max: int, holder: str) -> int:
     return total
 
 
-def choose_copy(own: str, voters: tuple[str, ...], answers: dict[str, Answer]) -> Copy:
+def choose_copy(own: str, answers: dict[str, Answer], failures: list[str]) -> Copy:
     """The copy to restore ``own`` from: the most complete log among the other voters'
-    (all of them must have answered); :class:`DaemonError` where none will do."""
-    others = [v for v in voters if v != own]
+    (the voters, as the copies name them, must all have answered; ``failures``: why
+    some members did not); :class:`DaemonError` where none will do."""
     nonces = {a.nonce for a in answers.values() if a.nonce is not None}
     if len(nonces) > 1:
         raise DaemonError(f"cannot restore {own}: the members know it under different "
                           f"incarnations ({sorted(nonces)})")  # fmt: skip
+    sent = [a for a in answers.values() if isinstance(a, Copy)]
+    if not sent:
+        reasons = [f"{a.holder}: {a.why}" for a in answers.values() if isinstance(a, NoCopy)]
+        said = "; ".join(reasons + failures) or "no other member is named in --peers"
+        raise DaemonError(f"cannot restore {own}: no member sent a copy of it ({said})")
+    if any((c.config, c.members) != (sent[0].config, sent[0].members) for c in sent):
+        raise DaemonError(f"cannot restore {own}: the members' copies name different "
+                          "voters or members")  # fmt: skip
+    others = [v for v in sent[0].config.voters if v != own]
     copies = [answers[v] for v in others if v in answers]
     if len(copies) < len(others):
         missing = sorted(set(others) - set(answers))
         raise DaemonError(f"cannot restore {own}: {', '.join(missing)} keep copies of it "
-                          "and did not answer")  # fmt: skip
+                          f"and did not answer ({'; '.join(failures)})")  # fmt: skip
     kept = [c for c in copies if isinstance(c, Copy)]
     refused = [c for c in copies if isinstance(c, NoCopy)]
     if refused:

@@ -7,23 +7,45 @@ from __future__ import annotations
 import shutil
 import signal
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 
 import skueue.client.blocking
+from skueue.host.placement import voters_of
 from tests.e2e.daemons import HOST, free_ports, refused, spawn, stop, wait_ready
 
 ELEMENTS = 600
 
 
-def test_a_member_lost_with_its_disk_comes_back_from_the_copies(tmp_path: Path) -> None:
-    addresses = [f"{HOST}:{p}" for p in free_ports(3)]
-
+def cluster_args(addresses: list[str], tmp_path: Path) -> Callable[[int], list[str]]:
     def args(i: int) -> list[str]:
         peers = ",".join(a for a in addresses if a != addresses[i])
         # Small snapshots: the copies hold a state and the log after it.
         return ["--listen", addresses[i], "--peers", peers, "--replicas", "3",
                 "--data-dir", str(tmp_path / f"data{i}"), "--snapshot-bytes", "65536"]
 
+    return args
+
+
+def drain(address: str) -> list[bytes]:
+    with skueue.client.blocking.connect_blocking(address) as q:
+        rest = []
+        while (element := q.dequeue()) is not None:
+            rest.append(element)
+    return rest
+
+
+def assert_exactly(inserted: list[bytes], removed: list[bytes]) -> None:
+    counts = Counter(removed)
+    assert sorted(counts) == sorted(inserted), (
+        f"{len(set(inserted) - set(counts))} lost, {len(set(counts) - set(inserted))} "
+        "unexpected")  # fmt: skip
+    assert max(counts.values()) == 1, [e[:4] for e, n in counts.items() if n > 1]
+
+
+def test_a_member_lost_with_its_disk_comes_back_from_the_copies(tmp_path: Path) -> None:
+    addresses = [f"{HOST}:{p}" for p in free_ports(3)]
+    args = cluster_args(addresses, tmp_path)
     daemons = [spawn(args(i), tmp_path, f"d{i}") for i in range(3)]
     try:
         wait_ready(daemons)
@@ -55,16 +77,36 @@ def test_a_member_lost_with_its_disk_comes_back_from_the_copies(tmp_path: Path) 
         logs = back.stderr()
         assert "restoring from the copy of a member" in logs, logs[-3000:]
         assert "restored the snapshot" in logs, logs[-3000:]  # the copy's state
-        with skueue.client.blocking.connect_blocking(daemons[0].address) as q:
-            rest = []
-            while (element := q.dequeue()) is not None:
-                rest.append(element)
-        counts = Counter(taken + rest)
-        assert sorted(counts) == sorted(inserted), (
-            f"{len(set(inserted) - set(counts))} lost, {len(set(counts) - set(inserted))} "
-            "unexpected")  # fmt: skip
-        assert max(counts.values()) == 1, [e[:4] for e, n in counts.items() if n > 1]
+        assert_exactly(inserted, taken + drain(daemons[0].address))
         assert "bug:" not in "".join(d.stderr() for d in daemons)
+    finally:
+        assert not stop(daemons)
+
+
+def test_a_member_outside_the_group_may_be_down_during_a_restore(tmp_path: Path) -> None:
+    """Four members, three voters per group: the member that keeps no copy of the lost
+    one's process is down too (with its disk), and the restore needs only the voters."""
+    addresses = [f"{HOST}:{p}" for p in free_ports(4)]
+    args = cluster_args(addresses, tmp_path)
+    daemons = [spawn(args(i), tmp_path, f"d{i}") for i in range(4)]
+    try:
+        wait_ready(daemons)
+        inserted = [f"{i:04d}".encode() + b"y" * 100 for i in range(ELEMENTS)]
+        with skueue.client.blocking.connect_blocking(daemons[0].address) as q:
+            q.enqueue_many(inserted)
+        lost = 1
+        (outside,) = [i for i, a in enumerate(addresses)
+                      if a not in voters_of(addresses[lost], addresses, 3)]  # fmt: skip
+        for i in (outside, lost):
+            daemons[i].proc.send_signal(signal.SIGKILL)
+            daemons[i].proc.wait(timeout=10)
+        shutil.rmtree(tmp_path / f"data{lost}")
+        daemons[lost] = spawn([*args(lost), "--restore-from-copies"], tmp_path, "restored")
+        wait_ready([daemons[lost]])
+        daemons[outside] = spawn(args(outside), tmp_path, "outside-again")
+        wait_ready([daemons[outside]])
+        assert_exactly(inserted, drain(daemons[0].address))
+        assert "restored from the copy" in daemons[lost].stderr()
     finally:
         assert not stop(daemons)
 
