@@ -148,9 +148,10 @@ def cpu_seconds(pid: int) -> float | None:
     """The CPU time (user and system) ``pid`` has used so far, from /proc (None where
     there is no /proc, or the process is gone)."""
     fields = _stat_fields(pid)
+    if fields is None:
+        return None
     # utime and stime are fields 14 and 15 of proc(5), in clock ticks.
-    return None if fields is None else (int(fields[11]) + int(fields[12])) / os.sysconf(
-        "SC_CLK_TCK")
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def pid_alive(pid: int, start_time: str | None = None) -> bool:

@@ -32,7 +32,7 @@ import msgpack
 from skueue.replication.codec import ReplicationCodecError, decode_message, encode_message
 from skueue.replication.config import Config
 from skueue.replication.messages import AppendEntries, Entry
-from skueue.runtime.durability.snapshots import DaemonSnapshot
+from skueue.runtime.durability.snapshots import snapshot_of
 from skueue.runtime.follower_slot import FollowerSlot
 from skueue.runtime.inbox import CopyWanted
 from skueue.runtime.replicas import DaemonReplicas
@@ -59,7 +59,7 @@ class Copy:
     applied_term: int
     state: bytes
     entries: tuple[Entry, ...]
-    members: tuple[tuple[str, str], ...] = ()  # every member's id and address
+    members: tuple[tuple[str, str], ...]  # every member's id and address
 
     @property
     def last(self) -> tuple[int, int]:
@@ -126,9 +126,7 @@ def copy_document(
         return _packed({"nonce": nonce, "none": "its state is behind its log's start"})
     data = b""
     if applied > 0:
-        outboxes = {peer: (list(link.outbox), link.next_number, link.base)
-                    for peer, link in state.outboxes.items()}  # fmt: skip
-        snapshot = DaemonSnapshot(state.host, dict(state.handled), outboxes)
+        snapshot = snapshot_of(state.host, state.handled, state.outboxes)
         data = encode_transfer(snapshot, slot.store)
     input_log.write()  # what this step took is on the file (read back below), not yet synced
     entries = input_log.read_entries(applied + 1, node.last_index, 1 << 62) if (

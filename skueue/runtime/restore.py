@@ -18,7 +18,7 @@ of the process (runtime/copies.py), chooses one, and writes it as its data direc
   them, and committed by the restored member's first entry;
 - the restored directory holds that copy's state as its snapshot and its log after it,
   the process's incarnation (nonce) that the cluster knows, so that the peers take it
-  back as the same member, and the members as the copies' holders met them.  A marker
+  back as the same member, and the members as the copies name them.  A marker
   file (``RESTORING``) is there while it is written: a restore cut short is refused at
   the next start without the option, and done again with it.
 
@@ -46,10 +46,9 @@ from skueue.runtime.copies import Copy, CopyError, NoCopy, parse_copy
 from skueue.runtime.durability.data_lock import LOCK_FILE
 from skueue.runtime.durability.entry_store import ENTRIES_DIRECTORY, SnapshotEntryStore
 from skueue.runtime.durability.input_log import InputLog, Meta, fsync_directory
-from skueue.runtime.durability.snapshots import capture_state, install_outbox
+from skueue.runtime.durability.snapshots import capture_snapshot
 from skueue.runtime.errors import DaemonError
 from skueue.runtime.network.connections import frames
-from skueue.runtime.network.link_sender import LinkSender
 from skueue.runtime.network.peers import PeerLinks
 from skueue.runtime.snapshot_transfer import TransferError, decode_transfer
 from skueue.runtime.state import DaemonContext
@@ -93,10 +92,12 @@ async def restore_from_copies(ctx: DaemonContext, directory: Path) -> None:
             path.unlink()
     marker.touch()
     fsync_directory(directory)
+    if copy.nonce is None:
+        log.warning("no member knew this process's incarnation; its peers may refuse "
+                    "the restored member", process=own)  # fmt: skip
     nonce = copy.nonce or links.nonce
     meta = Meta(own, nonce, config.structure.value, (), replicas=config.replicas)
-    met = [(member, address) for member, address in copy.members if member != own]
-    write_copy(directory, meta, copy, members, met, ctx)
+    write_copy(directory, meta, copy, ctx)
     marker.unlink()
     fsync_directory(directory)
     log.info("restored from the copy; starting as after a restart", process=own,
@@ -220,40 +221,26 @@ def choose_copy(own: str, answers: dict[str, Answer], failures: list[str]) -> Co
     return best
 
 
-def write_copy(
-    directory: Path,
-    meta: Meta,
-    copy: Copy,
-    members: list[str],
-    met: list[tuple[str, str]],
-    ctx: DaemonContext,
-) -> None:
+def write_copy(directory: Path, meta: Meta, copy: Copy, ctx: DaemonContext) -> None:
     """Write ``copy`` as a daemon's data directory: its state as the log's snapshot, the
-    log after it, the term its group reached, and the members it met."""
+    log after it, the term its group reached, and the members it names."""
     limits = ctx.limits
     input_log = InputLog.open(directory, meta, ctx.config.fsync)
     store = SnapshotEntryStore(directory / ENTRIES_DIRECTORY, limits.entry_page_bytes,
                                limits.entry_pages_mapped_max)  # fmt: skip
     try:
-        input_log.record_members(members, met)
-        if copy.nonce is None:
-            log.warning("no member knew this process's incarnation; its peers may refuse "
-                        "the restored member", process=meta.process_id)  # fmt: skip
+        met = [(member, address) for member, address in copy.members
+               if member != meta.process_id]  # fmt: skip
+        input_log.record_members([member for member, _ in copy.members], met)
         if copy.applied > 0:
             try:
                 state = decode_transfer(copy.state, store)
             except TransferError as e:
                 raise DaemonError(f"cannot restore: the copy of {copy.holder} holds no "
                                   f"state: {e}") from None  # fmt: skip
-            senders = {}
-            for peer, (blobs, next_number, base) in state.outboxes.items():
-                link = senders[peer] = LinkSender()
-                install_outbox(link, blobs, next_number, base)
             store.before_snapshot()
-            input_log.snapshot(
-                lambda f: capture_state(f, state.host, state.handled, senders, store),
-                copy.applied, copy.applied_term, Config.of(copy.config.voters),
-            )
+            input_log.snapshot(lambda f: capture_snapshot(f, state, store), copy.applied,
+                               copy.applied_term, copy.config)  # fmt: skip
             store.after_snapshot()
         if copy.entries:
             input_log.write_entries(copy.applied + 1, list(copy.entries))

@@ -12,19 +12,26 @@ from pathlib import Path
 
 import skueue.client.blocking
 from skueue.host.placement import voters_of
-from tests.e2e.daemons import HOST, free_ports, refused, spawn, stop, wait_ready
+from tests.e2e.daemons import HOST, Daemon, free_ports, refused, spawn, stop, wait_ready
 
 ELEMENTS = 600
 
 
-def cluster_args(addresses: list[str], tmp_path: Path) -> Callable[[int], list[str]]:
+def start(n: int, tmp_path: Path) -> tuple[list[str], Callable[[int], list[str]], list[Daemon]]:
+    """``n`` members with ``--replicas 3``: their addresses, how member ``i`` is started,
+    and their daemons (spawned; the caller waits for them and stops them)."""
+    addresses = [f"{HOST}:{p}" for p in free_ports(n)]
+
     def args(i: int) -> list[str]:
-        peers = ",".join(a for a in addresses if a != addresses[i])
         # Small snapshots: the copies hold a state and the log after it.
-        return ["--listen", addresses[i], "--peers", peers, "--replicas", "3",
+        return ["--listen", addresses[i], *group_args(addresses, addresses[i]),
                 "--data-dir", str(tmp_path / f"data{i}"), "--snapshot-bytes", "65536"]
 
-    return args
+    return addresses, args, [spawn(args(i), tmp_path, f"d{i}") for i in range(n)]
+
+
+def group_args(addresses: list[str], own: str) -> list[str]:
+    return ["--peers", ",".join(a for a in addresses if a != own), "--replicas", "3"]
 
 
 def drain(address: str) -> list[bytes]:
@@ -44,9 +51,7 @@ def assert_exactly(inserted: list[bytes], removed: list[bytes]) -> None:
 
 
 def test_a_member_lost_with_its_disk_comes_back_from_the_copies(tmp_path: Path) -> None:
-    addresses = [f"{HOST}:{p}" for p in free_ports(3)]
-    args = cluster_args(addresses, tmp_path)
-    daemons = [spawn(args(i), tmp_path, f"d{i}") for i in range(3)]
+    addresses, args, daemons = start(3, tmp_path)
     try:
         wait_ready(daemons)
         inserted = [f"{i:04d}".encode() + b"x" * 200 for i in range(ELEMENTS)]
@@ -60,8 +65,8 @@ def test_a_member_lost_with_its_disk_comes_back_from_the_copies(tmp_path: Path) 
         # While the member is up, the others refuse to hand its process to another daemon.
         (spare,) = free_ports(1)
         impostor = ["--listen", f"{HOST}:{spare}", "--advertise", addresses[2],
-                    *args(2)[2:-4], "--data-dir", str(tmp_path / "impostor"),
-                    "--restore-from-copies"]  # fmt: skip
+                    *group_args(addresses, addresses[2]), "--data-dir",
+                    str(tmp_path / "impostor"), "--restore-from-copies"]  # fmt: skip
         code, err = refused(impostor, tmp_path, "impostor")
         assert code != 0 and "the process is up" in err, err[-2000:]
         lost = daemons[2]
@@ -86,9 +91,7 @@ def test_a_member_lost_with_its_disk_comes_back_from_the_copies(tmp_path: Path) 
 def test_a_member_outside_the_group_may_be_down_during_a_restore(tmp_path: Path) -> None:
     """Four members, three voters per group: the member that keeps no copy of the lost
     one's process is down too (with its disk), and the restore needs only the voters."""
-    addresses = [f"{HOST}:{p}" for p in free_ports(4)]
-    args = cluster_args(addresses, tmp_path)
-    daemons = [spawn(args(i), tmp_path, f"d{i}") for i in range(4)]
+    addresses, args, daemons = start(4, tmp_path)
     try:
         wait_ready(daemons)
         inserted = [f"{i:04d}".encode() + b"y" * 100 for i in range(ELEMENTS)]

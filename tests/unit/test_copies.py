@@ -50,14 +50,14 @@ def test_a_copy_goes_whole_into_the_restored_data_directory(tmp_path: Path) -> N
     assert copy.members == tuple(MET)
     directory = tmp_path / "restored"
     ctx: Any = SimpleNamespace(limits=LIMITS, config=SimpleNamespace(fsync=SyncPolicy()))
-    met = [("b", "127.0.0.1:2"), ("c", "127.0.0.1:3")]
-    write_copy(directory, RESTORED_META, copy, MEMBERS, met, ctx)
+    write_copy(directory, RESTORED_META, copy, ctx)
 
     log = InputLog.open(directory, Meta("P", "another nonce", "queue", ()), SyncPolicy())
     store = SnapshotEntryStore(directory / ENTRIES_DIRECTORY, LIMITS.entry_page_bytes,
                                LIMITS.entry_pages_mapped_max)  # fmt: skip
     try:
         assert log.meta.nonce == "nonce-P" and log.meta.members == tuple(MEMBERS), log.meta
+        assert tuple(log.meta.addresses) == tuple(MET[1:]), log.meta  # the others
         assert log.index.base == (20, 1, CONFIG) and log.index.last_index == 30
         assert log.read_entries(21, 30, 1 << 30) == list(copy.entries)
         assert log.index.hard_state == (1, None)

@@ -57,11 +57,25 @@ def capture_state(
     """Write the snapshot of a process's state: its host, the last frame it handled of
     each peer's link, and its outbox to each (a daemon's own, or a follower slot's,
     runtime/applied_state.py)."""
+    capture_snapshot(file, snapshot_of(host, handled, senders), store)
+
+
+def snapshot_of(
+    host: Host, handled: dict[str, int], senders: dict[str, LinkSender]
+) -> DaemonSnapshot:
+    """A process's state as a snapshot holds it (its outboxes as blobs and numbers)."""
     outboxes = {
         peer: (list(link.outbox), link.next_number, link.base)
         for peer, link in senders.items()
     }
-    dump(DaemonSnapshot(host, dict(handled), outboxes), file, store)
+    return DaemonSnapshot(host, dict(handled), outboxes)
+
+
+def capture_snapshot(
+    file: BinaryIO, snapshot: DaemonSnapshot, store: SnapshotEntryStore | None
+) -> None:
+    """Write ``snapshot`` (its elements named in ``store``, which keeps them)."""
+    dump(snapshot, file, store)
 
 
 def restore(file: BinaryIO, store: SnapshotEntryStore | None) -> DaemonSnapshot:
