@@ -118,6 +118,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.restore_from_copies and args.replicas == 1:
         die("--restore-from-copies needs --replicas 3 or 5: with 1, no other member keeps "
             "a copy of this member's process")
+    if args.failover and args.replicas == 1:
+        die("--failover needs --replicas 3 or 5: with 1, no other member keeps a copy of "
+            "a member's process to take it over")
     tls_files = tls_options(args)
     if tls_files is None and not listen.is_loopback() and not args.plaintext:
         die(
@@ -169,6 +172,7 @@ def main(argv: list[str] | None = None) -> int:
         fsync=fsync,
         replicas=args.replicas,
         restore_from_copies=args.restore_from_copies,
+        failover=args.failover,
         cluster_keys=keys,
         client_tokens=tokens,
         metrics=parse_address(args.metrics) if args.metrics else None,

@@ -89,7 +89,14 @@ def build_parser() -> Parser:
         metavar="K",
         help="(preview) keep each process's input log on K members (1, 3 or 5; at most the "
         "members): an input's replies and messages go out once a majority of them hold it "
-        "durably. No failover yet: README, When a member dies",
+        "durably (README, When a member dies)",
+    )
+    p.add_argument(
+        "--failover",
+        action="store_true",
+        help="(preview, with --replicas 3 or 5, on every member) a member down for the "
+        "failure timeout (3 to 6 s) no longer stops the cluster: a member that keeps a copy "
+        "of its process takes it over (README, When a member dies)",
     )
     p.add_argument(
         "--restore-from-copies",

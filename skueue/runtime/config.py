@@ -39,6 +39,9 @@ class DaemonConfig:
     # Start in place of a member lost with its disk, from its group's copies
     # (runtime/restore.py): the data directory must be empty.
     restore_from_copies: bool = False
+    # A member's follower slots stand for election when its leader is silent for an
+    # election timeout, and the winner serves the process (runtime/stand_in.py).
+    failover: bool = False
     # The cluster key(s) every peer link proves (runtime/security/peer_auth.py); None: no key.
     cluster_keys: ClusterKeys | None = None
     # The tokens clients must present, with their roles (runtime/security/client_auth.py).

@@ -86,7 +86,8 @@ class Daemon:
                 self.data = await open_data_directory(ctx)
                 self.owner, members = await start_owner(ctx, self.data)
                 nursery.start_soon(self.owner.run)
-                await self.owner.led.wait()  # a replicated process: once its group elected it
+                # A replicated process: once its group elected it, or a backup of it.
+                await _led_or_backup(self.owner)
                 ctx.ready.set()
                 await self.owner.joined.wait()
                 log.info("ready", process=ctx.process_id, listen=str(listening),
@@ -156,3 +157,20 @@ async def bind(listen: Address) -> list[trio.SocketListener]:
         return await trio.open_tcp_listeners(listen.port, host=listen.host)
     except OSError as e:
         raise DaemonError(f"cannot listen on {listen}: {e.strerror or e}") from None
+
+
+async def _led_or_backup(owner: Owner) -> None:
+    """Until the owner's group leads, or, with failover, follows another replica of its
+    process (runtime/failover.py: this daemon is a backup of it from now)."""
+    group = owner.group
+    if group is None or not group.failover:
+        await owner.led.wait()
+        return
+    async with trio.open_nursery() as nursery:
+
+        async def until(event: trio.Event) -> None:
+            await event.wait()
+            nursery.cancel_scope.cancel()
+
+        nursery.start_soon(until, owner.led)
+        nursery.start_soon(until, group.deposed)

@@ -67,9 +67,12 @@ from skueue.runtime.snapshot_transfer import Assembly, TransferError, decode_tra
 log = structlog.get_logger("skueued")
 
 REPLICAS_DIRECTORY = "replicas"
-# It times elections (to know a stray's vote request from a restarted leader's) but never
-# stands in one.
+# Without ``--failover`` it times elections (to know a stray's vote request from a
+# restarted leader's) but never stands in one.
 FOLLOWER_SLOT = ReplicaSettings(campaigns=False)
+# With it, a copy that holds a state stands once its leader was silent for an election
+# timeout (a copy without one could not serve the process).
+FAILOVER_SLOT = ReplicaSettings(campaigns=True)
 # Entries applied in one owner step, at most (a leader's step appends far less).
 APPLY_STEP_BYTES = 4 * 1024 * 1024
 # Checks from the leader waiting for this copy to reach their index.
@@ -85,6 +88,7 @@ class FollowerSlot(ReplicaDriver):
     checked: int  # checks this copy passed
     diverged: int  # and failed
     assembly: Assembly | None  # the parts of a snapshot from the leader, so far
+    failover: bool  # it stands for election when its leader is silent (--failover)
 
     @classmethod
     def open(
@@ -99,6 +103,7 @@ class FollowerSlot(ReplicaDriver):
         make_host: MakeHost,
         limits: Limits,
         restart: bool = False,
+        failover: bool = False,
     ) -> FollowerSlot:
         """The slot of ``group`` in ``data_dir`` (started empty the first time);
         ``meta`` describes the daemon that keeps it (its nonce, its ``--replicas``);
@@ -122,6 +127,7 @@ class FollowerSlot(ReplicaDriver):
                                         limits.entry_pages_mapped_max)  # fmt: skip
         slot.state = slot._restore(make_host)
         slot.checks, slot.checked, slot.diverged, slot.assembly = {}, 0, 0, None
+        slot.failover = failover
         return slot
 
     def _restore(self, make_host: MakeHost) -> AppliedState | None:
@@ -168,6 +174,34 @@ class FollowerSlot(ReplicaDriver):
         if rebuilding and not self.node.may_have_forgotten:
             log.info("a copy of another process's log caught up with its leader; it counts "
                      "again", group=self.group, index=self.node.last_index)  # fmt: skip
+
+    def tick(self) -> None:
+        """A heartbeat interval passed: with ``--failover``, a copy that holds a state
+        stands for election once its leader was silent for an election timeout."""
+        settings = FAILOVER_SLOT if self.failover and self.state is not None else FOLLOWER_SLOT
+        if self.node.settings is not settings:
+            self.node.settings = settings
+        super().tick()
+
+    @property
+    def elected(self) -> bool:
+        """It won an election: the process is this daemon's to serve (runtime/stand_in.py)."""
+        return self.node.role == "leader"
+
+    def take_the_lead(self) -> AppliedState:
+        """The state to serve the process from, just elected (runtime/stand_in.py): the
+        entries of the log not applied yet are stepped first (the last leader's tail,
+        which this replica's ``took_over`` entry commits)."""
+        state = self.state
+        assert state is not None, "a copy without a state never stands"
+        self.checks.clear()
+        last = self.node.last_index
+        while state.applied < last:
+            for index, records in self._committed(state.applied + 1, last):
+                state.apply(records)
+                state.applied = index
+        self.store.end_step()
+        return state
 
     # -- applying -------------------------------------------------------------------------
 

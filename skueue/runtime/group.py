@@ -18,9 +18,12 @@ whenever it stops leading, the owner steps no input (runtime/owner.py).
 
 from __future__ import annotations
 
+import dataclasses
+from collections.abc import Callable
 from typing import Any
 
 import msgpack
+import trio
 
 from skueue.replication.config import Config, HostId
 from skueue.replication.inputs import Applied, Campaign, Propose, SnapshotTaken
@@ -30,6 +33,9 @@ from skueue.runtime.durability.input_log import InputLog
 from skueue.runtime.replica_driver import ReplicaDriver, SendMessage
 from skueue.runtime.snapshot_transfer import SnapshotShipper
 from skueue.runtime.state import log
+
+# What a replica's driver holds (runtime/replica_driver.py), handed on at a takeover.
+DRIVER_FIELDS = ("group", "node", "input_log", "send", "held", "written", "commit_seen")
 
 
 class ProcessGroup(ReplicaDriver):
@@ -53,7 +59,36 @@ class ProcessGroup(ReplicaDriver):
         # How the last snapshot's state is sent to a follower behind it (set at start,
         # runtime/startup.py; None: nothing to send, as for a group of one).
         self.shipper: SnapshotShipper | None = None
+        # With failover (runtime/failover.py), once it follows another replica or
+        # stopped leading after it had led: the last index whose step may still go out
+        # (:attr:`releasable`; None: up to the commit), what else must happen then, and
+        # the event that says so.
+        self.deposed_at: int | None = None
+        self.failover = False
+        self.has_led = False
+        self.on_deposed: Callable[[], None] | None = None
+        self.deposed = trio.Event()
 
+    @classmethod
+    def taking_over(cls, slot: ReplicaDriver) -> ProcessGroup:
+        """The group of the process a follower slot's replica was just elected to lead
+        (runtime/stand_in.py): its node, log and sends go on as they are."""
+        group = cls.__new__(cls)
+        for name in DRIVER_FIELDS:
+            setattr(group, name, getattr(slot, name))
+        group.lone, group.staged, group._packer = False, [], msgpack.Packer(use_bin_type=True)
+        group.shipper, group.deposed_at, group.failover = None, None, True
+        group.has_led, group.on_deposed, group.deposed = True, None, trio.Event()
+        return group
+
+    @property
+    def releasable(self) -> int:
+        """The last log index whose step's effects may go out: the commit, except for a
+        leader deposed under failover.  Another leader may then overwrite the entries
+        after its commit at that moment, and commit entries of its own at those indexes:
+        the steps this replica held there must never go out."""
+        commit = self.node.commit
+        return commit if self.deposed_at is None else min(commit, self.deposed_at)
     @property
     def leading(self) -> bool:
         return self.node.role == "leader"
@@ -110,7 +145,26 @@ class ProcessGroup(ReplicaDriver):
 
     def role_changed(self, role: str, term: int, leader: HostId | None) -> None:
         if role == "leader":
+            self.has_led = True
+        elif self.failover and self.deposed_at is None and (
+            self.has_led or leader not in (None, self.node.host)
+        ):
+            # Another replica may lead now and overwrite what this one stepped after
+            # its commit: its host may be stale, so it never leads again.  (A leader
+            # hears of its deposition before any commit of the next leader's; a home
+            # that never led in this life releases nothing: the replay's frames are
+            # the new leader's to send.)
+            self.deposed_at = self.commit_seen if self.has_led else 0
+            self.node.settings = dataclasses.replace(self.node.settings, campaigns=False)
+            log.warning("another replica may lead the process now; what this one held "
+                        "after its commit never goes out", group=self.group, term=term,
+                        leader=leader, commit=self.deposed_at)  # fmt: skip
+            self.deposed.set()
+            if self.on_deposed is not None:
+                self.on_deposed()
+            return
+        if role == "leader":
             log.info("leads its replication group", term=term, replica=self.node.host)
-        elif not self.lone and role == "follower":
+        elif not self.lone and role == "follower" and self.has_led:
             log.warning("no longer leads its replication group; inputs wait until it "
                         "leads again", term=term, leader=leader)  # fmt: skip

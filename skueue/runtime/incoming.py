@@ -18,7 +18,7 @@ import trio
 
 from skueue.core.errors import RemoteProtocolError
 from skueue.host.address import Address
-from skueue.host.replies import REFUSED, ErrorReply
+from skueue.host.replies import REFUSED, UNAVAILABLE, ErrorReply
 from skueue.runtime.inbox import ChannelFrame, CopyWanted, LinkClosed, PeerHello
 from skueue.runtime.network.connections import ConnectionClosed, frames, next_frame
 from skueue.runtime.network.daemon_channel import parse_channel_frame
@@ -89,6 +89,8 @@ class IncomingConnections:
                 await self._peer_session(stream, decoder, hello, rest)
             elif isinstance(hello, list) and hello[:1] == ["hello-client"]:
                 await self.ctx.ready.wait()
+                if self.ctx.backup is not None:  # a client with a seed list tries the next
+                    raise Refusal(self.ctx.backup, UNAVAILABLE)
                 role, shown = None, False
                 if self.ctx.config.tls is not None and isinstance(stream, trio.SSLStream):
                     role = self.ctx.config.tls.client_role(stream)
@@ -200,6 +202,8 @@ class IncomingConnections:
         if greeting.channel:
             await self._channel_session(stream, decoder, peer, rest)
             return
+        if self.ctx.backup is not None:  # its link tries again, where the leader said
+            raise Refusal(self.ctx.backup)
         inbound = self.ctx.inbound.setdefault(peer, Inbound())
         session = next(self.ctx.session_numbers)
         raw: socket.socket | None = None

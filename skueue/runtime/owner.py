@@ -493,7 +493,7 @@ class Owner:
         """End the step: hold what it made under its last log index, and carry out
         what the group has committed (held_effects.py)."""
         group = self.group
-        index, commit = (0, 0) if group is None else (group.node.last_index, group.node.commit)
+        index, commit = (0, 0) if group is None else (group.node.last_index, group.releasable)
         self.held.hold(HeldStep(index, self.peer_frames, self.replies, self.handled))
         self.peer_frames, self.replies, self.handled = defaultdict(list), [], {}
         released = self.held.release(commit)
@@ -549,8 +549,8 @@ class Owner:
         early under the disk reserve to free what dequeues took (between steps:
         everything of this step is logged, synced and flushed)."""
         input_log, store, disk, group = self.input_log, self.entry_store, self.disk, self.group
-        if input_log is None or group is None:
-            return
+        if input_log is None or group is None or (self.replicas and not group.leading):
+            return  # (a host that does not lead may be stale: runtime/stand_in.py)
         due = input_log.snapshot_due(self.ctx.limits.snapshot_log_bytes) or (
             disk is not None
             and store is not None

@@ -83,15 +83,18 @@ class ReplicaDriver:
         self.send = send
         self.held: list[Send] = []  # sends that leave after this step's sync
         self.written = False  # the log took entries since the last Persisted
+        # The commit as of the effect being carried out (the node's may be past it).
+        self.commit_seen = self.node.commit
 
     def receive(self, sender: HostId, message: Message) -> None:
-        self.carry_out(self.node.step(Received(sender, message)))
+        self.step(Received(sender, message))
 
     def step(self, event: ReplicaInput) -> None:
+        self.commit_seen = self.node.commit
         self.carry_out(self.node.step(event))
 
     def tick(self) -> None:
-        self.carry_out(self.node.step(Tick()))
+        self.step(Tick())
 
     def end_step(self, now: float) -> None:
         """Sync what this step wrote, tell the node, then send what waited for it."""
@@ -120,8 +123,10 @@ class ReplicaDriver:
                     early.append(effect)
                 case Send():
                     self.held.append(effect)
-                case Commit():
-                    pass  # the owner reads ``commit`` when it releases a step's effects
+                case Commit(index=index):
+                    # The owner reads ``commit`` when it releases a step's effects; a
+                    # role change reads the commit as it was then (runtime/group.py).
+                    self.commit_seen = index
                 case RoleChanged(role=role, term=term, leader=leader):
                     self.role_changed(role, term, leader)
                 case SendSnapshot(to=to, term=term, index=index, last_term=last_term,

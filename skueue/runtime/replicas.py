@@ -51,6 +51,9 @@ from skueue.runtime.state import DaemonContext
 
 # A leader sends its links' watermarks at least this often (ticks), changed or not.
 WATERMARK_TICKS_MAX = 10
+# With --failover, a leader says where it serves its process at its election and at
+# least this often (ticks) after, for members that were down or restarted meanwhile.
+ANNOUNCE_TICKS = 10
 
 log = structlog.get_logger("skueued")
 
@@ -84,10 +87,23 @@ class DaemonReplicas:
         self.next_tick = now + limits.heartbeat_interval_s
         self.marks_sent: dict[str, int] = {}
         self.ticks_since_marks = 0
+        # With --failover (runtime/stand_in.py): the slots stand for election, the
+        # group's leader says where it serves (``listening``: not at the process's own
+        # address, for a stand-in), the frames for a process this daemon stands in for
+        # go to its stand-in (``forward``), and ``elected`` starts one.
+        self.failover = False
+        self.listening: Address | None = None
+        self.announced: tuple[int, int] = (0, 0)  # (term, ticks since)
+        self.forward: dict[str, Callable[[str, list[Any]], None]] = {}
+        self.elected: Callable[[FollowerSlot], None] | None = None
 
     def receive(self, peer: str, frame: list[Any]) -> None:
         """A replication frame from ``peer``'s channel (daemon_channel.REPLICATION_FRAMES)."""
         kind, process = frame[0], frame[1]  # their lengths are checked (daemon_channel.py)
+        forward = self.forward.get(process)
+        if forward is not None:
+            forward(peer, frame)
+            return
         replica = self.group if process == self.own else self.slots.get(process)
         if replica is None or peer not in replica.node.config.members:
             # A group this daemon holds no replica of, or a sender that holds none
@@ -111,10 +127,32 @@ class DaemonReplicas:
     def tick_if_due(self, now: float) -> None:
         if now >= self.next_tick:
             self.group.tick()
-            for slot in self.slots.values():
+            for process, slot in self.slots.items():
+                # A stand-in says hello with the process's nonce: a copy that does not
+                # know it could not serve the process (runtime/stand_in.py).
+                slot.failover = self.failover and process in self.links.incarnations
                 slot.tick()
             self.next_tick = now + self.limits.heartbeat_interval_s
             self._send_watermarks()
+            if self.failover:
+                self._announce()
+
+    def _announce(self) -> None:
+        """With failover, the leader says where it serves its process (module
+        docstring of runtime/stand_in.py), to every member but this daemon."""
+        node = self.group.node
+        if node.role != "leader":
+            return
+        term, ticks = self.announced
+        if term == node.term and ticks + 1 < ANNOUNCE_TICKS:
+            self.announced = (term, ticks + 1)
+            return
+        self.announced = (node.term, 0)
+        at = str(self.listening or self.links.address)
+        me = self.channels.links.process_id
+        for member in self.links.directory.others():
+            if member != me:
+                self.channels.send(member, ["leader", self.own, node.term, at])
 
     def _send_watermarks(self) -> None:
         """Tell the followers what the peers acknowledged of the process's links (their
@@ -140,15 +178,19 @@ class DaemonReplicas:
 
     def _to_followers(self, frame: list[Any]) -> None:
         for voter in self.group.node.config.members:
-            if voter != self.own:
+            if voter != self.group.node.host:  # a stand-in's replica is not the process's
                 self.channels.send(voter, frame)
 
     def end_followers_step(self, now: float) -> None:
         """Sync what the follower slots wrote in this step, then send their acks and
         apply what is committed; a copy grown past the snapshot size is compacted."""
-        for slot in self.slots.values():
+        for process, slot in list(self.slots.items()):
             slot.end_step(now)
-            slot.compact_if_due(self.limits.snapshot_log_bytes)
+            if slot.elected and self.elected is not None and slot.state is not None:
+                del self.slots[process]
+                self.elected(slot)
+            else:
+                slot.compact_if_due(self.limits.snapshot_log_bytes)
 
 
 def _to_follower(slot: FollowerSlot, kind: str, frame: list[Any], limits: Limits) -> None:
@@ -185,16 +227,30 @@ def open_replicas(
     own log held something (runtime/follower_slot.py: a copy found empty then)."""
     own, limits, channels, links = group.group, ctx.limits, ctx.channels, ctx.links
     assert channels is not None and links is not None
-    replicas = ctx.config.replicas
     slots = {}
-    for process in groups_followed_by(own, members, replicas):
-        config = Config.of(voters_of(process, members, replicas))
-        make_host = _host_maker(process, members, addresses, ctx.config.structure, limits)
-        slots[process] = FollowerSlot.open(
-            input_log.directory, process, own, config, channel_sender(channels, process),
-            input_log.policy, input_log.meta, make_host, limits, restart,
-        )
+    for process in groups_followed_by(own, members, ctx.config.replicas):
+        slots[process] = open_slot(ctx, input_log, process, members, addresses, restart)
     return DaemonReplicas(own, group, slots, channels, links, limits, now)
+
+
+def open_slot(
+    ctx: DaemonContext,
+    input_log: InputLog,
+    process: str,
+    members: list[str],
+    addresses: dict[str, Address],
+    restart: bool,
+) -> FollowerSlot:
+    """The follower slot of ``process``'s group in the daemon's data directory, as its
+    log left it (at a start, or when a stand-in stops: runtime/stand_in.py)."""
+    replicas, channels, limits = ctx.config.replicas, ctx.channels, ctx.limits
+    assert channels is not None
+    config = Config.of(voters_of(process, members, replicas))
+    make_host = _host_maker(process, members, addresses, ctx.config.structure, limits)
+    return FollowerSlot.open(
+        input_log.directory, process, ctx.process_id, config, channel_sender(channels, process),
+        input_log.policy, input_log.meta, make_host, limits, restart,
+    )
 
 
 def _host_maker(

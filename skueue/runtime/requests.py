@@ -33,6 +33,7 @@ from skueue.host.requests import (
     StatsRequest,
 )
 from skueue.runtime.errors import DaemonError
+from skueue.runtime.failover import took_over
 from skueue.runtime.inbox import ClientError, JoinReached
 from skueue.runtime.state import log
 
@@ -74,6 +75,8 @@ class ClientDesk:
             case "stats-answer":
                 owner.stats.answer(peer, frame[1], frame[2])
                 owner.replies.extend(owner.stats.complete())
+            case "leader":
+                took_over(owner, peer, frame)
             case "remove-check" | "remove-answer":
                 try:
                     owner.removal.control(peer, frame)

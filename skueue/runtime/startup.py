@@ -26,6 +26,7 @@ from skueue.runtime.durability.disk_space import DiskSpace
 from skueue.runtime.durability.entry_store import ENTRIES_DIRECTORY, SnapshotEntryStore
 from skueue.runtime.durability.input_log import InputLog, Meta, directory_name
 from skueue.runtime.errors import DaemonError
+from skueue.runtime.failover import become_backup
 from skueue.runtime.group import ProcessGroup
 from skueue.runtime.network.handshake import check_distinct
 from skueue.runtime.new_host import new_host
@@ -34,6 +35,7 @@ from skueue.runtime.replay import forget_lost_appends, replay, restore_snapshot
 from skueue.runtime.replicas import channel_sender, open_replicas
 from skueue.runtime.restore import RESTORING, restore_from_copies
 from skueue.runtime.snapshot_transfer import SnapshotShipper
+from skueue.runtime.stand_in import StandIns
 from skueue.runtime.state import DaemonContext, log
 
 
@@ -172,6 +174,10 @@ def _open_group(
                                         channels.send)  # fmt: skip
         owner.must_take_over = True
         owner.links_wait_for = group.node.last_index
+        if ctx.config.failover:
+            group.failover = owner.replicas.failover = True
+            group.on_deposed = lambda: become_backup(owner)
+            owner.replicas.elected = StandIns(ctx, owner.replicas, input_log, members).elect
         group.campaign()
         log.info("replicated: waiting for a majority of the process's group to elect it",
                  voters=list(voters), follows=sorted(owner.replicas.slots))  # fmt: skip

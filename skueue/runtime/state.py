@@ -66,6 +66,9 @@ class DaemonContext:
         # What this daemon took from each peer's link, across its connections.
         self.inbound: dict[str, Inbound] = {}
         self.session_numbers = itertools.count(1)
+        # With failover, once another replica leads this daemon's process: why clients
+        # and links are refused here (runtime/failover.py).  None: it serves it.
+        self.backup: str | None = None
         self.tallies = Tallies()  # what the metrics count (runtime/operations/tallies.py)
 
     async def to_owner(self, item: InboxItem) -> None:

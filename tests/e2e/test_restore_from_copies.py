@@ -17,15 +17,19 @@ from tests.e2e.daemons import HOST, Daemon, free_ports, refused, spawn, stop, wa
 ELEMENTS = 600
 
 
-def start(n: int, tmp_path: Path) -> tuple[list[str], Callable[[int], list[str]], list[Daemon]]:
-    """``n`` members with ``--replicas 3``: their addresses, how member ``i`` is started,
-    and their daemons (spawned; the caller waits for them and stops them)."""
+def start(
+    n: int, tmp_path: Path, extra: list[str] | None = None
+) -> tuple[list[str], Callable[[int], list[str]], list[Daemon]]:
+    """``n`` members with ``--replicas 3`` (and ``extra``): their addresses, how member
+    ``i`` is started, and their daemons (spawned; the caller waits for them and stops
+    them)."""
     addresses = [f"{HOST}:{p}" for p in free_ports(n)]
 
     def args(i: int) -> list[str]:
         # Small snapshots: the copies hold a state and the log after it.
         return ["--listen", addresses[i], *group_args(addresses, addresses[i]),
-                "--data-dir", str(tmp_path / f"data{i}"), "--snapshot-bytes", "65536"]
+                "--data-dir", str(tmp_path / f"data{i}"), "--snapshot-bytes", "65536",
+                *(extra or [])]
 
     return addresses, args, [spawn(args(i), tmp_path, f"d{i}") for i in range(n)]
 

@@ -39,7 +39,7 @@ log = structlog.get_logger("skueued")
 # frame's length.
 CHANNEL_FRAMES = {
     "stats-query": 2, "stats-answer": 3, "remove-check": 3, "remove-answer": 3, "raft": 3,
-    "acked": 3, "check": 4, "snapshot-part": 7,
+    "acked": 3, "check": 4, "snapshot-part": 7, "leader": 4,
 }
 
 

@@ -121,10 +121,35 @@ class PeerLinks:
         # ``incarnations`` from there before any hello), or a restart would take a peer
         # that lost its state for the one whose frames it counted.
         self.remember_incarnation: Callable[[str, str], None] | None = None
+        # With failover: where each process whose leader said so serves, and that
+        # leader's term (runtime/stand_in.py); a link goes there from its next connection.
+        self.led_at: dict[str, tuple[int, Address]] = {}
+        self.connecting: dict[str, trio.CancelScope] = {}  # writers trying to connect
         # Set once the links' outboxes are what they must be: at once for an in-memory
         # daemon, after the replay of its input log for a durable one.  Writers wait for
         # it, or they would take a peer's count of our frames for a mistake.
         self.ready = trio.Event()
+
+    def relocate(self, peer: str, term: int, address: Address) -> None:
+        """``peer``'s replication group elected a leader in ``term`` that serves it at
+        ``address``: the link goes there from its next connection (an older term's word
+        is stale).  (A link still connected to the old leader, paused or cut off, ends
+        when its acknowledgements stop: ``peer_ack_timeout_s``.)"""
+        known = self.led_at.get(peer)
+        if known is not None and known[0] >= term:
+            return
+        self.led_at[peer] = (term, address)
+        if address != self.directory.address(peer):
+            log.info("a process is served elsewhere now (failover)", peer=peer, term=term,
+                     address=str(address))  # fmt: skip
+        connecting = self.connecting.get(peer)
+        if connecting is not None:
+            connecting.cancel()  # it tries the old address: start over at the new one
+
+    def where(self, peer: str, address: Address) -> Address:
+        """Where to connect the link to ``peer``, found at ``address`` in the directory."""
+        led = self.led_at.get(peer)
+        return address if led is None else led[1]
 
     def mark_down(self, peer: str) -> None:
         if peer in self.directory.addresses and peer not in self.down_since:
@@ -384,7 +409,8 @@ class PeerLinks:
         while not link.closed:
             if connected is None:
                 try:
-                    connected = await self._reconnect(peer, address)
+                    with trio.CancelScope() as self.connecting[peer]:
+                        connected = await self._reconnect(peer, self.where(peer, address))
                 except RefusedForGood:
                     raise  # not a member (any more): the daemon stops with the reason
                 except DaemonError as e:
@@ -392,6 +418,8 @@ class PeerLinks:
                     self.mark_down(peer)
                     await trio.sleep(RETRY_MAX_S)
                     continue
+                finally:
+                    self.connecting.pop(peer, None)
                 if connected is None:
                     await trio.sleep(RETRY_MAX_S)
                     continue

@@ -1,0 +1,60 @@
+"""What a member does with failover's news (``--failover``; docs/replication.md §5.3):
+where a process is served now, and its own process led by another replica.
+
+- ``["leader", P, term, address]`` on the daemon channel: P's group elected a leader in
+  ``term`` that serves P at ``address`` (runtime/stand_in.py); this daemon's link to P
+  goes there from its next connection (:meth:`PeerLinks.relocate`).
+- A home daemon whose own group elects another replica, or that stops leading after it
+  led, is a **backup** of its process for the rest of its life
+  (:meth:`ProcessGroup.role_changed`): its host may hold inputs that the new leader
+  overwrote, so it never leads with it again.  Its links close (the process's frames go
+  from the stand-in now: two links of one process would end each other's connections at
+  every peer), nothing it held after its commit goes out, and its copy of the log goes
+  on counting toward the commit.  Serving its process again, with leadership moved back
+  home, is not built yet: until then the stand-in serves it.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from skueue.core.errors import RemoteProtocolError
+from skueue.host.address import AddressError, parse_address
+from skueue.runtime.state import log
+
+if TYPE_CHECKING:
+    from skueue.runtime.owner import Owner
+
+
+def took_over(owner: Owner, peer: str, frame: list[Any]) -> None:
+    """A ``leader`` frame from ``peer``'s daemon channel."""
+    _, process, term, at = frame
+    try:
+        if type(process) is not str or type(term) is not int or term < 0:
+            raise RemoteProtocolError(f"leader: bad process or term {frame!r:.100}")
+        if not isinstance(at, str):
+            raise RemoteProtocolError(f"leader: bad address {at!r:.60}")
+        address = parse_address(at)
+    except (RemoteProtocolError, AddressError) as e:
+        log.warning("bad leader frame; closing the member's channel", peer=peer, error=str(e))
+        owner.ctx.drop_channel_session(peer)
+        return
+    links = owner.ctx.links
+    if process != owner.ctx.process_id and links is not None:
+        links.relocate(process, term, address)
+
+
+def become_backup(owner: Owner) -> None:
+    """The home's group follows another replica, or stopped leading after it led: its
+    links close for good (module docstring)."""
+    ctx = owner.ctx
+    assert ctx.links is not None
+    owner.links_wait_for = None  # they never start, if they had not
+    for link in ctx.links.senders.values():
+        link.close()
+    ctx.backup = (f"{ctx.process_id} keeps a copy of its process, which another member "
+                  "serves now (failover): connect to another member")  # fmt: skip
+    log.warning("this daemon's process is led by another replica now; this daemon keeps a "
+                "copy of its log and serves its other copies, not the process (until "
+                "leadership moves back home, which is not built yet)",
+                process=ctx.process_id)  # fmt: skip
