@@ -24,6 +24,15 @@ class NodeUnavailable(SkueueError):
     """
 
 
+class ProcessMoved(NodeUnavailable):
+    """The client's session belongs to a process that another member serves now (after a
+    failover): ``address`` says where.  The client follows it by itself."""
+
+    def __init__(self, message: str, address: str) -> None:
+        super().__init__(message)
+        self.address = address
+
+
 class RequestRejected(SkueueError):
     """The daemon (or the client, checking the daemon's limits) refused a request:
     a bad value or argument, or one over a limit.  Retrying the same request fails again."""
@@ -70,4 +79,6 @@ def error_from(reply: ErrorReply, name: str) -> SkueueError:
         return RequestTimeout(f"{name}: {message}; the outcome is unknown")
     if code == "unavailable":
         return NodeUnavailable(f"{name}: {message} (retryable)")
+    if code == "moved":
+        return ProcessMoved(f"{name}: the process is served at {message} now", message)
     return RequestRejected(message)

@@ -21,7 +21,14 @@ import attrs
 from skueue.client.asyncio_stream import ProtocolStream
 from skueue.client.connection import Opened, open_connection
 from skueue.client.deadlines import Deadlines, Timed
-from skueue.client.errors import BadAddress, NodeUnreachable, SkueueError, reason
+from skueue.client.errors import (
+    BadAddress,
+    NodeUnavailable,
+    NodeUnreachable,
+    ProcessMoved,
+    SkueueError,
+    reason,
+)
 from skueue.client.multiplex import Call, Requests
 from skueue.core.errors import RemoteProtocolError
 from skueue.host.address import AddressError, parse_seed_list
@@ -334,20 +341,52 @@ async def open_link(
 
     hello = new_hello()
     target, opened = await open_first(seeds, hello, timeout_s, tls)
+    # Its session belongs to this process: the hellos that reopen it say so, and a
+    # member that does not serve it answers where it is served now (failover).
+    hello = attrs.evolve(hello, process=opened.welcome.process_id)
+
+    def others(current: str) -> list[str]:
+        at = seeds.index(current) if current in seeds else len(seeds)
+        return [*seeds[at + 1 :], *seeds[:at]]
 
     async def reopen() -> Opened:
-        return await open_connection(link.address, hello, timeout_s, tls)
+        """The session's process again: where it was, or, after a failover, where a
+        member of the seed list says it is served now (the waiting requests go there
+        with their keys: its retry window answers those that took effect)."""
+        try:
+            return await open_connection(link.address, hello, timeout_s, tls)
+        except ProcessMoved as e:
+            where = e.address
+        except (NodeUnreachable, NodeUnavailable):
+            found = await ask_where(others(link.address))
+            if found is None:
+                raise
+            where = found
+        opened = await open_connection(where, hello, timeout_s, tls)
+        link.address = where
+        return opened
+
+    async def ask_where(members: list[str]) -> str | None:
+        for member in members:
+            try:
+                opened = await open_connection(member, hello, timeout_s, tls)
+            except ProcessMoved as e:
+                return e.address
+            except SkueueError:
+                continue
+            await anyio.aclose_forcefully(opened.stream)  # it serves the process itself
+            return member
+        return None
 
     async def fail_over(current: str) -> tuple[str, Opened] | None:
         nonlocal hello
-        others = [*seeds[seeds.index(current) + 1 :], *seeds[: seeds.index(current)]]
         fresh = new_hello()
-        for other in others:
+        for other in others(current):
             try:
                 moved = await open_connection(other, fresh, timeout_s, tls)
             except SkueueError:
                 continue
-            hello = fresh
+            hello = attrs.evolve(fresh, process=moved.welcome.process_id)
             return other, moved
         return None
 

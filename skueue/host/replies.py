@@ -23,6 +23,9 @@ TOO_LARGE = "too-large"  # over a limit
 INVALID = "invalid"  # a bad field
 REFUSED = "refused"  # the cluster refused it (a queue of the other structure); nothing done
 UNAUTHORIZED = "unauthorized"  # no good token, or one whose role may not do this; nothing done
+# (A hello that named a process this daemon does not serve) the message is the address of
+# the member that serves it now (failover, runtime/failover.py); nothing done.
+MOVED = "moved"
 
 ReplyId = Annotated[int, Range(0, RID_MAX)]
 

@@ -20,7 +20,8 @@ from typing import TYPE_CHECKING, Any
 
 from skueue.core.errors import RemoteProtocolError
 from skueue.host.address import AddressError, parse_address
-from skueue.runtime.state import log
+from skueue.host.replies import MOVED, UNAVAILABLE
+from skueue.runtime.state import DaemonContext, log
 
 if TYPE_CHECKING:
     from skueue.runtime.owner import Owner
@@ -40,8 +41,18 @@ def took_over(owner: Owner, peer: str, frame: list[Any]) -> None:
         owner.ctx.drop_channel_session(peer)
         return
     links = owner.ctx.links
-    if process != owner.ctx.process_id and links is not None:
+    if links is not None:  # (its own too: its clients are told where it is served)
         links.relocate(process, term, address)
+
+
+def served_at(ctx: DaemonContext, process: str) -> tuple[str, str]:
+    """What a client whose session belongs to ``process``, which this daemon does not
+    serve, is told: the address where it is served now (``moved``), or, where no leader
+    said so, to try again later."""
+    led = None if ctx.links is None else ctx.links.led_at.get(process)
+    if led is None:
+        return f"no member is known to serve {process} now", UNAVAILABLE
+    return str(led[1]), MOVED
 
 
 def become_backup(owner: Owner) -> None:

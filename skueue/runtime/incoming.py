@@ -19,6 +19,7 @@ import trio
 from skueue.core.errors import RemoteProtocolError
 from skueue.host.address import Address
 from skueue.host.replies import REFUSED, UNAVAILABLE, ErrorReply
+from skueue.runtime.failover import served_at
 from skueue.runtime.inbox import ChannelFrame, CopyWanted, LinkClosed, PeerHello
 from skueue.runtime.network.connections import ConnectionClosed, frames, next_frame
 from skueue.runtime.network.daemon_channel import parse_channel_frame
@@ -36,6 +37,7 @@ from skueue.runtime.security.peer_auth import AUTH_FRAME, mismatch, new_challeng
 from skueue.runtime.security.tls import DaemonTls, looks_like_tls, peek, tls_failure
 from skueue.runtime.state import DaemonContext, log, not_a_member_message, removed_message
 from skueue.wire.client_codec import encode_reply
+from skueue.wire.client_hello import parse_client_hello
 from skueue.wire.framing import FrameDecoder, pack
 
 # Closing a connection (a TLS goodbye, an error line) waits no longer than this for a
@@ -89,6 +91,9 @@ class IncomingConnections:
                 await self._peer_session(stream, decoder, hello, rest)
             elif isinstance(hello, list) and hello[:1] == ["hello-client"]:
                 await self.ctx.ready.wait()
+                wanted = parse_client_hello(hello).process
+                if wanted is not None and wanted != self.ctx.process_id:
+                    raise Refusal(*served_at(self.ctx, wanted))
                 if self.ctx.backup is not None:  # a client with a seed list tries the next
                     raise Refusal(self.ctx.backup, UNAVAILABLE)
                 role, shown = None, False

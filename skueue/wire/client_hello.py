@@ -22,6 +22,9 @@ class ClientHello:
     # connections, so that a retry gets the first attempt's outcome (host/retries.py).
     session: str | None = None
     token: str | None = None  # the client's credential (runtime/security/client_auth.py)
+    # The process the session belongs to, once welcomed: a daemon that does not serve
+    # it (any more: a failover) answers where it is served now, code ``moved``.
+    process: str | None = None
 
     def frame(self) -> list[Any]:
         options: dict[str, Any] = {}
@@ -34,11 +37,14 @@ class ClientHello:
             options["session"] = self.session
         if self.token is not None:
             options["token"] = self.token
+        if self.process is not None:
+            options["process"] = self.process
         return ["hello-client", self.version, options]
 
 
 SESSION_CHARS_MAX = 64
 TOKEN_CHARS_MAX = 256
+PROCESS_CHARS_MAX = 256  # a process id: an address, or an --id
 
 
 def parse_client_hello(frame: Any) -> ClientHello:
@@ -72,5 +78,12 @@ def parse_client_hello(frame: Any) -> ClientHello:
         raise RemoteProtocolError(
             f"hello: token must be a string of 1 to {TOKEN_CHARS_MAX} characters"
         )
+    process = options.get("process")
+    if process is not None and (
+        type(process) is not str or not 0 < len(process) <= PROCESS_CHARS_MAX
+    ):
+        raise RemoteProtocolError(
+            f"hello: process must be a string of 1 to {PROCESS_CHARS_MAX} characters"
+        )
     timeout_s = None if timeout_ms is None else timeout_ms / 1000
-    return ClientHello(version, timeout_s, admin, session, token)
+    return ClientHello(version, timeout_s, admin, session, token, process)

@@ -41,10 +41,14 @@ TIMEOUT_S = 900.0 if LONG else 120.0
 
 
 class Cluster:
-    def __init__(self, tmp_path: Path, replicas: int = 1) -> None:
+    def __init__(
+        self, tmp_path: Path, replicas: int = 1, daemons: int = DAEMONS, *options: str
+    ) -> None:
+        """``daemons`` members with ``--replicas replicas`` and ``options``."""
         self.tmp_path = tmp_path
         self.replicas = replicas  # skueued --replicas
-        self.addresses = [f"{HOST}:{p}" for p in free_ports(DAEMONS)]
+        self.options = options
+        self.addresses = [f"{HOST}:{p}" for p in free_ports(daemons)]
         self.daemons: list[Daemon] = []
         self.all: list[Daemon] = []
         self.starts = 0
@@ -54,7 +58,7 @@ class Cluster:
         # Small snapshots: every restart restores one and replays the log after it.
         return ["--listen", self.addresses[i], "--peers", peers, "--log-level", "info",
                 "--data-dir", str(self.tmp_path / f"data{i}"), "--snapshot-bytes", "65536",
-                "--replicas", str(self.replicas)]
+                "--replicas", str(self.replicas), *self.options]
 
     def spawn(self, i: int, *extra: str) -> Daemon:
         self.starts += 1
@@ -63,7 +67,7 @@ class Cluster:
         return daemon
 
     def start(self) -> None:
-        self.daemons = [self.spawn(i) for i in range(DAEMONS)]
+        self.daemons = [self.spawn(i) for i in range(len(self.addresses))]
         wait_ready(self.daemons)
 
     def kill(self, i: int) -> None:

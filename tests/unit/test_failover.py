@@ -13,17 +13,21 @@ import pytest
 import trio
 from structlog.testing import capture_logs
 
+from skueue.client.errors import ProcessMoved, error_from
+from skueue.core.errors import RemoteProtocolError
 from skueue.host.address import Address
 from skueue.host.directory import Directory
+from skueue.host.replies import MOVED, UNAVAILABLE, ErrorReply
 from skueue.replication.config import Config
 from skueue.replication.messages import AppendEntries, Message, RequestVote, VoteReply
 from skueue.runtime.applied_state import state_digest
 from skueue.runtime.durability.input_log import InputLog, Meta, SyncPolicy
-from skueue.runtime.failover import took_over
+from skueue.runtime.failover import served_at, took_over
 from skueue.runtime.follower_slot import FollowerSlot
 from skueue.runtime.group import ProcessGroup
 from skueue.runtime.limits import Limits
 from skueue.runtime.network.peers import PeerLinks
+from skueue.wire.client_hello import PROTOCOL_VERSION, ClientHello, parse_client_hello
 from tests.unit.test_follower_slot import append, inputs, open_slot, stepped
 
 
@@ -167,11 +171,32 @@ def test_a_bad_leader_frame_is_the_senders_fault(frame: list[Any]) -> None:
     assert dropped == ["b"] and relocated == []
 
 
-def test_a_leader_frame_moves_the_link_but_not_for_the_own_process() -> None:
+def test_a_leader_frame_moves_the_link_and_is_kept_for_the_own_process() -> None:
+    """(A home that is a backup tells its clients where its process is served.)"""
     relocated: list[Any] = []
     moves = SimpleNamespace(relocate=lambda *a: relocated.append(a))
     ctx = SimpleNamespace(process_id="me", drop_channel_session=None, links=moves)
     owner: Any = SimpleNamespace(ctx=ctx)
     took_over(owner, "b", ["leader", "P", 3, "127.0.0.1:9"])
     took_over(owner, "b", ["leader", "me", 4, "127.0.0.1:8"])
-    assert relocated == [("P", 3, Address("127.0.0.1", 9))]
+    assert relocated == [("P", 3, Address("127.0.0.1", 9)), ("me", 4, Address("127.0.0.1", 8))]
+
+
+def test_a_hello_names_its_sessions_process() -> None:
+    hello = ClientHello(PROTOCOL_VERSION, None, False, "s", None, "P")
+    assert parse_client_hello(hello.frame()) == hello
+    for bad in (7, "", "x" * 257):
+        frame = ["hello-client", PROTOCOL_VERSION, {"process": bad}]
+        with pytest.raises(RemoteProtocolError, match="process must be"):
+            parse_client_hello(frame)
+
+
+def test_a_member_tells_a_session_where_its_process_is_served() -> None:
+    directory = Directory("me", Address("127.0.0.1", 1))
+    peers = links(directory)
+    ctx: Any = SimpleNamespace(links=peers)
+    assert served_at(ctx, "P") == ("no member is known to serve P now", UNAVAILABLE)
+    peers.relocate("P", 2, Address("127.0.0.1", 9))
+    assert served_at(ctx, "P") == ("127.0.0.1:9", MOVED)
+    error = error_from(ErrorReply(None, *served_at(ctx, "P")), "me")
+    assert isinstance(error, ProcessMoved) and error.address == "127.0.0.1:9"

@@ -1,0 +1,77 @@
+"""Failover under load (issue 31; ``skueued --replicas 3 --failover``): a host lost for
+good, its process taken over by a member that keeps a copy of it (runtime/stand_in.py).
+
+Five real durable daemons, 8 clients with the fault tests' mixed workload, each with
+the whole seed list (its own member first).  A few seconds in, one daemon is killed with
+SIGKILL and its data directory deleted: it never comes back.  A member that keeps a copy
+of its process is elected after the failure timeout and serves it; the clients whose
+member died follow their session's process there (a member tells them where it is
+served now) and send their waiting requests again with their keys, so that the new
+leader's retry window answers those that took effect.  The load finishes, a drain
+empties the queue, and the history must pass the checkers with every element removed
+exactly once.  The test reports how long after the kill the cluster answered again.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from pathlib import Path
+
+import attrs
+import pytest
+import trio
+
+from tests.e2e.daemons import stop
+from tests.e2e.oracle import assert_history_ok
+from tests.faults.test_crash_restart import Cluster
+from tests.faults.workload import LONG, SEED, fault_load, under_faults
+
+DAEMONS = 5
+OPS = 60_000 if LONG else 8_000
+KILL_AFTER_S = (2.0, 4.0)
+TIMEOUT_S = 900.0 if LONG else 240.0
+SERVING_AGAIN_S = 10.0
+"""The issue's bound on the time from the kill to the cluster answering again."""
+
+
+def seed_lists(addresses: list[str], clients: int) -> tuple[str, ...]:
+    """Client ``i``'s seed list: every member, member ``i mod n`` first."""
+    n = len(addresses)
+    return tuple(",".join(addresses[(i + k) % n] for k in range(n)) for i in range(clients))
+
+
+@pytest.mark.trio
+async def test_a_host_lost_under_load_is_taken_over(tmp_path: Path) -> None:
+    print(f"replay with SKUEUE_FAULT_SEED={SEED}")
+    rng = random.Random(SEED)
+    cluster = Cluster(tmp_path, 3, DAEMONS, "--failover")
+    victim = rng.randrange(DAEMONS)
+    killed_at: list[float] = []
+
+    async def faults() -> None:
+        await trio.sleep(rng.uniform(*KILL_AFTER_S))
+        cluster.kill(victim)
+        killed_at.append(time.perf_counter())
+        cluster.lose_disk(victim)
+
+    try:
+        cluster.start()
+        base = fault_load(cluster.addresses, OPS)
+        load = attrs.evolve(base, nodes=seed_lists(cluster.addresses, base.clients))
+        result = await under_faults(load, faults, TIMEOUT_S)
+        assert killed_at, "the workload ended before the kill"
+        kill = killed_at[0] - result.started
+        after = sorted(r.response for r in result.records if r.invoke > kill)
+        assert after, "nothing was invoked after the kill"
+        again = after[0] - kill
+        print(f"daemon {victim} lost with its disk; {len(result.records)} operations; "
+              f"the first operation invoked after the kill answered {again:.2f} s after it")
+        assert_history_ok(result, load)
+        logs = cluster.logs()
+        assert "bug:" not in logs
+        assert "the stand-in serves" in logs, logs[-3000:]
+        assert again < SERVING_AGAIN_S, f"the cluster answered again {again:.1f} s after the kill"
+    finally:
+        problems = stop(cluster.daemons)
+        assert not problems, problems
