@@ -60,9 +60,15 @@ def become_backup(owner: Owner) -> None:
     links close for good (module docstring)."""
     ctx = owner.ctx
     assert ctx.links is not None
+    owner.held.freeze()
     owner.links_wait_for = None  # they never start, if they had not
     for link in ctx.links.senders.values():
         link.close()
+    for session in ctx.sessions.clients.values():
+        # Their requests are never answered here: they reconnect, are told where the
+        # process is served now, and send them there again.
+        if session.scope is not None:
+            session.scope.cancel()
     ctx.backup = (f"{ctx.process_id} keeps a copy of its process, which another member "
                   "serves now (failover): connect to another member")  # fmt: skip
     log.warning("this daemon's process is led by another replica now; this daemon keeps a "

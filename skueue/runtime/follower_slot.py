@@ -300,41 +300,14 @@ class FollowerSlot(ReplicaDriver):
         self.step(SnapshotTaken(index))
 
     def _snapshot(self, index: int, term: int, config: Config, keep_tail: bool) -> None:
-        """Write the state (or none) as the log's snapshot at ``index``; the elements
-        removed since the last one go once it is durable."""
-        state, store = self.state, self.store
-        dump: Callable[[BinaryIO], None] = _nothing
-        if state is not None:
-            dump = lambda f: capture_state(f, state.host, state.handled,  # noqa: E731
-                                           state.outboxes, store)  # fmt: skip
-        store.before_snapshot()
-        self.input_log.snapshot(dump, index, term, config, keep_tail=keep_tail)
-        store.after_snapshot()
+        write_state(self.input_log, self.store, self.state, index, term, config, keep_tail)
 
     def install(self, snapshot: InstallSnapshot) -> None:
         """The leader's snapshot replaces the whole copy, durably before the ack (the
         input log syncs it): its state (runtime/snapshot_transfer.py), or none where the
         leader sent none or what it sent is not a state."""
         self._drop_state()
-        if snapshot.data:
-            store = self.store
-            first_new = store.inner.next_record
-            try:
-                received = decode_transfer(snapshot.data, store)
-            except TransferError as e:
-                log.warning("a replica's snapshot from its leader holds no state it can "
-                            "take; it keeps the log from there without one",
-                            group=self.group, index=snapshot.index, error=str(e))  # fmt: skip
-                for record, _, _ in list(store.live()):
-                    if record >= first_new:  # appended by the decoding
-                        store.remove(record)
-            else:
-                self.state = _applied(received, snapshot.index)
-        if self.state is None:
-            log.warning("a replica fell behind its leader's last snapshot and got no state "
-                        "with it; it keeps the log from there, without a state",
-                        group=self.group, index=snapshot.index)  # fmt: skip
-        self._snapshot(snapshot.index, snapshot.last_term, snapshot.config, keep_tail=False)
+        self.state = install_snapshot(self.input_log, self.store, snapshot, self.group)
 
     def stats(self) -> dict[str, Any]:
         state = self.state
@@ -348,6 +321,55 @@ class FollowerSlot(ReplicaDriver):
     def close(self) -> None:
         self.input_log.close()
         self.store.close()
+
+
+def write_state(
+    input_log: InputLog,
+    store: SnapshotEntryStore,
+    state: AppliedState | None,
+    index: int,
+    term: int,
+    config: Config,
+    keep_tail: bool,
+) -> None:
+    """Write ``state`` (or none) as the log's snapshot at ``index``; the elements
+    removed since the last one go once it is durable."""
+    dump: Callable[[BinaryIO], None] = _nothing
+    if state is not None:
+        dump = lambda f: capture_state(f, state.host, state.handled,  # noqa: E731
+                                       state.outboxes, store)  # fmt: skip
+    store.before_snapshot()
+    input_log.snapshot(dump, index, term, config, keep_tail=keep_tail)
+    store.after_snapshot()
+
+
+def install_snapshot(
+    input_log: InputLog, store: SnapshotEntryStore, snapshot: InstallSnapshot, group: str
+) -> AppliedState | None:
+    """A snapshot from the group's leader as the log's, durably: its state, or none
+    where the leader sent none or what it sent is not a state (a follower slot, or a
+    home that is a backup of its process: runtime/failover.py)."""
+    state = None
+    if snapshot.data:
+        first_new = store.inner.next_record
+        try:
+            received = decode_transfer(snapshot.data, store)
+        except TransferError as e:
+            log.warning("a replica's snapshot from its leader holds no state it can "
+                        "take; it keeps the log from there without one",
+                        group=group, index=snapshot.index, error=str(e))  # fmt: skip
+            for record, _, _ in list(store.live()):
+                if record >= first_new:  # appended by the decoding
+                    store.remove(record)
+        else:
+            state = _applied(received, snapshot.index)
+    if state is None:
+        log.warning("a replica fell behind its leader's last snapshot and got no state "
+                    "with it; it keeps the log from there, without a state",
+                    group=group, index=snapshot.index)  # fmt: skip
+    write_state(input_log, store, state, snapshot.index, snapshot.last_term, snapshot.config,
+                keep_tail=False)  # fmt: skip
+    return state
 
 
 def _applied(snapshot: DaemonSnapshot, index: int) -> AppliedState:

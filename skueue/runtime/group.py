@@ -26,10 +26,13 @@ import msgpack
 import trio
 
 from skueue.replication.config import Config, HostId
+from skueue.replication.effects import InstallSnapshot
 from skueue.replication.inputs import Applied, Campaign, Propose, SnapshotTaken
 from skueue.replication.messages import Snapshot
 from skueue.replication.settings import ReplicaSettings
+from skueue.runtime.durability.entry_store import SnapshotEntryStore
 from skueue.runtime.durability.input_log import InputLog
+from skueue.runtime.follower_slot import install_snapshot
 from skueue.runtime.replica_driver import ReplicaDriver, SendMessage
 from skueue.runtime.snapshot_transfer import SnapshotShipper
 from skueue.runtime.state import log
@@ -68,6 +71,7 @@ class ProcessGroup(ReplicaDriver):
         self.has_led = False
         self.on_deposed: Callable[[], None] | None = None
         self.deposed = trio.Event()
+        self.store: SnapshotEntryStore | None = None  # the elements, for a backup's snapshot
 
     @classmethod
     def taking_over(cls, slot: ReplicaDriver) -> ProcessGroup:
@@ -79,6 +83,7 @@ class ProcessGroup(ReplicaDriver):
         group.lone, group.staged, group._packer = False, [], msgpack.Packer(use_bin_type=True)
         group.shipper, group.deposed_at, group.failover = None, None, True
         group.has_led, group.on_deposed, group.deposed = True, None, trio.Event()
+        group.store = getattr(slot, "store", None)
         return group
 
     @property
@@ -142,6 +147,15 @@ class ProcessGroup(ReplicaDriver):
             super().ship_snapshot(to, snapshot)
         else:
             self.shipper.ship(to, snapshot, self.send_now)
+
+    def install(self, snapshot: InstallSnapshot) -> None:
+        """Only a backup of its process (runtime/failover.py) takes its leader's
+        snapshot: its host is not used again, its log and snapshot are the leader's
+        (what a restart restores)."""
+        if self.deposed_at is None or self.store is None:
+            super().install(snapshot)  # a bug: nobody else leads a serving process
+            return
+        install_snapshot(self.input_log, self.store, snapshot, self.group)
 
     def role_changed(self, role: str, term: int, leader: HostId | None) -> None:
         if role == "leader":

@@ -31,8 +31,16 @@ class HeldStep:
 class HeldEffects:
     def __init__(self) -> None:
         self.steps: deque[HeldStep] = deque()
+        # A leader deposed under failover (runtime/group.py): its later steps never go
+        # out, and the new leader's appends may have cut its log below them.
+        self.frozen = False
+
+    def freeze(self) -> None:
+        self.frozen = True
 
     def hold(self, step: HeldStep) -> None:
+        if self.frozen:
+            return
         last = self.steps[-1].index if self.steps else 0
         assert step.index >= last, "a step's entries come after the last step's"
         self.steps.append(step)

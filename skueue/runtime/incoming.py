@@ -92,8 +92,8 @@ class IncomingConnections:
             elif isinstance(hello, list) and hello[:1] == ["hello-client"]:
                 await self.ctx.ready.wait()
                 wanted = parse_client_hello(hello).process
-                if wanted is not None and wanted != self.ctx.process_id:
-                    raise Refusal(*served_at(self.ctx, wanted))
+                if wanted is not None and (wanted != self.ctx.process_id or self.ctx.backup):
+                    raise Refusal(*served_at(self.ctx, wanted))  # (runtime/failover.py)
                 if self.ctx.backup is not None:  # a client with a seed list tries the next
                     raise Refusal(self.ctx.backup, UNAVAILABLE)
                 role, shown = None, False

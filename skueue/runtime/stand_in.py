@@ -144,6 +144,7 @@ class StandIn:
         owner.replicas.failover, owner.replicas.listening = True, self.listening
         owner.must_take_over = True
         owner.links_wait_for = group.node.last_index
+        group.on_deposed = owner.held.freeze  # then it stops (_lead_while_elected)
         return owner
 
     async def _lead_while_elected(self, owner: Owner) -> None:

@@ -176,6 +176,7 @@ def _open_group(
         owner.links_wait_for = group.node.last_index
         if ctx.config.failover:
             group.failover = owner.replicas.failover = True
+            group.store = owner.entry_store
             group.on_deposed = lambda: become_backup(owner)
             owner.replicas.elected = StandIns(ctx, owner.replicas, input_log, members).elect
         group.campaign()

@@ -15,6 +15,7 @@ exactly once.  The test reports how long after the kill the cluster answered aga
 from __future__ import annotations
 
 import random
+import signal
 import time
 from pathlib import Path
 
@@ -31,6 +32,7 @@ DAEMONS = 5
 OPS = 60_000 if LONG else 8_000
 KILL_AFTER_S = (2.0, 4.0)
 TIMEOUT_S = 900.0 if LONG else 240.0
+PAUSE_S = 12.0  # past the failure timeout (3 to 6 s) and the links' ack timeout (10 s)
 SERVING_AGAIN_S = 10.0
 """The issue's bound on the time from the kill to the cluster answering again."""
 
@@ -73,5 +75,49 @@ async def test_a_host_lost_under_load_is_taken_over(tmp_path: Path) -> None:
         assert "the stand-in serves" in logs, logs[-3000:]
         assert again < SERVING_AGAIN_S, f"the cluster answered again {again:.1f} s after the kill"
     finally:
+        problems = stop(cluster.daemons)
+        assert not problems, problems
+
+
+@pytest.mark.trio
+async def test_a_leader_paused_past_the_failure_timeout_is_fenced(tmp_path: Path) -> None:
+    """SIGSTOP one daemon for longer than the failure timeout under load: a member that
+    keeps a copy of its process takes it over.  Continued, the old leader still thinks
+    it leads, with the inputs that waited in its sockets: it steps them, but cannot
+    commit them (a majority has a higher term), so it releases nothing of them; it
+    learns the new term, is deposed for good, and ends its clients' connections, which
+    follow the process to the new leader and send their requests again there."""
+    print(f"replay with SKUEUE_FAULT_SEED={SEED}")
+    rng = random.Random(SEED)
+    cluster = Cluster(tmp_path, 3, DAEMONS, "--failover")
+    victim = rng.randrange(DAEMONS)
+    paused: list[float] = []
+
+    async def faults() -> None:
+        await trio.sleep(rng.uniform(*KILL_AFTER_S))
+        proc = cluster.daemons[victim].proc
+        proc.send_signal(signal.SIGSTOP)
+        try:
+            await trio.sleep(PAUSE_S)
+        finally:
+            proc.send_signal(signal.SIGCONT)  # also when the workload ends first
+        paused.append(PAUSE_S)
+
+    try:
+        cluster.start()
+        base = fault_load(cluster.addresses, OPS)
+        load = attrs.evolve(base, nodes=seed_lists(cluster.addresses, base.clients))
+        result = await under_faults(load, faults, TIMEOUT_S)
+        print(f"daemon {victim} paused {paused} s; {len(result.records)} operations")
+        assert paused, "the workload ended before the pause did"
+        assert_history_ok(result, load)
+        assert cluster.daemons[victim].alive(), cluster.daemons[victim].stderr()[-3000:]
+        resumed = cluster.daemons[victim].stderr()
+        assert "led by another replica now" in resumed, resumed[-3000:]
+        assert "bug:" not in cluster.logs()
+    finally:
+        for d in cluster.daemons:  # a stopped process would never see the SIGTERM
+            if d.alive():
+                d.proc.send_signal(signal.SIGCONT)
         problems = stop(cluster.daemons)
         assert not problems, problems

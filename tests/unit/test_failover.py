@@ -148,12 +148,18 @@ def test_a_link_goes_where_the_newest_leader_said() -> None:
     assert peers.where("P", home) == home
 
 
-def test_a_relocation_restarts_a_link_trying_the_old_address() -> None:
+@pytest.mark.trio
+async def test_a_relocation_restarts_a_link_at_the_old_address() -> None:
     directory = Directory("me", Address("127.0.0.1", 1))
     peers = links(directory)
-    scope = peers.connecting["P"] = trio.CancelScope()
-    peers.relocate("P", 1, Address("127.0.0.1", 9))
-    assert scope.cancel_called
+    old, new = Address("127.0.0.1", 2), Address("127.0.0.1", 9)
+    trying, connected = trio.CancelScope(), trio.CancelScope()
+    peers.connecting["P"], peers.serving["Q"] = (trying, old), (connected, new)
+    peers.relocate("P", 1, new)
+    peers.relocate("Q", 1, new)  # connected there already: left alone
+    assert trying.cancel_called and not connected.cancel_called
+    peers.relocate("Q", 2, old)
+    assert connected.cancel_called
 
 
 @pytest.mark.parametrize(

@@ -124,7 +124,9 @@ class PeerLinks:
         # With failover: where each process whose leader said so serves, and that
         # leader's term (runtime/stand_in.py); a link goes there from its next connection.
         self.led_at: dict[str, tuple[int, Address]] = {}
-        self.connecting: dict[str, trio.CancelScope] = {}  # writers trying to connect
+        # The writers trying to connect, and those connected: how to end each, and where.
+        self.connecting: dict[str, tuple[trio.CancelScope, Address]] = {}
+        self.serving: dict[str, tuple[trio.CancelScope, Address]] = {}
         # Set once the links' outboxes are what they must be: at once for an in-memory
         # daemon, after the replay of its input log for a durable one.  Writers wait for
         # it, or they would take a peer's count of our frames for a mistake.
@@ -142,9 +144,10 @@ class PeerLinks:
         if address != self.directory.address(peer):
             log.info("a process is served elsewhere now (failover)", peer=peer, term=term,
                      address=str(address))  # fmt: skip
-        connecting = self.connecting.get(peer)
-        if connecting is not None:
-            connecting.cancel()  # it tries the old address: start over at the new one
+        for scopes in (self.connecting, self.serving):
+            scope, target = scopes.get(peer, (None, address))
+            if scope is not None and target != address:  # start over at the new one
+                scope.cancel()
 
     def where(self, peer: str, address: Address) -> Address:
         """Where to connect the link to ``peer``, found at ``address`` in the directory."""
@@ -407,10 +410,12 @@ class PeerLinks:
         keeps trying, and its outbox waits."""
         await self.ready.wait()
         while not link.closed:
+            target = self.where(peer, address) if connected is None else address
             if connected is None:
                 try:
-                    with trio.CancelScope() as self.connecting[peer]:
-                        connected = await self._reconnect(peer, self.where(peer, address))
+                    with trio.CancelScope() as scope:
+                        self.connecting[peer] = scope, target
+                        connected = await self._reconnect(peer, target)
                 except RefusedForGood:
                     raise  # not a member (any more): the daemon stops with the reason
                 except DaemonError as e:
@@ -425,6 +430,9 @@ class PeerLinks:
                     continue
             stream, handled = connected
             connected = None
+            if link.closed:  # while it connected (a backup's links close: failover.py)
+                await trio.aclose_forcefully(stream)
+                return
             if handled >= link.next_number:
                 # The peer counted more of our frames than this daemon ever sent: it
                 # knows an earlier life of ours, whose state this one does not have.
@@ -440,7 +448,9 @@ class PeerLinks:
             self.connected.add(peer)
             try:
                 async with stream:
-                    await _serve_connection(stream, link, handled, self.limits)
+                    with trio.CancelScope() as scope:
+                        self.serving[peer] = scope, target
+                        await _serve_connection(stream, link, handled, self.limits)
             except (trio.BrokenResourceError, trio.ClosedResourceError, OSError,
                     RemoteProtocolError) as e:
                 if not link.closed:
@@ -451,6 +461,7 @@ class PeerLinks:
                     self.mark_down(peer)
             finally:
                 self.connected.discard(peer)
+                self.serving.pop(peer, None)
 
     async def _reconnect(self, peer: str, address: Address) -> tuple[trio.abc.Stream, int] | None:
         """A new connection to ``peer`` and how much of our frames it handled (None: it is
