@@ -2,12 +2,14 @@
 # Run N skueued daemons as separate "hosts", one per Linux network namespace.
 #
 #   netns_cluster.sh start N [--port P] [--structure queue|stack] [--log-format json|console]
-#                            [--durable] [--prefix NAME] [--state-dir DIR] [--skueued PATH]
-#                            [--timeout S]
+#                            [--durable [--replicas K [--failover]]] [--prefix NAME]
+#                            [--state-dir DIR] [--skueued PATH] [--timeout S]
 #   netns_cluster.sh join    [--seed I] [--prefix NAME] [--state-dir DIR] [--timeout S]
 #   netns_cluster.sh leave I   [--prefix NAME] [--state-dir DIR] [--timeout S]
 #   netns_cluster.sh kill I    [--prefix NAME] [--state-dir DIR] [--timeout S]
 #   netns_cluster.sh restart I [--prefix NAME] [--state-dir DIR] [--timeout S]
+#   netns_cluster.sh cut I     [--prefix NAME] [--state-dir DIR]
+#   netns_cluster.sh heal I    [--prefix NAME] [--state-dir DIR]
 #   netns_cluster.sh status  [--prefix NAME] [--state-dir DIR]
 #   netns_cluster.sh stop    [--prefix NAME] [--state-dir DIR] [--timeout S] [--keep-logs]
 #
@@ -29,7 +31,8 @@
 # `start` prints one address per line once every daemon printed its ready line (bounded by
 # --timeout; on failure it names the daemon, shows the tail of its log and tears down).
 # With --durable each daemon keeps its input log in <state dir>/data/<host> (default:
-# --in-memory, nothing kept), which `restart` needs.
+# --in-memory, nothing kept), which `restart` needs; --replicas K and --failover are
+# passed to every daemon (skueued's options of the same names; they need --durable).
 #
 # Changing the cluster while it runs (the settings of `start` are kept in the state
 # directory and used again):
@@ -39,6 +42,9 @@
 #   leave I  runs `skueue leave` against host I from inside it and waits for its daemon
 #            to exit (its elements are then held by the others); status shows it "left".
 #   kill I   SIGKILL to host I's daemon (a crash); status shows it "dead".
+#   cut I    cuts host I off the others: its port on the bridge goes down (a network
+#            partition; its daemon runs on, and nothing reaches it or leaves it);
+#   heal I   puts it back.
 #   restart I  starts host I's daemon again with the same flags and data directory
 #            (--durable only) and waits until it is ready.  (skueued today: a member
 #            started with --peers comes back only while every one of those peers is still
@@ -66,6 +72,8 @@ SKUEUED=
 SKUEUE_CLI=
 KEEP_LOGS=0
 DURABLE=0
+REPLICAS=1
+FAILOVER=0
 SEED=0
 LAUNCHED=   # pid of the daemon launch_daemon started last
 WHY=        # why wait_ready failed
@@ -74,7 +82,7 @@ die() { echo "$PROG: error: $*" >&2; exit 1; }
 note() { echo "$PROG: $*" >&2; }
 
 usage() {
-    sed -n '2,12p' "$0" | sed 's/^# \{0,1\}//' >&2
+    sed -n '2,14p' "$0" | sed 's/^# \{0,1\}//' >&2
     exit 2
 }
 
@@ -131,6 +139,8 @@ parse_options() {
             --structure) STRUCTURE=${2:?--structure needs a value}; shift 2 ;;
             --log-format) LOG_FORMAT=${2:?--log-format needs a value}; shift 2 ;;
             --durable) DURABLE=1; shift ;;
+            --replicas) REPLICAS=${2:?--replicas needs a value}; shift 2 ;;
+            --failover) FAILOVER=1; shift ;;
             --seed) SEED=${2:?--seed needs a value}; shift 2 ;;
             --prefix) PREFIX=${2:?--prefix needs a value}; shift 2 ;;
             --state-dir) STATE_DIR=${2:?--state-dir needs a value}; shift 2 ;;
@@ -146,6 +156,7 @@ parse_options() {
     in_range "$TIMEOUT_S" 1 3600 || die "--timeout: whole seconds 1-3600, not '$TIMEOUT_S'"
     in_range "$SEED" 0 $((HOSTS_MAX - 1)) || die "--seed: a host number, not '$SEED'"
     case $STRUCTURE in queue|stack) ;; *) die "--structure: queue or stack, not '$STRUCTURE'" ;; esac
+    case $REPLICAS in 1|3|5) ;; *) die "--replicas: 1, 3 or 5, not '$REPLICAS'" ;; esac
     case $LOG_FORMAT in json|console) ;; *) die "--log-format: json or console, not '$LOG_FORMAT'" ;; esac
     STATE_DIR=${STATE_DIR:-$DEFAULT_STATE_ROOT/$PREFIX}
 }
@@ -195,8 +206,9 @@ find_skueue() {
 # "left", HOW "peers=ADDR,..." or "join=SEED" (the flags its daemon starts with).
 
 save_conf() {
-    printf 'PORT=%s\nSTRUCTURE=%s\nLOG_FORMAT=%s\nDURABLE=%s\nSKUEUED=%s\n' \
-        "$PORT" "$STRUCTURE" "$LOG_FORMAT" "$DURABLE" "$SKUEUED" >"$STATE_DIR/cluster.conf"
+    printf 'PORT=%s\nSTRUCTURE=%s\nLOG_FORMAT=%s\nDURABLE=%s\nSKUEUED=%s\nREPLICAS=%s\nFAILOVER=%s\n' \
+        "$PORT" "$STRUCTURE" "$LOG_FORMAT" "$DURABLE" "$SKUEUED" "$REPLICAS" "$FAILOVER" \
+        >"$STATE_DIR/cluster.conf"
 }
 
 load_conf() {
@@ -212,6 +224,8 @@ load_conf() {
             LOG_FORMAT) LOG_FORMAT=$value ;;
             DURABLE) DURABLE=$value ;;
             SKUEUED) SKUEUED=$value ;;
+            REPLICAS) REPLICAS=$value ;;
+            FAILOVER) FAILOVER=$value ;;
         esac
     done <"$STATE_DIR/cluster.conf"
     [ -x "$SKUEUED" ] || die "$SKUEUED (from $STATE_DIR/cluster.conf) is not executable"
@@ -336,7 +350,8 @@ launch_daemon() {
         *) die "host $ns: '$how' in $STATE_DIR/daemons is neither peers=... nor join=..." ;;
     esac
     if [ "$DURABLE" -eq 1 ]; then
-        storage=(--data-dir "$STATE_DIR/data/$ns")
+        storage=(--data-dir "$STATE_DIR/data/$ns" --replicas "$REPLICAS")
+        [ "$FAILOVER" -eq 0 ] || storage+=(--failover)
     else
         storage=(--in-memory)  # nothing kept: stop leaves nothing behind
     fi
@@ -529,6 +544,20 @@ cmd_restart() {
     note "restarted $NS ($ADDRESS, pid $LAUNCHED) from $STATE_DIR/data/$NS"
 }
 
+# cut_link I up|down: host I's port on the bridge.
+cut_link() {
+    host_number "$1" "${2:-}"
+    local i=$2 state=$3
+    shift 3
+    parse_options "$@"
+    need_tools
+    load_conf
+    local NS PID ADDRESS LOG STATE HOW
+    member_host "$1" "$i"
+    ip -n "$(hub)" link set "veth$i" "$state" || die "$1: cannot set veth$i $state in $(hub)"
+    if [ "$state" = down ]; then note "cut $NS ($ADDRESS) off the others"; else note "healed $NS ($ADDRESS)"; fi
+}
+
 cmd_status() {
     parse_options "$@"
     need_tools
@@ -563,10 +592,12 @@ main() {
         leave) cmd_leave "$@" ;;
         kill) cmd_kill "$@" ;;
         restart) cmd_restart "$@" ;;
+        cut) cut_link cut "${1:-}" down "${@:2}" ;;
+        heal) cut_link heal "${1:-}" up "${@:2}" ;;
         status) cmd_status "$@" ;;
         stop) cmd_stop "$@" ;;
         -h|--help|help) usage ;;
-        *) die "unknown command '$command' (start, join, leave, kill, restart, status or stop)" ;;
+        *) die "unknown command '$command' (start, join, leave, kill, restart, cut, heal, status or stop)" ;;
     esac
 }
 

@@ -33,8 +33,9 @@ class ReplicaSettings:
     campaigns: bool = True
     """False: the replica never stands for election (nor on ``TimeoutNow``), whatever
     its timer says; it still votes, and its timer still runs, which decides whether it
-    takes a vote request for a stray (thesis §4.2.3).  A daemon's follower slots, until
-    failover is built (docs/replication.md §11, stage 2b)."""
+    takes a vote request for a stray (thesis §4.2.3).  A daemon's follower slots without
+    ``--failover`` (docs/replication.md §11, stage 2b), and a daemon's replica once it
+    stopped leading under failover (runtime/group.py)."""
     check_quorum: bool = True
     """A leader without a majority for an election timeout steps down (thesis §6.2);
     replicas that heard from a leader within the least timeout ignore votes (§4.2.3)."""

@@ -5,8 +5,9 @@ ring order (skueue/host/placement.py), and the state that log makes.
 It keeps that log in an input log of its own (format 12), in ``replicas/ID`` under the
 daemon's data directory, writes what the leader appends, and acknowledges it only
 once it is synced, at the end of the owner's step (runtime/replica_driver.py).  It
-answers votes (a leader that restarts campaigns), and it never campaigns itself
-(``ReplicaSettings.campaigns`` off) until failover is built (stage 2b of §11).
+answers votes (a leader that restarts campaigns); it stands for election itself only
+with ``--failover``, once its leader was silent for an election timeout, and the
+daemon then serves the process as a stand-in (runtime/stand_in.py).
 
 Once synced, the committed entries are applied to the process's state
 (runtime/applied_state.py: its host, its outboxes), with the elements in an entry store

@@ -5,8 +5,8 @@
 - a ``Send`` that may leave before the sync (a leader's appends: the followers' fsyncs
   run in parallel with the leader's, thesis §10.2.1) goes on the daemon channel once
   the log's write (not its sync) is done, so that a kill -9 of the leader cannot leave
-  a follower ahead of the leader's own log (its votes would then be refused, and the
-  followers do not stand until failover is built);
+  a follower ahead of the leader's own log (its votes would then be refused, and
+  without ``--failover`` the followers never stand);
   every other one (acks, votes: I7) waits for the end of the step's sync;
 - at the end of the owner's step (:meth:`ReplicaDriver.end_step`) the log is synced, the
   node hears ``Persisted``, and the held sends go.

@@ -7,10 +7,10 @@ each goes as ``["raft", process, message]`` to the member that hosts the replica
 what comes back is decoded by the replication codec and stepped into the replica of
 that process.  A message that does not decode is its sender's fault: that channel is
 closed, and Raft takes the loss.  Time comes as one tick per ``heartbeat_interval_s``
-to every replica: the leader beats for its followers with it; the follower slots never
-campaign until failover is built (stage 2b of §11), but their timers must run, for
-they tell a stray's vote request (ignored while their leader was heard lately) from
-the one of a leader that went quiet.
+to every replica: the leader beats for its followers with it; the follower slots stand
+for election only with ``--failover`` (runtime/stand_in.py), but their timers must run
+anyway, for they tell a stray's vote request (ignored while their leader was heard
+lately) from the one of a leader that went quiet.
 
 More frames go from the leader to its followers, for the state they apply
 (runtime/applied_state.py): ``["acked", P, {peer: number}]``, what each peer

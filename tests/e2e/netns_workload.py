@@ -128,7 +128,8 @@ async def main(args: argparse.Namespace) -> dict[str, object]:
         async with trio.open_nursery() as watcher:
             watcher.start_soon(report)
             async with anyio.create_task_group() as clients:
-                for i, address in enumerate(nodes):
+                for i in range(len(nodes)):
+                    address = ",".join(nodes[i:] + nodes[:i]) if args.seed_lists else nodes[i]
                     clients.start_soon(
                         one_client, address, f"w{i}", out, stop, args.ops_max, args.timeout_s
                     )
@@ -158,6 +159,8 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--ops-max", type=int, default=5000, help="issue at most this many")
     p.add_argument("--timeout-s", type=float, default=30.0, help="each request's timeout")
     p.add_argument("--deadline-s", type=float, default=100.0, help="the whole run's bound")
+    p.add_argument("--seed-lists", action="store_true", help="each client gets every address "
+                   "as its seed list, its own first (it moves on when its member is gone)")
     return p.parse_args(argv)
 
 

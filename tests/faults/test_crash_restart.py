@@ -37,7 +37,7 @@ from tests.faults.workload import DAEMONS, LONG, SEED, fault_load, under_faults
 OPS = 100_000 if LONG else 12_000
 KILLS = 20 if LONG else 4
 KILL_GAP_S = (1.0, 3.0)
-TIMEOUT_S = 900.0 if LONG else 120.0
+TIMEOUT_S = 900.0 if LONG else 300.0
 
 
 class Cluster:
@@ -198,7 +198,10 @@ async def check_terms(cluster: Cluster, kills: list[int]) -> None:
         stats = await q.stats()
     terms = {m["address"]: m["durable"]["term"] for m in stats["members"]}
     expected = {a: 1 + kills.count(i) for i, a in enumerate(cluster.addresses)}
-    assert terms == expected, (terms, expected)
+    if cluster.replicas == 1:
+        assert terms == expected, (terms, expected)
+    else:  # an election may take more than one term (a split vote, a lost message)
+        assert all(terms[a] >= expected[a] for a in expected), (terms, expected)
     checked = 0
     for m in stats["members"]:
         voters = m["durable"]["replicas"]
