@@ -52,12 +52,25 @@ def _durability(member: dict[str, Any]) -> str:
     behind = (" (entries behind: " + ", ".join(f"{h} {n}" for h, n in sorted(lag.items()))
               + ")") if isinstance(lag, dict) and lag else ""  # fmt: skip
     group = (f"{len(replicas)} replica{'s' if len(replicas) != 1 else ''}{behind}, term "
-             f"{durable.get('term')}, {_copies(durable.get('copies'))}"
+             f"{durable.get('term')}, {_copies(durable.get('copies'))}{_failover(durable)}"
              if isinstance(replicas, list) else "")  # fmt: skip
     return (
         f"  (durable in {durable.get('data_dir')}, fsync {durable.get('fsync')}, {group}"
         f"log {log_mib:.1f} MiB since the last snapshot{space})"
     )
+
+
+def _failover(durable: dict[str, Any]) -> str:
+    """With failover: the processes this member serves for others, and whether its own
+    is led by another member (it keeps a copy of it then: runtime/failover.py)."""
+    text = ""
+    if "led_by" in durable:
+        text += f"its process led by {durable.get('led_by') or 'no one yet'} (a backup of it), "
+    standing = durable.get("stands_in_for")
+    if isinstance(standing, dict) and standing:
+        text += "stands in for " + ", ".join(f"{p} (at {a})" for p, a in sorted(standing.items()))
+        text += ", "
+    return text
 
 
 def _copies(copies: Any) -> str:

@@ -78,7 +78,7 @@ from skueue.runtime.inbox import (
 )
 from skueue.runtime.member_removal import MemberRemoval
 from skueue.runtime.network.client_reader import ClientInput
-from skueue.runtime.network.daemon_channel import REPLICATION_FRAMES
+from skueue.runtime.network.daemon_channel import REPLICATION_FRAMES, TAKEN_ALWAYS
 from skueue.runtime.operations.health import PhaseWatch, Readiness, readiness
 from skueue.runtime.operations.logging import DEBUG_LOGS, describe_input
 from skueue.runtime.operations.member_stats import member_stats
@@ -325,13 +325,13 @@ class Owner:
         return min(wait, self.replicas.seconds_to_tick(trio.current_time()))
 
     def _replicate(self, items: list[InboxItem]) -> list[InboxItem]:
-        """Step the replication messages among ``items``, answer copies wanted (the slots'
-        own, led or not), and tick the group; return the rest, in order."""
+        """Take the channel frames among ``items`` that go at once (``TAKEN_ALWAYS``), answer
+        copies wanted (led or not), and tick the group; return the rest, in order."""
         assert self.replicas is not None
         rest: list[InboxItem] = []
         for item in items:
             if isinstance(item, CopyWanted) or (isinstance(item, ChannelFrame)
-                                                and item.frame[0] in REPLICATION_FRAMES):
+                                                and item.frame[0] in TAKEN_ALWAYS):
                 self._guarded(self._dispatch, item)
             else:
                 rest.append(item)

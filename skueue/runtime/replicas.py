@@ -95,6 +95,7 @@ class DaemonReplicas:
         self.listening: Address | None = None
         self.announced: tuple[int, int] = (0, 0)  # (term, ticks since)
         self.forward: dict[str, Callable[[str, list[Any]], None]] = {}
+        self.standing: dict[str, str] = {}  # process -> where its stand-in here listens
         self.elected: Callable[[FollowerSlot], None] | None = None
 
     def receive(self, peer: str, frame: list[Any]) -> None:

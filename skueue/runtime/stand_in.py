@@ -199,11 +199,13 @@ class StandIns:
         self.replicas.forward[slot.group] = lambda peer, frame: stand_in.forward(
             ChannelFrame(peer, frame))
         ctx.links.relocate(slot.group, slot.node.term, stand_in.listening)
+        self.replicas.standing[slot.group] = str(stand_in.listening)
         ctx.nursery.start_soon(stand_in.run)
 
     def _ended(self, process: str) -> None:
         self.running.pop(process, None)
         self.replicas.forward.pop(process, None)
+        self.replicas.standing.pop(process, None)
         addresses = dict(self.ctx.directory.addresses) if self.ctx.directory else {}
         self.replicas.slots[process] = open_slot(self.ctx, self.input_log, process,
                                                  self.members, addresses, True)  # fmt: skip

@@ -65,6 +65,10 @@ def test_a_member_lost_with_its_disk_is_taken_over(tmp_path: Path) -> None:
         shutil.rmtree(tmp_path / "data2")
         seconds, acknowledged, unknown = wait_serving(daemons[0].address)
         print(f"serving again {seconds:.2f} s after the kill")
+        with skueue.client.blocking.connect_blocking(daemons[0].address) as q:
+            standing = [m["durable"]["stands_in_for"] for m in q.stats()["members"]
+                        if "durable" in m]  # fmt: skip
+        assert [s for s in standing if lost.address in s], standing  # one serves it
         rest = drain(daemons[1].address)
         markers = [e for e in rest if e.startswith(b"marker")]
         assert set(acknowledged) <= set(markers) <= {*acknowledged, *unknown}, markers
@@ -102,5 +106,8 @@ def test_a_member_back_after_its_process_was_taken_over_is_a_backup(tmp_path: Pa
                        [e for e in rest if not e.startswith(b"marker")])  # fmt: skip
         log = (tmp_path / "d2-back.stderr").read_text()
         assert "led by another replica now" in log, log[-3000:]
+        with skueue.client.blocking.connect_blocking(daemons[0].address) as q:
+            members = {m["address"]: m for m in q.stats()["members"]}
+        assert members[back.address]["durable"]["led_by"] in addresses[:2], members
     finally:
         stop(daemons)

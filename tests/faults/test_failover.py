@@ -29,7 +29,7 @@ from tests.faults.test_crash_restart import Cluster
 from tests.faults.workload import LONG, SEED, fault_load, under_faults
 
 DAEMONS = 5
-OPS = 60_000 if LONG else 8_000
+OPS = 60_000 if LONG else 4_000
 KILL_AFTER_S = (2.0, 4.0)
 TIMEOUT_S = 900.0 if LONG else 240.0
 PAUSE_S = 12.0  # past the failure timeout (3 to 6 s) and the links' ack timeout (10 s)

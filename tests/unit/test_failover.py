@@ -206,3 +206,13 @@ def test_a_member_tells_a_session_where_its_process_is_served() -> None:
     assert served_at(ctx, "P") == ("127.0.0.1:9", MOVED)
     error = error_from(ErrorReply(None, *served_at(ctx, "P")), "me")
     assert isinstance(error, ProcessMoved) and error.address == "127.0.0.1:9"
+
+
+def test_stats_say_who_serves_which_process() -> None:
+    from skueue.cli.stats_format import _failover
+
+    assert _failover({}) == ""
+    assert _failover({"led_by": "b", "stands_in_for": {}}) == (
+        "its process led by b (a backup of it), ")
+    assert _failover({"stands_in_for": {"P": "127.0.0.1:9"}}) == (
+        "stands in for P (at 127.0.0.1:9), ")

@@ -48,6 +48,11 @@ CHANNEL_FRAMES = {
 # follower stands), and kept they would be appends of up to a MiB each, stale by the
 # time it is back.
 REPLICATION_FRAMES = ("raft", "acked", "check", "snapshot-part")
+# What the owner takes at once whether its process's group leads or not: a member that
+# waits for its election, or a backup of its process (runtime/failover.py), still answers
+# the others' questions and takes a leader's word.  Answers to its own questions wait
+# until it leads (they may step the host).
+TAKEN_ALWAYS = (*REPLICATION_FRAMES, "stats-query", "remove-check", "leader")
 # Except the elections' messages: a few bytes each, they wait like the questions and
 # answers.  A member that restarts stands at once, and its voters' channels to it may
 # still be reconnecting (up to a second); dropped, their votes would leave it waiting

@@ -426,7 +426,8 @@ class PeerLinks:
                 finally:
                     self.connecting.pop(peer, None)
                 if connected is None:
-                    await trio.sleep(RETRY_MAX_S)
+                    if not scope.cancelled_caught:  # (relocated: at once, to the new place)
+                        await trio.sleep(RETRY_MAX_S)
                     continue
             stream, handled = connected
             connected = None

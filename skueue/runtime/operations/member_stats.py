@@ -55,9 +55,14 @@ def _group_stats(owner: Owner) -> dict[str, Any]:
     # The copies it keeps of other processes: the last entry each applied (None: it has
     # no state), and the leader's checks of that state it passed and failed.
     slots = {} if owner.replicas is None else owner.replicas.slots
+    # With failover (runtime/stand_in.py, runtime/failover.py): the processes this
+    # member serves for others, where; and, for a backup of its own, who leads it.
+    standing = {} if owner.replicas is None else owner.replicas.standing
+    backup = {"led_by": node.leader} if owner.ctx.backup is not None else {}
     return {"replicas": list(node.config.voters), "term": node.term,
             "commit_index": node.commit, "replica_lag": lag,
-            "copies": {process: slot.stats() for process, slot in slots.items()}}  # fmt: skip
+            "copies": {process: slot.stats() for process, slot in slots.items()},
+            "stands_in_for": dict(standing), **backup}  # fmt: skip
 
 
 def _disk_stats(owner: Owner) -> dict[str, Any]:
