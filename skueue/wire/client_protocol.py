@@ -47,8 +47,10 @@ limit; the client joins their results in order.
 Error codes: ``timeout`` (the outcome is unknown), ``unavailable`` (nothing was done;
 retry later or elsewhere), ``too-large`` (over a limit), ``invalid`` (a bad field),
 ``refused`` (the anchor refused the request's queue: it is of the other structure, or a
-new queue found the cluster full; nothing was done), ``unauthorized``.  An error whose
-rid is None ends the connection.
+new queue found the cluster full; nothing was done), ``unauthorized``, and ``moved``
+(to a hello that names its session's process, ``{"process": P}``, at a member that does
+not serve P: the message is the address where P is served now, after a failover;
+runtime/failover.py).  An error whose rid is None ends the connection.
 
 What ends a connection and what does not (``skueue.host.requests`` says it per field):
 
