@@ -1,10 +1,10 @@
 """``skueued --replicas 3 --failover`` (runtime/stand_in.py, runtime/failover.py) on real
-daemons: a member killed with its disk is never back, and a member that keeps a copy of
-its process takes it over; the cluster serves again, and nothing acknowledged is lost."""
+daemons: a member killed is taken over by a member that keeps a copy of its process;
+the cluster serves again, and nothing acknowledged is lost; back with its disk, the
+member keeps a copy and sends its clients on."""
 
 from __future__ import annotations
 
-import shutil
 import signal
 import time
 from pathlib import Path
@@ -14,7 +14,12 @@ import pytest
 import skueue.client.blocking
 from skueue.client.errors import SkueueError
 from tests.e2e.daemons import spawn, stop, wait_ready
-from tests.e2e.test_restore_from_copies import ELEMENTS, assert_exactly, drain, start
+from tests.e2e.test_restore_from_copies import (
+    assert_exactly,
+    drain,
+    fill_and_take,
+    start,
+)
 
 SERVING_AGAIN_S = 60.0
 """How long the test waits for the cluster to serve after the kill (the failover itself
@@ -47,49 +52,20 @@ def wait_serving(address: str) -> tuple[float, list[bytes], list[bytes]]:
         time.sleep(0.2)
 
 
-def test_a_member_lost_with_its_disk_is_taken_over(tmp_path: Path) -> None:
+def test_a_member_down_is_taken_over_and_back_it_is_a_backup(tmp_path: Path) -> None:
+    """(A member lost with its disk for good, under load: tests/faults/test_failover.py.)"""
     addresses, args, daemons = start(3, tmp_path, ["--failover"])
     try:
         wait_ready(daemons)
-        inserted = [f"{i:04d}".encode() + b"x" * 200 for i in range(ELEMENTS)]
-        for at, daemon in enumerate(daemons):
-            with skueue.client.blocking.connect_blocking(daemon.address) as q:
-                q.enqueue_many(inserted[at::3])
-        with skueue.client.blocking.connect_blocking(daemons[0].address) as q:
-            taken = [q.dequeue() for _ in range(ELEMENTS // 4)]
-            held = {m["address"]: m for m in q.stats()["members"]}[daemons[2].address]
-        assert held["entries"] > 0, held  # the lost member held part of the queue
-        lost = daemons.pop()
-        lost.proc.send_signal(signal.SIGKILL)
-        lost.proc.wait(timeout=10)
-        shutil.rmtree(tmp_path / "data2")
+        inserted, taken = fill_and_take(daemons)
+        daemons[2].proc.send_signal(signal.SIGKILL)
+        daemons[2].proc.wait(timeout=10)
         seconds, acknowledged, unknown = wait_serving(daemons[0].address)
         print(f"serving again {seconds:.2f} s after the kill")
         with skueue.client.blocking.connect_blocking(daemons[0].address) as q:
             standing = [m["durable"]["stands_in_for"] for m in q.stats()["members"]
                         if "durable" in m]  # fmt: skip
-        assert [s for s in standing if lost.address in s], standing  # one serves it
-        rest = drain(daemons[1].address)
-        markers = [e for e in rest if e.startswith(b"marker")]
-        assert set(acknowledged) <= set(markers) <= {*acknowledged, *unknown}, markers
-        assert len(markers) == len(set(markers)), markers
-        assert_exactly(inserted, [*taken, *(e for e in rest if e not in markers)])
-    finally:
-        stop(daemons)
-
-
-
-def test_a_member_back_after_its_process_was_taken_over_is_a_backup(tmp_path: Path) -> None:
-    addresses, args, daemons = start(3, tmp_path, ["--failover"])
-    try:
-        wait_ready(daemons)
-        inserted = [f"{i:04d}".encode() + b"y" * 100 for i in range(ELEMENTS)]
-        for at, daemon in enumerate(daemons):
-            with skueue.client.blocking.connect_blocking(daemon.address) as q:
-                q.enqueue_many(inserted[at::3])
-        daemons[2].proc.send_signal(signal.SIGKILL)
-        daemons[2].proc.wait(timeout=10)
-        _, acknowledged, unknown = wait_serving(daemons[0].address)
+        assert [s for s in standing if addresses[2] in s], standing  # one serves it
         # Back with its disk, after a survivor took its process over: it follows.
         back = daemons[2] = spawn(args(2), tmp_path, "d2-back")
         wait_ready([back])
@@ -99,15 +75,16 @@ def test_a_member_back_after_its_process_was_taken_over_is_a_backup(tmp_path: Pa
         seeds = f"{back.address},{daemons[0].address}"
         with skueue.client.blocking.connect_blocking(seeds) as q:
             q.enqueue(b"through-seeds")
-        rest = drain(daemons[1].address)
-        markers = [e for e in rest if e.startswith(b"marker")]
-        assert set(acknowledged) <= set(markers) <= {*acknowledged, *unknown}, markers
-        assert_exactly([*inserted, b"through-seeds"],
-                       [e for e in rest if not e.startswith(b"marker")])  # fmt: skip
-        log = (tmp_path / "d2-back.stderr").read_text()
-        assert "led by another replica now" in log, log[-3000:]
         with skueue.client.blocking.connect_blocking(daemons[0].address) as q:
             members = {m["address"]: m for m in q.stats()["members"]}
         assert members[back.address]["durable"]["led_by"] in addresses[:2], members
+        rest = drain(daemons[1].address)
+        markers = [e for e in rest if e.startswith(b"marker")]
+        assert set(acknowledged) <= set(markers) <= {*acknowledged, *unknown}, markers
+        assert len(markers) == len(set(markers)), markers
+        assert_exactly([*inserted, b"through-seeds"],
+                       [*taken, *(e for e in rest if not e.startswith(b"marker"))])  # fmt: skip
+        log = (tmp_path / "d2-back.stderr").read_text()
+        assert "led by another replica now" in log, log[-3000:]
     finally:
         stop(daemons)

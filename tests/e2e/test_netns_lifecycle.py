@@ -26,6 +26,7 @@ import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -41,17 +42,23 @@ PROGRESS_TIMEOUT_S = 30.0
 WORKLOAD_DEADLINE_S = 100.0
 
 
-@pytest.fixture
-def state(tmp_path: Path) -> Iterator[Path]:
-    reason = why_unavailable(PREFIX)
+def state_for(prefix: str, tmp_path: Path) -> Iterator[Path]:
+    """A state directory for a netns cluster of ``prefix`` (skipped where namespaces
+    cannot be made), torn down after the test whatever happened."""
+    reason = why_unavailable(prefix)
     if reason is not None:
         pytest.skip(reason)
     path = tmp_path / "netns-state"
     try:
         yield path
     finally:
-        if our_namespaces(PREFIX):  # the test failed half-way: tear down anyway
-            run(SCRIPT, "stop", "--prefix", PREFIX, "--state-dir", path, "--timeout", "5")
+        if our_namespaces(prefix):  # the test failed half-way: tear down anyway
+            run(SCRIPT, "stop", "--prefix", prefix, "--state-dir", path, "--timeout", "5")
+
+
+@pytest.fixture
+def state(tmp_path: Path) -> Iterator[Path]:
+    yield from state_for(PREFIX, tmp_path)
 
 
 @pytest.fixture
@@ -87,6 +94,39 @@ def wait_progress(progress: Path, at_least: int, proc: subprocess.Popen[str]) ->
                 f"{PROGRESS_TIMEOUT_S:g} s")  # fmt: skip
 
 
+def start_workload(
+    prefix: str, state: Path, tmp_path: Path, nodes: list[str], *options: str,
+    deadline_s: float = WORKLOAD_DEADLINE_S,
+) -> tuple[subprocess.Popen[str], Path, Path, Path]:  # fmt: skip
+    """tests/e2e/netns_workload.py from inside host 0's namespace, one client per node
+    (with ``options``): the process, and its history, progress and stop files."""
+    ca = state / "tls" / "ca.crt"
+    history, progress, stop = (tmp_path / n for n in ("history.jsonl", "progress", "stop"))
+    workload = subprocess.Popen(
+        ["ip", "netns", "exec", f"{prefix}0", "env", f"SKUEUE_TLS_CA={ca}",
+         sys.executable, "-m", "tests.e2e.netns_workload", *options, "--nodes", ",".join(nodes),
+         "--history", str(history), "--progress", str(progress), "--stop-file", str(stop),
+         "--deadline-s", str(deadline_s)],  # fmt: skip
+        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    return workload, history, progress, stop
+
+
+def finish(
+    workload: subprocess.Popen[str], stop: Path, history: Path
+) -> tuple[dict[str, Any], dict[str, int]]:
+    """Stop the workload, let it drain, and check its history (assert_accounted): its
+    summary, and the counts."""
+    stop.touch()
+    out, err = workload.communicate(timeout=WORKLOAD_DEADLINE_S)
+    assert workload.returncode == 0, f"the workload failed:\n{err[-3000:]}"
+    summary = json.loads(out.strip().splitlines()[-1])
+    with history.open() as f:
+        records = read_jsonl(f)
+    return summary, assert_accounted(records, summary["unknown_inserts"],
+                                     summary["unknown_removals"])  # fmt: skip
+
+
 def logs(state: Path) -> dict[str, str]:
     return {f"{PREFIX}{i}": (state / f"{PREFIX}{i}.log").read_text() for i in range(4)}
 
@@ -110,16 +150,8 @@ def test_four_hosts_join_leave_kill_restart_lose_nothing(
     }
     start_s = time.monotonic() - began
 
-    ca = state / "tls" / "ca.crt"
-    history, progress, stop = (tmp_path / n for n in ("history.jsonl", "progress", "stop"))
-    workload = subprocess.Popen(
-        ["ip", "netns", "exec", f"{PREFIX}0", "env", f"SKUEUE_TLS_CA={ca}",
-         sys.executable, "-m", "tests.e2e.netns_workload",
-         "--nodes", ",".join(ADDRESSES[i] for i in (0, 1, 3)),
-         "--history", str(history), "--progress", str(progress), "--stop-file", str(stop),
-         "--deadline-s", str(WORKLOAD_DEADLINE_S)],  # fmt: skip
-        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-    )  # fmt: skip
+    nodes = [ADDRESSES[i] for i in (0, 1, 3)]
+    workload, history, progress, stop = start_workload(PREFIX, state, tmp_path, nodes)
     processes.append(workload)
     done = wait_progress(progress, STEP_OPS, workload)
 
@@ -136,13 +168,7 @@ def test_four_hosts_join_leave_kill_restart_lose_nothing(
     assert restarted.returncode == 0, restarted.stderr
     wait_progress(progress, done + STEP_OPS, workload)
 
-    stop.touch()
-    out, err = workload.communicate(timeout=WORKLOAD_DEADLINE_S)
-    assert workload.returncode == 0, f"the workload failed:\n{err[-3000:]}"
-    summary = json.loads(out.strip().splitlines()[-1])
-    with history.open() as f:
-        records = read_jsonl(f)
-    counts = assert_accounted(records, summary["unknown_inserts"], summary["unknown_removals"])
+    summary, counts = finish(workload, stop, history)
     assert counts["acknowledged"] >= STEP_OPS, counts  # the workload did work
     assert summary["drained"] > 0, "the drain found nothing: the check would be weak"
 
@@ -155,7 +181,7 @@ def test_four_hosts_join_leave_kill_restart_lose_nothing(
         "alive",
     ], status.stdout
     stats = run("ip", "netns", "exec", f"{PREFIX}1", sys.executable, "-m", "skueue.cli.skueue",
-                "stats", "--node", ADDRESSES[1], "--tls-ca", ca)  # fmt: skip
+                "stats", "--node", ADDRESSES[1], "--tls-ca", state / "tls" / "ca.crt")  # fmt: skip
     assert stats.returncode == 0, stats.stderr
     assert "processes: 3" in stats.stdout and "queue size: 0" in stats.stdout, stats.stdout
     text = logs(state)

@@ -20,17 +20,22 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from skueue.check.history import read_jsonl
-from tests.e2e.oracle import assert_accounted
-from tests.e2e.test_netns import ROOT, SCRIPT, our_namespaces, run, why_unavailable
-from tests.e2e.test_netns_lifecycle import wait_progress
+from tests.e2e.test_netns import SCRIPT, run
+from tests.e2e.test_netns_lifecycle import (
+    finish,
+    processes,
+    start_workload,
+    state_for,
+    wait_progress,
+)
+
+__all__ = ["processes"]  # the fixture: the workloads this test starts, killed after it
 
 PREFIX = "skqpt"
 HOSTS = 5
@@ -43,25 +48,7 @@ WORKLOAD_DEADLINE_S = 200.0
 
 @pytest.fixture
 def state(tmp_path: Path) -> Iterator[Path]:
-    reason = why_unavailable(PREFIX)
-    if reason is not None:
-        pytest.skip(reason)
-    path = tmp_path / "netns-state"
-    try:
-        yield path
-    finally:
-        if our_namespaces(PREFIX):  # the test failed half-way: tear down anyway
-            run(SCRIPT, "stop", "--prefix", PREFIX, "--state-dir", path, "--timeout", "5")
-
-
-@pytest.fixture
-def processes() -> Iterator[list[subprocess.Popen[str]]]:
-    started: list[subprocess.Popen[str]] = []
-    yield started
-    for proc in started:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait(timeout=10)
+    yield from state_for(PREFIX, tmp_path)
 
 
 def cluster(state: Path, *args: str) -> subprocess.CompletedProcess[str]:
@@ -75,16 +62,9 @@ def test_a_host_cut_off_for_20_s_acknowledges_nothing_alone(
                       "--failover", "--timeout", "60")  # fmt: skip
     assert started.returncode == 0, started.stderr
     assert started.stdout.split() == ADDRESSES
-    ca = state / "tls" / "ca.crt"
-    history, progress, stop = (tmp_path / n for n in ("history.jsonl", "progress", "stop"))
-    workload = subprocess.Popen(
-        ["ip", "netns", "exec", f"{PREFIX}0", "env", f"SKUEUE_TLS_CA={ca}",
-         sys.executable, "-m", "tests.e2e.netns_workload", "--seed-lists",
-         "--nodes", ",".join(ADDRESSES), "--timeout-s", "60",
-         "--history", str(history), "--progress", str(progress), "--stop-file", str(stop),
-         "--deadline-s", str(WORKLOAD_DEADLINE_S)],  # fmt: skip
-        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-    )  # fmt: skip
+    workload, history, progress, stop = start_workload(
+        PREFIX, state, tmp_path, ADDRESSES, "--seed-lists", "--timeout-s", "60",
+        deadline_s=WORKLOAD_DEADLINE_S)  # fmt: skip
     processes.append(workload)
     done = wait_progress(progress, STEP_OPS, workload)
 
@@ -100,13 +80,7 @@ def test_a_host_cut_off_for_20_s_acknowledges_nothing_alone(
     assert healed.returncode == 0, healed.stderr
     done = wait_progress(progress, done + STEP_OPS, workload)
 
-    stop.touch()
-    out, err = workload.communicate(timeout=WORKLOAD_DEADLINE_S)
-    assert workload.returncode == 0, f"the workload failed:\n{err[-3000:]}"
-    summary = json.loads(out.strip().splitlines()[-1])
-    with history.open() as f:
-        records = read_jsonl(f)
-    counts = assert_accounted(records, summary["unknown_inserts"], summary["unknown_removals"])
+    summary, counts = finish(workload, stop, history)
     print(f"partition: {STEP_OPS} operations done {served_while_cut:.1f} s into the cut; "
           f"{json.dumps(counts)}")
     assert summary["drained"] > 0, "the drain found nothing: the check would be weak"

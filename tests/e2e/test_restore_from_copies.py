@@ -38,6 +38,26 @@ def group_args(addresses: list[str], own: str) -> list[str]:
     return ["--peers", ",".join(a for a in addresses if a != own), "--replicas", "3"]
 
 
+def fill(daemons: list[Daemon], pad: bytes) -> list[bytes]:
+    """``ELEMENTS`` elements (numbered, then ``pad``) in through every member in turn."""
+    inserted = [f"{i:04d}".encode() + pad for i in range(ELEMENTS)]
+    for at, daemon in enumerate(daemons):  # through every member, its own included
+        with skueue.client.blocking.connect_blocking(daemon.address) as q:
+            q.enqueue_many(inserted[at :: len(daemons)])
+    return inserted
+
+
+def fill_and_take(daemons: list[Daemon]) -> tuple[list[bytes], list[bytes | None]]:
+    """:func:`fill`, then a quarter taken out through the first member; the last one
+    (to be lost) must hold part of the queue."""
+    inserted = fill(daemons, b"x" * 200)
+    with skueue.client.blocking.connect_blocking(daemons[0].address) as q:
+        taken = [q.dequeue() for _ in range(ELEMENTS // 4)]
+        held = {m["address"]: m for m in q.stats()["members"]}[daemons[-1].address]
+    assert held["entries"] > 0, held  # the lost member held part of the queue
+    return inserted, taken
+
+
 def drain(address: str) -> list[bytes]:
     with skueue.client.blocking.connect_blocking(address) as q:
         rest = []
@@ -58,14 +78,7 @@ def test_a_member_lost_with_its_disk_comes_back_from_the_copies(tmp_path: Path) 
     addresses, args, daemons = start(3, tmp_path)
     try:
         wait_ready(daemons)
-        inserted = [f"{i:04d}".encode() + b"x" * 200 for i in range(ELEMENTS)]
-        for at, daemon in enumerate(daemons):  # through every member, its own included
-            with skueue.client.blocking.connect_blocking(daemon.address) as q:
-                q.enqueue_many(inserted[at::3])
-        with skueue.client.blocking.connect_blocking(daemons[0].address) as q:
-            taken = [q.dequeue() for _ in range(ELEMENTS // 4)]
-            held = {m["address"]: m for m in q.stats()["members"]}[daemons[2].address]
-        assert held["entries"] > 0, held  # the lost member held part of the queue
+        inserted, taken = fill_and_take(daemons)
         # While the member is up, the others refuse to hand its process to another daemon.
         (spare,) = free_ports(1)
         impostor = ["--listen", f"{HOST}:{spare}", "--advertise", addresses[2],

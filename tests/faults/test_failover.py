@@ -17,19 +17,22 @@ from __future__ import annotations
 import random
 import signal
 import time
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 import attrs
 import pytest
 import trio
 
+from skueue.cluster.loadgen import LoadConfig, LoadResult
 from tests.e2e.daemons import stop
 from tests.e2e.oracle import assert_history_ok
 from tests.faults.test_crash_restart import Cluster
+from tests.faults.test_pause import paused_for
 from tests.faults.workload import LONG, SEED, fault_load, under_faults
 
 DAEMONS = 5
-OPS = 60_000 if LONG else 4_000
+OPS = 60_000 if LONG else 3_000
 KILL_AFTER_S = (2.0, 4.0)
 TIMEOUT_S = 900.0 if LONG else 240.0
 PAUSE_S = 12.0  # past the failure timeout (3 to 6 s) and the links' ack timeout (10 s)
@@ -43,12 +46,27 @@ def seed_lists(addresses: list[str], clients: int) -> tuple[str, ...]:
     return tuple(",".join(addresses[(i + k) % n] for k in range(n)) for i in range(clients))
 
 
-@pytest.mark.trio
-async def test_a_host_lost_under_load_is_taken_over(tmp_path: Path) -> None:
+def failover_cluster(tmp_path: Path) -> tuple[random.Random, Cluster, int]:
+    """The fault's draws, the cluster (not started) and the daemon the fault is for."""
     print(f"replay with SKUEUE_FAULT_SEED={SEED}")
     rng = random.Random(SEED)
-    cluster = Cluster(tmp_path, 3, DAEMONS, "--failover")
-    victim = rng.randrange(DAEMONS)
+    return rng, Cluster(tmp_path, 3, DAEMONS, "--failover"), rng.randrange(DAEMONS)
+
+
+async def started_under_faults(
+    cluster: Cluster, faults: Callable[[], Awaitable[None]]
+) -> tuple[LoadResult, LoadConfig]:
+    """Start the cluster and run the load, each client with every member as its seed
+    list, while ``faults`` runs; then the drain."""
+    cluster.start()
+    base = fault_load(cluster.addresses, OPS)
+    load = attrs.evolve(base, nodes=seed_lists(cluster.addresses, base.clients))
+    return await under_faults(load, faults, TIMEOUT_S), load
+
+
+@pytest.mark.trio
+async def test_a_host_lost_under_load_is_taken_over(tmp_path: Path) -> None:
+    rng, cluster, victim = failover_cluster(tmp_path)
     killed_at: list[float] = []
 
     async def faults() -> None:
@@ -58,10 +76,7 @@ async def test_a_host_lost_under_load_is_taken_over(tmp_path: Path) -> None:
         cluster.lose_disk(victim)
 
     try:
-        cluster.start()
-        base = fault_load(cluster.addresses, OPS)
-        load = attrs.evolve(base, nodes=seed_lists(cluster.addresses, base.clients))
-        result = await under_faults(load, faults, TIMEOUT_S)
+        result, load = await started_under_faults(cluster, faults)
         assert killed_at, "the workload ended before the kill"
         kill = killed_at[0] - result.started
         after = sorted(r.response for r in result.records if r.invoke > kill)
@@ -87,27 +102,16 @@ async def test_a_leader_paused_past_the_failure_timeout_is_fenced(tmp_path: Path
     commit them (a majority has a higher term), so it releases nothing of them; it
     learns the new term, is deposed for good, and ends its clients' connections, which
     follow the process to the new leader and send their requests again there."""
-    print(f"replay with SKUEUE_FAULT_SEED={SEED}")
-    rng = random.Random(SEED)
-    cluster = Cluster(tmp_path, 3, DAEMONS, "--failover")
-    victim = rng.randrange(DAEMONS)
+    rng, cluster, victim = failover_cluster(tmp_path)
     paused: list[float] = []
 
     async def faults() -> None:
         await trio.sleep(rng.uniform(*KILL_AFTER_S))
-        proc = cluster.daemons[victim].proc
-        proc.send_signal(signal.SIGSTOP)
-        try:
-            await trio.sleep(PAUSE_S)
-        finally:
-            proc.send_signal(signal.SIGCONT)  # also when the workload ends first
+        await paused_for(cluster.daemons[victim].proc, PAUSE_S)
         paused.append(PAUSE_S)
 
     try:
-        cluster.start()
-        base = fault_load(cluster.addresses, OPS)
-        load = attrs.evolve(base, nodes=seed_lists(cluster.addresses, base.clients))
-        result = await under_faults(load, faults, TIMEOUT_S)
+        result, load = await started_under_faults(cluster, faults)
         print(f"daemon {victim} paused {paused} s; {len(result.records)} operations")
         assert paused, "the workload ended before the pause did"
         assert_history_ok(result, load)

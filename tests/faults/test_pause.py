@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import random
 import signal
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -45,12 +46,7 @@ async def test_paused_members_resume_and_nothing_is_lost(tmp_path: Path, replica
     pauses: list[tuple[int, float]] = []
 
     async def pause(victim: int, seconds: float) -> None:
-        proc = cluster.daemons[victim].proc
-        proc.send_signal(signal.SIGSTOP)
-        try:
-            await trio.sleep(seconds)
-        finally:
-            proc.send_signal(signal.SIGCONT)  # also when the workload ends first
+        await paused_for(cluster.daemons[victim].proc, seconds)
         pauses.append((victim, round(seconds, 1)))
 
     async def faults() -> None:
@@ -77,6 +73,15 @@ async def test_paused_members_resume_and_nothing_is_lost(tmp_path: Path, replica
     finally:
         problems = stop_all(cluster)
         assert not problems, problems
+
+
+async def paused_for(proc: subprocess.Popen[bytes], seconds: float) -> None:
+    """SIGSTOP ``proc`` for ``seconds``, then SIGCONT (also when cancelled first)."""
+    proc.send_signal(signal.SIGSTOP)
+    try:
+        await trio.sleep(seconds)
+    finally:
+        proc.send_signal(signal.SIGCONT)  # also when the workload ends first
 
 
 def stop_all(cluster: Cluster) -> list[str]:
