@@ -34,7 +34,7 @@ from tests.faults.workload import DAEMONS, LONG, SEED, fault_load, under_faults
 OPS = 50_000 if LONG else 6_000
 FAULTS_MAX = 2_000 if LONG else 40
 FAULT_GAP_S = (0.02, 0.15)
-WORKLOAD_TIMEOUT_S = 600.0 if LONG else 90.0
+WORKLOAD_TIMEOUT_S = 600.0 if LONG else 240.0
 
 
 @pytest.mark.trio
