@@ -55,7 +55,11 @@ class ProcessGroup(ReplicaDriver):
         carries its messages to the other voters (None: a group of one)."""
         super().__init__(replica, replica, input_log, first_config, send,
                          settings or ReplicaSettings())  # fmt: skip
-        self.lone = self.node.config.voters == (replica,)
+        self._own_fields(lone=self.node.config.voters == (replica,))
+
+    def _own_fields(self, lone: bool) -> None:
+        """What a process's group holds besides its driver's (:data:`DRIVER_FIELDS`)."""
+        self.lone = lone
         self.staged: list[bytes] = []
         """The records the owner logged in this step, packed."""
         self._packer = msgpack.Packer(use_bin_type=True)
@@ -80,9 +84,8 @@ class ProcessGroup(ReplicaDriver):
         group = cls.__new__(cls)
         for name in DRIVER_FIELDS:
             setattr(group, name, getattr(slot, name))
-        group.lone, group.staged, group._packer = False, [], msgpack.Packer(use_bin_type=True)
-        group.shipper, group.deposed_at, group.failover = None, None, True
-        group.has_led, group.on_deposed, group.deposed = True, None, trio.Event()
+        group._own_fields(lone=False)
+        group.failover = group.has_led = True
         group.store = getattr(slot, "store", None)
         return group
 
@@ -94,6 +97,7 @@ class ProcessGroup(ReplicaDriver):
         the steps this replica held there must never go out."""
         commit = self.node.commit
         return commit if self.deposed_at is None else min(commit, self.deposed_at)
+
     @property
     def leading(self) -> bool:
         return self.node.role == "leader"
