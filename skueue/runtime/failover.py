@@ -4,6 +4,9 @@ where a process is served now, and its own process led by another replica.
 - ``["leader", P, term, address]`` on the daemon channel: P's group elected a leader in
   ``term`` that serves P at ``address`` (runtime/stand_in.py); this daemon's link to P
   goes there from its next connection (:meth:`PeerLinks.relocate`).
+- ``["host-lost", [ids]]``: an operator declared those hosts lost for good (``skueue
+  remove-member``, runtime/member_removal.py); the groups this daemon and its stand-ins
+  lead replace them (runtime/re_replication.py).
 - A home daemon whose own group elects another replica, or that stops leading after it
   led, is a **backup** of its process for the rest of its life
   (:meth:`ProcessGroup.role_changed`): its host may hold inputs that the new leader
@@ -21,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 from skueue.core.errors import RemoteProtocolError
 from skueue.host.address import AddressError, parse_address
 from skueue.host.replies import MOVED, UNAVAILABLE
+from skueue.runtime.member_removal import named_members
 from skueue.runtime.state import DaemonContext, log
 
 if TYPE_CHECKING:
@@ -43,6 +47,17 @@ def took_over(owner: Owner, peer: str, frame: list[Any]) -> None:
     links = owner.ctx.links
     if links is not None:  # (its own too: its clients are told where it is served)
         links.relocate(process, term, address)
+
+
+def host_lost(owner: Owner, peer: str, frame: list[Any]) -> None:
+    """A ``host-lost`` frame from ``peer``'s daemon channel."""
+    hosts = frame[1]
+    if not named_members(hosts):
+        log.warning("bad host-lost frame; closing the member's channel", peer=peer)
+        owner.ctx.drop_channel_session(peer)
+        return
+    if owner.replicas is not None:
+        owner.replicas.host_lost(hosts)
 
 
 def served_at(ctx: DaemonContext, process: str) -> tuple[str, str]:

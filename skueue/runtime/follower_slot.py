@@ -52,6 +52,7 @@ from skueue.runtime.durability.input_log import (
     SyncPolicy,
     directory_name,
     open_snapshot,
+    read_meta,
 )
 from skueue.runtime.durability.snapshots import (
     DaemonSnapshot,
@@ -312,7 +313,10 @@ class FollowerSlot(ReplicaDriver):
 
     def stats(self) -> dict[str, Any]:
         state = self.state
+        config = self.node.config
         return {
+            "voters": list(config.voters),  # as this copy's log says (re-replication)
+            "learners": list(config.learners),
             "applied": None if state is None else state.applied,
             "checked": self.checked,
             "diverged": self.diverged,
@@ -322,6 +326,15 @@ class FollowerSlot(ReplicaDriver):
     def close(self) -> None:
         self.input_log.close()
         self.store.close()
+
+
+def copies_on_disk(data_dir: Path) -> list[str]:
+    """The processes whose copies ``data_dir`` holds (under ``replicas/``), by the
+    process id each copy's ``meta.json`` names."""
+    found = []
+    for meta in sorted((data_dir / REPLICAS_DIRECTORY).glob("*/meta.json")):
+        found.append(read_meta(meta).process_id)
+    return found
 
 
 def write_state(

@@ -87,6 +87,11 @@ class Limits:
     # pause of the leader's process.
     replica_check_elements_max: int = 200_000
     snapshot_transfer_bytes_max: int = 1024 * 1024 * 1024
+    # Copies of other processes' logs one daemon keeps (runtime/re_replication.py): its
+    # k - 1 placed ones and those leaders added it to when a host was lost.  A leader's
+    # first append for a group past it is refused (logged), and that leader picks no
+    # other host: the operator sees the warning and the group's two voters in stats.
+    replica_copies_max: int = 32
     # Frames waiting for one member's daemon channel (stats and removal checks,
     # runtime/network/daemon_channel.py) while it cannot be reached; past it the oldest
     # go (whoever asked times out, as when the member never answers).

@@ -124,7 +124,10 @@ class MemberRemoval:
             owner.reply(client, Done(rid, (_result([], [], {}),)))
             return
         own = owner.ctx.process_id
-        others = [p for p in directory.others() if p not in members]
+        # (Not a host lost for good already: nothing answers on its channel.  Its
+        # process, served by a copy, stays in the ring and is not removed.)
+        lost = set() if owner.replicas is None else owner.replicas.lost
+        others = [p for p in directory.others() if p not in members and p not in lost]
         qid = next(self.numbers)
         addresses = {m: str(directory.address(m)) for m in members}
         deadline = trio.current_time() + owner.ctx.limits.stats_timeout_s
@@ -142,17 +145,25 @@ class MemberRemoval:
         out = []
         for member in members:
             hold, why = self.owner.host.process.hold_on(member)
-            up = member in ctx.links.connected or member in ctx.peer_sessions
+            # (A link to a process its copies serve elsewhere says nothing of its host.)
+            up = not self._served_elsewhere(member) and (
+                member in ctx.links.connected or member in ctx.peer_sessions)
             out.append([int(hold), why, up])
         return out
+
+    def _served_elsewhere(self, member: str) -> bool:
+        """With ``--failover``: a copy of ``member``'s process serves it, at another
+        address than its own (runtime/stand_in.py)."""
+        links, home = self.owner.ctx.links, self.owner.host.directory.address(member)
+        assert links is not None
+        return home is not None and links.where(member, home) != home
 
     def control(self, peer: str, frame: list[Any]) -> None:
         """The control frames of a check, from a peer."""
         kind = frame[0]
         if kind == "remove-check":
             qid, members = frame[1], frame[2]
-            if not (isinstance(members, list) and 0 < len(members) <= MEMBERS_PER_CHECK_MAX
-                    and all(type(m) is str and 0 < len(m) <= 256 for m in members)):  # fmt: skip
+            if not named_members(members):
                 raise RemoteProtocolError("remove-check: expected a list of process ids")
             answer = ["remove-answer", qid, self._holdings(tuple(members))]
             self.owner.send_on_channels([(peer, answer)])
@@ -176,21 +187,45 @@ class MemberRemoval:
         ]  # fmt: skip
         for qid in done:
             check = self.checks.pop(qid)
-            refusal = check.refusal()
+            served = [m for m in check.members if self._served_elsewhere(m)]
+            refusal = check.refusal(served)
             if refusal is not None:
                 code, message = refusal
                 owner.reply(check.client, ErrorReply(check.rid, message, code))
                 continue
             held = {m: check.held(m) for m in check.members}
             for member in check.members:
-                owner.enter(RemoveMember(member))
+                if member in served:
+                    held[member] = self._lost_for_good(member)
+                else:
+                    owner.enter(RemoveMember(member))
             result = _result(list(check.members), [], held, check.addresses)
             owner.reply(check.client, Done(check.rid, (result,)))
+
+    def _lost_for_good(self, member: str) -> str:
+        """A ring member whose process its copies serve (``--failover``): its host is
+        lost for good, and every group that kept a copy on it gets a new one
+        (runtime/re_replication.py); the process stays in the ring, served by a copy.
+        Returns what the answer says of it."""
+        owner = self.owner
+        assert owner.replicas is not None and owner.ctx.links is not None
+        owner.replicas.host_lost([member])
+        others = owner.host.directory.others()
+        owner.send_on_channels([(peer, ["host-lost", [member]]) for peer in others])
+        where = owner.ctx.links.led_at[member][1]
+        return (f"its process goes on, served by a copy at {where}; each group that kept a "
+                "copy on its host gets a new one on a survivor (skueue stats: durable.copies)")
 
     def seconds_to_deadline(self, now: float) -> float:
         if not self.checks:
             return float("inf")
         return max(0.0, min(c.deadline for c in self.checks.values()) - now)
+
+
+def named_members(x: Any) -> bool:
+    """Whether a peer's frame names members as it may: a short list of process ids."""
+    return (isinstance(x, list) and 0 < len(x) <= MEMBERS_PER_CHECK_MAX
+            and all(type(m) is str and 0 < len(m) <= 256 for m in x))  # fmt: skip
 
 
 def _result(

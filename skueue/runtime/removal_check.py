@@ -9,6 +9,7 @@ that order is the answer.  No I/O here: the owner feeds it (runtime/member_remov
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from typing import Any
 
 import attrs
@@ -54,8 +55,10 @@ class RemovalCheck:
         self.waiting.discard(peer)
         self.answers[peer] = [(Hold(h[0]), h[1][:WHY_CHARS_MAX], h[2]) for h in holdings]
 
-    def refusal(self) -> tuple[str, str] | None:
-        """Why the members may not be forgotten (an error code and one line), or None."""
+    def refusal(self, served: Collection[str] = ()) -> tuple[str, str] | None:
+        """Why the members may not be forgotten (an error code and one line), or None.
+        A member in ``served`` may hold part of the ring and have links up: its copies
+        serve its process (``--failover``), and only its host is forgotten."""
         names = ", ".join(self.members)
         if self.waiting:
             silent = ", ".join(sorted(self.waiting))
@@ -66,7 +69,9 @@ class RemovalCheck:
             )
         for index, member in enumerate(self.members):
             for peer, holdings in sorted(self.answers.items()):
-                if holdings[index][2]:
+                # (A link to a served member's process goes to the copy that serves it,
+                # whether the peer heard where yet or not: the probe tried its host.)
+                if holdings[index][2] and member not in served:
                     return REFUSED, (
                         f"{member} is not gone: {peer} has a link up with it (a live member "
                         "leaves with skueue leave --node ITS-ADDRESS)"
@@ -74,7 +79,7 @@ class RemovalCheck:
         for index, member in enumerate(self.members):
             for _, holdings in sorted(self.answers.items()):
                 hold, why, _ = holdings[index]
-                if hold is Hold.RING:
+                if hold is Hold.RING and member not in served:
                     return REFUSED, ring_refusal(member, why)
         return None
 

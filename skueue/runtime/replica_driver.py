@@ -24,7 +24,7 @@ from collections.abc import Callable
 
 import structlog
 
-from skueue.replication.config import Config, HostId
+from skueue.replication.config import Config, ConfigChange, HostId
 from skueue.replication.effects import (
     AppendLocal,
     Commit,
@@ -36,7 +36,7 @@ from skueue.replication.effects import (
     Send,
     SendSnapshot,
 )
-from skueue.replication.inputs import Persisted, Received, ReplicaInput, Tick
+from skueue.replication.inputs import ChangeConfig, Persisted, Received, ReplicaInput, Tick
 from skueue.replication.messages import Message, Snapshot
 from skueue.replication.node import ReplicaNode
 from skueue.replication.settings import DurableState, ReplicaSettings
@@ -95,6 +95,15 @@ class ReplicaDriver:
 
     def tick(self) -> None:
         self.step(Tick())
+
+    def change_config(self, change: ConfigChange) -> str | None:
+        """Propose a change of the group's membership (the leader, one at a time:
+        runtime/re_replication.py); why it was refused, or None."""
+        self.commit_seen = self.node.commit
+        effects = self.node.step(ChangeConfig(change))
+        refused = [e.reason for e in effects if isinstance(e, ProposalRefused)]
+        self.carry_out([e for e in effects if not isinstance(e, ProposalRefused)])
+        return refused[0] if refused else None
 
     def end_step(self, now: float) -> None:
         """Sync what this step wrote, tell the node, then send what waited for it."""

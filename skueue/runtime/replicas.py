@@ -32,20 +32,22 @@ from skueue.core.ops import Structure
 from skueue.host.address import Address
 from skueue.host.directory import Directory
 from skueue.host.host import Host
-from skueue.host.placement import groups_followed_by, voters_of
+from skueue.host.placement import groups_followed_by, ring_order, voters_of
 from skueue.replication.codec import ReplicationCodecError, decode_message, encode_message
 from skueue.replication.config import Config, HostId
 from skueue.replication.messages import Message
 from skueue.runtime.applied_state import state_digest
 from skueue.runtime.durability.entry_store import SnapshotEntryStore
 from skueue.runtime.durability.input_log import InputLog
-from skueue.runtime.follower_slot import FollowerSlot, MakeHost
+from skueue.runtime.follower_slot import FollowerSlot, MakeHost, copies_on_disk
 from skueue.runtime.group import ProcessGroup
 from skueue.runtime.limits import Limits
 from skueue.runtime.network.daemon_channel import DaemonChannels
 from skueue.runtime.network.link_receiver import Inbound
 from skueue.runtime.network.peers import PeerLinks
 from skueue.runtime.new_host import new_host
+from skueue.runtime.re_replication import replace_lost
+from skueue.runtime.replica_driver import ReplicaDriver
 from skueue.runtime.snapshot_transfer import take_part
 from skueue.runtime.state import DaemonContext
 
@@ -97,6 +99,14 @@ class DaemonReplicas:
         self.forward: dict[str, Callable[[str, list[Any]], None]] = {}
         self.standing: dict[str, str] = {}  # process -> where its stand-in here listens
         self.elected: Callable[[FollowerSlot], None] | None = None
+        # Re-replication (runtime/re_replication.py): every member in ring order, the
+        # hosts lost for good (shared with this daemon's stand-ins), and how a copy is
+        # opened for a group whose leader added this daemon (None: a stand-in's, which
+        # keeps no copies).
+        self.ring: list[str] = []
+        self.lost: set[str] = set()
+        self.voters_per_group = 1  # --replicas
+        self.open_copy: Callable[[str], FollowerSlot] | None = None
 
     def receive(self, peer: str, frame: list[Any]) -> None:
         """A replication frame from ``peer``'s channel (daemon_channel.REPLICATION_FRAMES)."""
@@ -106,7 +116,9 @@ class DaemonReplicas:
             forward(peer, frame)
             return
         replica = self.group if process == self.own else self.slots.get(process)
-        if replica is None or peer not in replica.node.config.members:
+        if replica is None:
+            replica = self._copy_for(peer, process, frame)
+        if replica is None or (peer not in replica.node.config.members and not _joining(replica)):
             # A group this daemon holds no replica of, or a sender that holds none
             # (a member's placement differs from ours, which only a bug or a forged
             # frame makes): Raft takes the loss.
@@ -122,12 +134,44 @@ class DaemonReplicas:
         elif isinstance(replica, FollowerSlot) and peer == replica.node.leader:
             _to_follower(replica, kind, frame, self.limits)
 
+    def _copy_for(self, peer: str, process: str, frame: list[Any]) -> FollowerSlot | None:
+        """A new copy of ``process``'s group, for the first append or snapshot of a
+        leader that added this daemon to it (runtime/re_replication.py); None for any
+        other frame, or past ``replica_copies_max``."""
+        open_copy = self.open_copy
+        if open_copy is None or frame[0] != "raft" or process == self.own:
+            return None
+        message = frame[2]
+        if not (message and message[0] in ("append", "snapshot") and process in self.ring):
+            return None
+        if len(self.slots) >= self.limits.replica_copies_max:
+            log.warning("a leader adds this daemon to its group, and it keeps as many copies "
+                        "as it may (replica_copies_max); refused", process=process,
+                        peer=peer, copies=len(self.slots))  # fmt: skip
+            return None
+        log.info("re-replication: this daemon keeps a new copy of a process's log",
+                 process=process, leader=peer)  # fmt: skip
+        slot = self.slots[process] = open_copy(process)
+        return slot
+
+    def host_lost(self, hosts: list[str]) -> None:
+        """``hosts`` were lost for good (``skueue remove-member``): the groups this
+        daemon leads replace them (runtime/re_replication.py)."""
+        new = [h for h in hosts if h in self.ring and h not in self.lost]
+        if new:
+            log.warning("hosts lost for good: the groups led here replace them",
+                        hosts=new)  # fmt: skip
+            self.lost.update(new)
+
     def seconds_to_tick(self, now: float) -> float:
         return max(0.0, self.next_tick - now)
 
     def tick_if_due(self, now: float) -> None:
         if now >= self.next_tick:
             self.group.tick()
+            if self.lost and self.group.leading:
+                replace_lost(self.group, self.lost, self.ring, self.voters_per_group,
+                             self._up)  # fmt: skip
             for process, slot in self.slots.items():
                 # A stand-in says hello with the process's nonce: a copy that does not
                 # know it could not serve the process (runtime/stand_in.py).
@@ -137,6 +181,11 @@ class DaemonReplicas:
             self._send_watermarks()
             if self.failover:
                 self._announce()
+
+    def _up(self, host: str) -> bool:
+        """Whether ``host``'s daemon channel is up (a new replica must be reachable)."""
+        sender = self.channels.senders.get(host)
+        return sender is not None and not sender.down
 
     def _announce(self) -> None:
         """With failover, the leader says where it serves its process (module
@@ -194,6 +243,12 @@ class DaemonReplicas:
                 slot.compact_if_due(self.limits.snapshot_log_bytes)
 
 
+def _joining(replica: ReplicaDriver) -> bool:
+    """A copy just opened for a group that added this daemon: it learns the group's
+    members from the leader's log (until then it takes the leader's messages as is)."""
+    return replica.node.host not in replica.node.config.members
+
+
 def _to_follower(slot: FollowerSlot, kind: str, frame: list[Any], limits: Limits) -> None:
     """An ``acked``, ``check`` or ``snapshot-part`` frame from the slot's leader (module
     docstring)."""
@@ -229,9 +284,16 @@ def open_replicas(
     own, limits, channels, links = group.group, ctx.limits, ctx.channels, ctx.links
     assert channels is not None and links is not None
     slots = {}
-    for process in groups_followed_by(own, members, ctx.config.replicas):
+    placed = groups_followed_by(own, members, ctx.config.replicas)
+    added = [p for p in copies_on_disk(input_log.directory) if p not in placed and p != own]
+    for process in placed + added:
         slots[process] = open_slot(ctx, input_log, process, members, addresses, restart)
-    return DaemonReplicas(own, group, slots, channels, links, limits, now)
+    replicas = DaemonReplicas(own, group, slots, channels, links, limits, now)
+    replicas.ring = ring_order(members)
+    replicas.voters_per_group = ctx.config.replicas
+    replicas.open_copy = lambda process: open_slot(ctx, input_log, process, members,
+                                                   addresses, restart=False)
+    return replicas
 
 
 def open_slot(
@@ -243,7 +305,9 @@ def open_slot(
     restart: bool,
 ) -> FollowerSlot:
     """The follower slot of ``process``'s group in the daemon's data directory, as its
-    log left it (at a start, or when a stand-in stops: runtime/stand_in.py)."""
+    log left it (at a start, or when a stand-in stops: runtime/stand_in.py).  Every
+    group starts with the placement's voters; the changes since (re-replication:
+    runtime/re_replication.py) are in its log and snapshot."""
     replicas, channels, limits = ctx.config.replicas, ctx.channels, ctx.limits
     assert channels is not None
     config = Config.of(voters_of(process, members, replicas))

@@ -33,7 +33,7 @@ from skueue.host.requests import (
     StatsRequest,
 )
 from skueue.runtime.errors import DaemonError
-from skueue.runtime.failover import took_over
+from skueue.runtime.failover import host_lost, took_over
 from skueue.runtime.inbox import ClientError, JoinReached
 from skueue.runtime.state import log
 
@@ -77,6 +77,8 @@ class ClientDesk:
                 owner.replies.extend(owner.stats.complete())
             case "leader":
                 took_over(owner, peer, frame)
+            case "host-lost":
+                host_lost(owner, peer, frame)
             case "remove-check" | "remove-answer":
                 try:
                     owner.removal.control(peer, frame)

@@ -60,11 +60,14 @@ from skueue.wire.client_protocol import limits_for_clients
 
 class StandIn:
     def __init__(
-        self, daemon: DaemonContext, slot: FollowerSlot, ended: Callable[[str], None]
-    ) -> None:
-        """``daemon``: the context of the daemon that runs it; ``slot``: the follower slot
-        just elected; ``ended(process)``: called once it stopped, to open the slot again."""
+        self, daemon: DaemonContext, home: DaemonReplicas, slot: FollowerSlot,
+        ended: Callable[[str], None],
+    ) -> None:  # fmt: skip
+        """``daemon``: the context of the daemon that runs it, and ``home`` its replicas;
+        ``slot``: the follower slot just elected; ``ended(process)``: called once it
+        stopped, to open the slot again."""
         self.daemon = daemon
+        self.home = home
         self.process = slot.group
         self.slot = slot
         self.ended = ended
@@ -111,6 +114,8 @@ class StandIn:
                 nursery.cancel_scope.cancel()
         finally:
             self.owner = None
+            if self.daemon.links is not None and self.ctx.links in self.daemon.links.stand_ins:
+                self.daemon.links.stand_ins.remove(self.ctx.links)
             ctx.reactor.close()
             slot.input_log.close()
             slot.store.close()
@@ -129,6 +134,11 @@ class StandIn:
         links.incarnations.update(daemon.links.incarnations)
         links.nonce = daemon.links.incarnations[self.process]
         links.senders = dict(state.outboxes)
+        # It links to the processes other stand-ins serve where their leaders said.
+        for process, (term, address) in daemon.links.led_at.items():
+            if process != self.process:
+                links.relocate(process, term, address)
+        daemon.links.stand_ins.append(links)
         links.unaddressed = set(state.outboxes)
         ctx.links, ctx.channels = links, daemon.channels
         for peer, number in state.handled.items():
@@ -139,9 +149,12 @@ class StandIn:
         group = owner.group = ProcessGroup.taking_over(slot)
         group.shipper = SnapshotShipper(self.process, slot.input_log, slot.store, ctx.limits,
                                         daemon.channels.send)  # fmt: skip
-        owner.replicas = DaemonReplicas(self.process, group, {}, daemon.channels, links,
-                                        ctx.limits, trio.current_time())  # fmt: skip
-        owner.replicas.failover, owner.replicas.listening = True, self.listening
+        replicas = owner.replicas = DaemonReplicas(self.process, group, {}, daemon.channels,
+                                                   links, ctx.limits, trio.current_time())
+        replicas.failover, replicas.listening = True, self.listening
+        # It replaces lost hosts in its group as any leader (runtime/re_replication.py).
+        replicas.ring, replicas.lost = self.home.ring, self.home.lost
+        replicas.voters_per_group = self.home.voters_per_group
         owner.must_take_over = True
         owner.links_wait_for = group.node.last_index
         group.on_deposed = owner.held.freeze  # then it stops (_lead_while_elected)
@@ -194,7 +207,7 @@ class StandIns:
         now, and this daemon's own link to it goes to the stand-in."""
         ctx = self.ctx
         assert ctx.nursery is not None and ctx.links is not None
-        stand_in = StandIn(ctx, slot, self._ended)
+        stand_in = StandIn(ctx, self.replicas, slot, self._ended)
         self.running[slot.group] = stand_in
         self.replicas.forward[slot.group] = lambda peer, frame: stand_in.forward(
             ChannelFrame(peer, frame))

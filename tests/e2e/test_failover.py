@@ -38,13 +38,13 @@ def serves(address: str, marker: bytes) -> bool:
         return False
 
 
-def wait_serving(address: str) -> tuple[float, list[bytes], list[bytes]]:
+def wait_serving(address: str, prefix: str = "marker") -> tuple[float, list[bytes], list[bytes]]:
     """Seconds until the cluster serves through ``address``; the markers acknowledged
-    and those whose outcome is unknown."""
+    and those whose outcome is unknown (``prefix`` and a number)."""
     began = time.monotonic()
     unknown: list[bytes] = []
     while True:
-        marker = f"marker{len(unknown)}".encode()
+        marker = f"{prefix}{len(unknown)}".encode()
         if serves(address, marker):
             return time.monotonic() - began, [marker], unknown
         unknown.append(marker)

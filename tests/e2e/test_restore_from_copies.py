@@ -47,13 +47,15 @@ def fill(daemons: list[Daemon], pad: bytes) -> list[bytes]:
     return inserted
 
 
-def fill_and_take(daemons: list[Daemon]) -> tuple[list[bytes], list[bytes | None]]:
-    """:func:`fill`, then a quarter taken out through the first member; the last one
+def fill_and_take(
+    daemons: list[Daemon], lost: int = -1
+) -> tuple[list[bytes], list[bytes | None]]:
+    """:func:`fill`, then a quarter taken out through the first member; member ``lost``
     (to be lost) must hold part of the queue."""
     inserted = fill(daemons, b"x" * 200)
     with skueue.client.blocking.connect_blocking(daemons[0].address) as q:
         taken = [q.dequeue() for _ in range(ELEMENTS // 4)]
-        held = {m["address"]: m for m in q.stats()["members"]}[daemons[-1].address]
+        held = {m["address"]: m for m in q.stats()["members"]}[daemons[lost].address]
     assert held["entries"] > 0, held  # the lost member held part of the queue
     return inserted, taken
 

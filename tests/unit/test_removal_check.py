@@ -78,3 +78,12 @@ def test_joiners_and_phantoms_may_go_and_the_answer_says_what_they_held() -> Non
     c.answer("p1", [[int(Hold.NONE), "", False], [int(Hold.NONE), "", False]])
     assert c.refusal() is None
     assert "never got into the ring" in c.held("x") and "in no member's ring" in c.held("y")
+
+
+def test_a_member_whose_copies_serve_it_may_hold_the_ring_and_links() -> None:
+    """With --failover (runtime/re_replication.py): only its host is forgotten."""
+    c = check("x")
+    c.answer("p0", [[int(Hold.RING), "a neighbour", True]])  # a link to its stand-in
+    c.answer("p1", [[int(Hold.RING), "a neighbour", False]])
+    assert c.refusal() is not None
+    assert c.refusal(served=["x"]) is None

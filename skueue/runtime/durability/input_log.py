@@ -250,7 +250,7 @@ class InputLog:
             raise DaemonError(f"cannot use {directory} as the data directory: {e}") from None
         meta_path = directory / "meta.json"
         if meta_path.exists():
-            stored = _read_meta(meta_path)
+            stored = read_meta(meta_path)
             if (stored.process_id, stored.structure) != (meta.process_id, meta.structure):
                 raise DaemonError(
                     f"{directory} holds the data of process {stored.process_id!r} "
@@ -479,7 +479,8 @@ def fsync_directory(directory: Path) -> None:
         os.close(fd)
 
 
-def _read_meta(path: Path) -> Meta:
+def read_meta(path: Path) -> Meta:
+    """A data directory's ``meta.json``."""
     try:
         raw = json.loads(path.read_text())
         if raw.get("format") != FORMAT or raw.get("version") != VERSION:

@@ -39,7 +39,7 @@ log = structlog.get_logger("skueued")
 # frame's length.
 CHANNEL_FRAMES = {
     "stats-query": 2, "stats-answer": 3, "remove-check": 3, "remove-answer": 3, "raft": 3,
-    "acked": 3, "check": 4, "snapshot-part": 7, "leader": 4,
+    "acked": 3, "check": 4, "snapshot-part": 7, "leader": 4, "host-lost": 2,
 }
 
 
@@ -52,7 +52,7 @@ REPLICATION_FRAMES = ("raft", "acked", "check", "snapshot-part")
 # waits for its election, or a backup of its process (runtime/failover.py), still answers
 # the others' questions and takes a leader's word.  Answers to its own questions wait
 # until it leads (they may step the host).
-TAKEN_ALWAYS = (*REPLICATION_FRAMES, "stats-query", "remove-check", "leader")
+TAKEN_ALWAYS = (*REPLICATION_FRAMES, "stats-query", "remove-check", "leader", "host-lost")
 # Except the elections' messages: a few bytes each, they wait like the questions and
 # answers.  A member that restarts stands at once, and its voters' channels to it may
 # still be reconnecting (up to a second); dropped, their votes would leave it waiting

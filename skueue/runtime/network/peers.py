@@ -124,6 +124,9 @@ class PeerLinks:
         # With failover: where each process whose leader said so serves, and that
         # leader's term (runtime/stand_in.py); a link goes there from its next connection.
         self.led_at: dict[str, tuple[int, Address]] = {}
+        # The links of the stand-ins this daemon runs: they take the same word, for a
+        # stand-in links to the processes other stand-ins serve (runtime/stand_in.py).
+        self.stand_ins: list[PeerLinks] = []
         # The writers trying to connect, and those connected: how to end each, and where.
         self.connecting: dict[str, tuple[trio.CancelScope, Address]] = {}
         self.serving: dict[str, tuple[trio.CancelScope, Address]] = {}
@@ -148,6 +151,9 @@ class PeerLinks:
             scope, target = scopes.get(peer, (None, address))
             if scope is not None and target != address:  # start over at the new one
                 scope.cancel()
+        for links in self.stand_ins:
+            if links.process_id != peer:
+                links.relocate(peer, term, address)
 
     def where(self, peer: str, address: Address) -> Address:
         """Where to connect the link to ``peer``, found at ``address`` in the directory."""

@@ -59,7 +59,10 @@ def _group_stats(owner: Owner) -> dict[str, Any]:
     # member serves for others, where; and, for a backup of its own, who leads it.
     standing = {} if owner.replicas is None else owner.replicas.standing
     backup = {"led_by": node.leader} if owner.ctx.backup is not None else {}
-    return {"replicas": list(node.config.voters), "term": node.term,
+    # Re-replication (runtime/re_replication.py): the hosts declared lost for good.
+    lost = [] if owner.replicas is None else sorted(owner.replicas.lost)
+    return {"replicas": list(node.config.voters), "learners": list(node.config.learners),
+            "hosts_lost": lost, "term": node.term,
             "commit_index": node.commit, "replica_lag": lag,
             "copies": {process: slot.stats() for process, slot in slots.items()},
             "stands_in_for": dict(standing), **backup}  # fmt: skip

@@ -1,0 +1,80 @@
+"""Re-replication (docs/replication.md §5.7): a group that lost a replica's host for good
+gets a new replica on a survivor, one single-server change at a time (thesis §4.1–4.3).
+
+A host is *lost* once an operator said so (``skueue remove-member`` of a member whose
+process its copies serve: runtime/member_removal.py); every member hears it on the
+daemon channels (``["host-lost", [ids]]``).  Each group's leader, the home daemon or a
+stand-in (runtime/stand_in.py), then moves its configuration, at its ticks, by
+:func:`next_change`:
+
+1. ``AddLearner(R)``: R is the first host after the group's process in ring order
+   that is neither lost nor a replica already, and whose daemon channel is up.  R has
+   no copy of the group yet: its daemon opens one when the leader's first append or
+   snapshot reaches it (runtime/replicas.py), and it catches up from the leader's
+   snapshot (runtime/snapshot_transfer.py) and log; it neither votes nor counts;
+2. ``Promote(R)`` once it holds the leader's commit (the Raft module refuses it before);
+3. ``Remove(L)``: the lost host leaves; three voters again.
+
+Adding before removing keeps a majority of live voters at every step: with L lost, the
+group of three goes on with two, gains a third, and only then forgets L.  The leader
+proposes a change only once the last one is committed and one of its own term is (the
+Raft module refuses otherwise, and it asks again at its next tick).  Where no host is
+left to add, the lost host is removed all the same: a group of two live voters commits
+with both, as it did with the lost one still listed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Collection, Sequence
+
+from skueue.replication.config import AddLearner, Config, ConfigChange, HostId, Promote, Remove
+from skueue.runtime.replica_driver import ReplicaDriver
+from skueue.runtime.state import log
+
+
+def next_change(
+    process: str,
+    config: Config,
+    lost: Collection[HostId],
+    ring: Sequence[HostId],
+    replicas: int,
+    up: Callable[[HostId], bool],
+) -> ConfigChange | None:
+    """The next change that replaces ``lost`` hosts in ``process``'s group (module
+    docstring), or None: nothing to replace, or nothing to do until a host is up.
+    ``ring``: every member in ring order; ``up``: whether a host can be reached now."""
+    if not any(h in lost for h in config.members):
+        return None
+    for learner in config.learners:
+        if learner in lost:
+            return Remove(learner)
+    if config.learners:
+        return Promote(config.learners[0])
+    live = [v for v in config.voters if v not in lost]
+    if len(live) < replicas:
+        at = ring.index(process) if process in ring else 0
+        for j in range(1, len(ring) + 1):
+            host = ring[(at + j) % len(ring)]
+            if host not in lost and host not in config.members and up(host):
+                return AddLearner(host)
+    return next((Remove(v) for v in config.voters if v in lost), None)
+
+
+def replace_lost(
+    group: ReplicaDriver,
+    lost: Collection[HostId],
+    ring: Sequence[HostId],
+    replicas: int,
+    up: Callable[[HostId], bool],
+) -> None:
+    """At a tick of a group this daemon leads: propose the next change, if any."""
+    node = group.node
+    own = node.host
+    change = next_change(group.group, node.config, [h for h in lost if h != own], ring,
+                         replicas, up)  # fmt: skip
+    if change is None:
+        return
+    refused = group.change_config(change)
+    if refused is None:
+        log.info("re-replication: the group's membership changes", group=group.group,
+                 change=type(change).__name__, host=change.host)  # fmt: skip

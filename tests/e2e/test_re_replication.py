@@ -1,0 +1,105 @@
+"""Re-replication on real daemons (``skueued --replicas 3 --failover``;
+runtime/re_replication.py): a host lost for good, once ``skueue remove-member`` says
+so, leaves every group it kept a copy for with three replicas again, on the survivors;
+then a second host, the one that took the first one's process over, is lost too, and
+nothing acknowledged is lost.  (Under load: tests/faults/test_failover.py.)"""
+
+from __future__ import annotations
+
+import shutil
+import signal
+import time
+from pathlib import Path
+from typing import Any
+
+import skueue.client.blocking
+from tests.e2e.daemons import Daemon, stop, wait_ready
+from tests.e2e.test_failover import wait_serving
+from tests.e2e.test_restore_from_copies import assert_exactly, drain, fill, start
+
+REPLACED_S = 120.0
+"""How long the test waits for every group to have three replicas without the lost host
+(a learner takes the leader's snapshot and log, then two changes commit)."""
+
+
+def lose(daemons: list[Daemon], i: int, tmp_path: Path) -> None:
+    """Host ``i`` is lost for good: killed, and its data directory gone."""
+    daemons[i].proc.send_signal(signal.SIGKILL)
+    daemons[i].proc.wait(timeout=10)
+    shutil.rmtree(tmp_path / f"data{i}")
+
+
+def members_stats(address: str) -> dict[str, dict[str, Any]]:
+    with skueue.client.blocking.connect_blocking(address) as q:
+        return {m["address"]: m for m in q.stats()["members"] if "durable" in m}
+
+
+def groups_seen(address: str) -> dict[str, set[tuple[str, ...]]]:
+    """Per process, the voters each copy of its group holds (the survivors' copies;
+    the leader's own configuration when the home leads)."""
+    seen: dict[str, set[tuple[str, ...]]] = {}
+    for process, member in members_stats(address).items():
+        durable = member["durable"]
+        if not durable.get("led_by"):  # (a backup's own group may lag: its leader's counts)
+            seen.setdefault(process, set()).add(tuple(durable["replicas"]))
+        for copied, copy in durable["copies"].items():
+            seen.setdefault(copied, set()).add(tuple(copy["voters"]))
+    return seen
+
+
+def wait_replaced(address: str, lost: set[str], processes: list[str]) -> float:
+    """Seconds until every copy of every group names three voters, none of them lost."""
+    began = time.monotonic()
+    while True:
+        seen = groups_seen(address)
+        if all(
+            seen.get(p) and all(len(v) == 3 and not lost & set(v) for v in seen[p])
+            for p in processes
+        ):
+            return time.monotonic() - began
+        assert time.monotonic() - began < REPLACED_S, seen
+        time.sleep(1.0)
+
+
+def stand_in_for(address: str, process: str) -> str:
+    """The member whose daemon serves ``process`` for its lost host."""
+    for member, stats in members_stats(address).items():
+        if process in stats["durable"]["stands_in_for"]:
+            return member
+    raise AssertionError(f"no member stands in for {process}")
+
+
+def test_two_hosts_lost_one_after_the_other(tmp_path: Path) -> None:
+    addresses, _, daemons = start(5, tmp_path, ["--failover"])
+    try:
+        wait_ready(daemons)
+        inserted = fill(daemons, b"x" * 200)
+        # The first host lost is the one that holds the most of the queue.
+        entries = {a: m["entries"] for a, m in members_stats(daemons[0].address).items()}
+        first = addresses.index(max(addresses, key=entries.__getitem__))
+        lost: set[str] = set()
+        acknowledged: list[bytes] = []
+        unknown: list[bytes] = []
+        for round_ in range(2):
+            lose(daemons, first, tmp_path)
+            lost.add(addresses[first])
+            survivor = next(d.address for i, d in enumerate(daemons)
+                            if addresses[i] not in lost)  # fmt: skip
+            seconds, ok, unsure = wait_serving(survivor, f"marker{round_}-")
+            acknowledged += ok
+            unknown += unsure
+            print(f"round {round_}: serving again {seconds:.2f} s after the kill")
+            with skueue.client.blocking.connect_blocking(survivor) as q:
+                answer = q.remove_member(addresses[first])
+            assert "served by a copy" in str(answer), answer
+            seconds = wait_replaced(survivor, lost, addresses)
+            print(f"round {round_}: every group has three replicas again after {seconds:.1f} s")
+            # Next, the host that took the lost one's process over.
+            first = addresses.index(stand_in_for(survivor, addresses[first]))
+        rest = drain(survivor)
+        markers = [e for e in rest if e.startswith(b"marker")]
+        assert set(acknowledged) <= set(markers) <= {*acknowledged, *unknown}, markers
+        assert len(markers) == len(set(markers)), markers
+        assert_exactly(inserted, [e for e in rest if not e.startswith(b"marker")])
+    finally:
+        stop(daemons)

@@ -1,0 +1,97 @@
+"""Re-replication's plan (runtime/re_replication.py) and the copies a daemon opens for
+it (runtime/replicas.py), without daemons.  (On real daemons, two hosts lost one after
+the other: tests/e2e/test_re_replication.py.)"""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+from structlog.testing import capture_logs
+
+from skueue.replication.config import AddLearner, Config, Promote, Remove
+from skueue.runtime.failover import host_lost
+from skueue.runtime.limits import Limits
+from skueue.runtime.re_replication import next_change
+from skueue.runtime.replicas import DaemonReplicas
+
+RING = ["a", "b", "c", "d", "e"]
+
+
+def plan(config: Config, lost: set[str], up: set[str] | None = None) -> object:
+    reachable = set(RING) if up is None else up
+    return next_change("a", config, lost, RING, 3, reachable.__contains__)
+
+
+def test_a_lost_voter_is_replaced_by_adding_then_promoting_then_removing() -> None:
+    config, lost = Config.of("abc"), {"a"}
+    steps = []
+    while (change := plan(config, lost)) is not None:
+        steps.append(change)
+        match change:
+            case AddLearner(host=h):
+                config = Config.of(config.voters, (*config.learners, h))
+            case Promote(host=h):
+                config = Config.of((*config.voters, h), set(config.learners) - {h})
+            case Remove(host=h):
+                config = Config.of(set(config.voters) - {h}, set(config.learners) - {h})
+        # A majority of the voters is live at every step.
+        live = [v for v in config.voters if v not in lost]
+        assert len(live) >= config.majority(), config
+    assert steps == [AddLearner("d"), Promote("d"), Remove("a")]
+    assert config == Config.of("bcd")
+
+
+def test_the_new_replica_is_the_first_reachable_host_after_the_process() -> None:
+    assert plan(Config.of("abc"), {"b"}) == AddLearner("d")
+    assert plan(Config.of("abc"), {"b"}, up={"a", "c", "e"}) == AddLearner("e")
+    assert plan(Config.of("abc"), {"b", "d"}) == AddLearner("e")
+
+
+def test_with_no_host_to_add_the_lost_one_is_removed_all_the_same() -> None:
+    assert plan(Config.of("abc"), {"b"}, up=set()) == Remove("b")
+    assert plan(Config.of("abc"), {"b", "d", "e"}) == Remove("b")
+
+
+def test_a_lost_learner_goes_first_and_a_group_without_a_lost_host_is_left_alone() -> None:
+    assert plan(Config.of("abc", "d"), {"d"}) == Remove("d")
+    assert plan(Config.of("abc", "d"), {"a"}) == Promote("d")
+    assert plan(Config.of("abc"), {"e"}) is None
+
+
+def replicas(limits: Limits, opened: list[str]) -> DaemonReplicas:
+    group: Any = SimpleNamespace()
+    r = DaemonReplicas("me", group, {}, SimpleNamespace(), SimpleNamespace(), limits, 0.0)  # type: ignore[arg-type]
+    r.ring = ["me", "P", "Q", "R"]
+    r.open_copy = lambda process: opened.append(process) or SimpleNamespace()  # type: ignore[assignment, func-returns-value]
+    return r
+
+
+def test_a_copy_opens_for_a_leaders_append_up_to_replica_copies_max() -> None:
+    opened: list[str] = []
+    r = replicas(Limits(replica_copies_max=1), opened)
+    assert r._copy_for("P", "P", ["raft", "P", ["vote", 1]]) is None  # not a leader's
+    assert r._copy_for("X", "X", ["raft", "X", ["append", 1]]) is None  # not a member
+    assert r._copy_for("P", "P", ["raft", "P", ["append", 1]]) is not None
+    with capture_logs() as logs:
+        assert r._copy_for("Q", "Q", ["raft", "Q", ["snapshot", 1]]) is None
+    assert opened == ["P"] and "replica_copies_max" in logs[0]["event"]
+
+
+@pytest.mark.parametrize("hosts", [[], "P", [7], ["x" * 257], ["P"] * 17])
+def test_a_bad_host_lost_frame_is_the_senders_fault(hosts: Any) -> None:
+    dropped: list[str] = []
+    lost: list[Any] = []
+    ctx = SimpleNamespace(drop_channel_session=dropped.append)
+    owner: Any = SimpleNamespace(ctx=ctx, replicas=SimpleNamespace(host_lost=lost.append))
+    host_lost(owner, "b", ["host-lost", hosts])
+    assert dropped == ["b"] and lost == []
+    host_lost(owner, "b", ["host-lost", ["P"]])
+    assert lost == [["P"]]
+
+
+def test_only_members_are_taken_for_lost_hosts() -> None:
+    r = replicas(Limits(), [])
+    r.host_lost(["P", "nobody"])
+    assert r.lost == {"P"}
