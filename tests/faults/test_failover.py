@@ -27,6 +27,7 @@ import trio
 from skueue.cluster.loadgen import LoadConfig, LoadResult
 from tests.e2e.daemons import stop
 from tests.e2e.oracle import assert_history_ok
+from tests.e2e.test_re_replication import remove_when_served, stand_in_for, wait_replaced
 from tests.faults.test_crash_restart import Cluster
 from tests.faults.test_pause import paused_for
 from tests.faults.workload import LONG, SEED, fault_load, under_faults
@@ -89,6 +90,42 @@ async def test_a_host_lost_under_load_is_taken_over(tmp_path: Path) -> None:
         assert "bug:" not in logs
         assert "the stand-in serves" in logs, logs[-3000:]
         assert again < SERVING_AGAIN_S, f"the cluster answered again {again:.1f} s after the kill"
+    finally:
+        problems = stop(cluster.daemons)
+        assert not problems, problems
+
+
+@pytest.mark.trio
+async def test_two_hosts_lost_one_after_the_other_under_load(tmp_path: Path) -> None:
+    """A host lost, ``skueue remove-member`` once its process is served by a copy, each
+    of its groups given a new replica (runtime/re_replication.py); then the host that
+    took its process over is lost too: both processes are served by copies again."""
+    rng, cluster, victim = failover_cluster(tmp_path)
+    addresses = cluster.addresses
+    lost: set[str] = set()
+
+    async def faults() -> None:
+        await trio.sleep(rng.uniform(*KILL_AFTER_S))
+        nonlocal victim
+        for _ in range(2):
+            cluster.kill(victim)
+            cluster.lose_disk(victim)
+            process = addresses[victim]
+            lost.add(process)
+            survivor = next(a for a in addresses if a not in lost)
+            await trio.to_thread.run_sync(remove_when_served, survivor, process)
+            await trio.to_thread.run_sync(wait_replaced, survivor, lost, addresses)
+            print(f"{process} lost; every group has three replicas again")
+            if len(lost) < 2:
+                victim = addresses.index(
+                    await trio.to_thread.run_sync(stand_in_for, survivor, process))
+
+    try:
+        result, load = await started_under_faults(cluster, faults)
+        print(f"lost {sorted(lost)}; {len(result.records)} operations")
+        assert len(lost) == 2, "the workload ended before the second host was lost"
+        assert_history_ok(result, load)
+        assert "bug:" not in cluster.logs()
     finally:
         problems = stop(cluster.daemons)
         assert not problems, problems
