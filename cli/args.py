@@ -164,6 +164,17 @@ def positive_float(text: str) -> float:
     return value
 
 
+def non_negative_float(text: str) -> float:
+    """A finite number, 0 or more (0 often meaning never)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not 0 <= value < float("inf"):
+        raise argparse.ArgumentTypeError(f"{text} must be a number, 0 or more")
+    return value
+
+
 def seconds_up_to(high_s: float, limit: str) -> Callable[[str], float]:
     """An argparse type: a positive number of seconds, at most ``high_s``, the limit
     named ``limit`` (said with the value over it)."""

@@ -156,6 +156,7 @@ def main(argv: list[str] | None = None) -> int:
             value_bytes_max=args.value_bytes_max,
             snapshot_log_bytes=args.snapshot_bytes,
             disk_free_min_bytes=args.disk_free_min,
+            member_lost_after_s=args.member_lost_after,
         )
     except ValueError as e:
         die(str(e))

@@ -10,7 +10,14 @@ import argparse
 from pathlib import Path
 
 from skueue.cli import config_file
-from skueue.cli.args import Parser, add_version, address, non_negative_int, replica_count
+from skueue.cli.args import (
+    Parser,
+    add_version,
+    address,
+    non_negative_float,
+    non_negative_int,
+    replica_count,
+)
 from skueue.host.address import AddressError, parse_addresses
 from skueue.runtime.durability.input_log import SyncPolicy
 from skueue.runtime.limits import Limits
@@ -97,6 +104,15 @@ def build_parser() -> Parser:
         help="(preview, with --replicas 3 or 5, on every member) a member down for the "
         "failure timeout (3 to 6 s) no longer stops the cluster: a member that keeps a copy "
         "of its process takes it over (README, When a member dies)",
+    )
+    p.add_argument(
+        "--member-lost-after",
+        type=non_negative_float,
+        default=Limits().member_lost_after_s,
+        metavar="SECONDS",
+        help="with --failover: a member unreachable for SECONDS is taken for lost for good, "
+        "and every group that kept a copy on it gets a new one on a survivor, as after "
+        "skueue remove-member (0: only that command)",
     )
     p.add_argument(
         "--restore-from-copies",

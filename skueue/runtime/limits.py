@@ -87,6 +87,10 @@ class Limits:
     # pause of the leader's process.
     replica_check_elements_max: int = 200_000
     snapshot_transfer_bytes_max: int = 1024 * 1024 * 1024
+    # With --failover: a member whose daemon channel has been down this long is taken
+    # for lost for good, as if skueue remove-member had said so, and the groups led here
+    # replace it (runtime/re_replication.py); 0: only the command does (--member-lost-after).
+    member_lost_after_s: float = 300.0
     # Copies of other processes' logs one daemon keeps (runtime/re_replication.py): its
     # k - 1 placed ones and those leaders added it to when a host was lost.  A leader's
     # first append for a group past it is refused (logged), and that leader picks no

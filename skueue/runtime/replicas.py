@@ -154,14 +154,26 @@ class DaemonReplicas:
         slot = self.slots[process] = open_copy(process)
         return slot
 
-    def host_lost(self, hosts: list[str]) -> None:
-        """``hosts`` were lost for good (``skueue remove-member``): the groups this
-        daemon leads replace them (runtime/re_replication.py)."""
-        new = [h for h in hosts if h in self.ring and h not in self.lost]
+    def host_lost(self, hosts: list[str], why: str = "skueue remove-member") -> None:
+        """``hosts`` were lost for good: the groups this daemon leads replace them
+        (runtime/re_replication.py)."""
+        new = [h for h in hosts if h in self.ring and h not in self.lost and h != self.own]
         if new:
             log.warning("hosts lost for good: the groups led here replace them",
-                        hosts=new)  # fmt: skip
+                        hosts=new, why=why)  # fmt: skip
             self.lost.update(new)
+
+    def _silent_for_good(self, now: float) -> None:
+        """With failover, a member whose channel has been down ``member_lost_after_s``
+        is lost for good, as if an operator said so."""
+        after = self.limits.member_lost_after_s
+        if after <= 0:
+            return
+        silent = [peer for peer, sender in self.channels.senders.items()
+                  if sender.down_since is not None and now - sender.down_since >= after]
+        if silent:
+            self.host_lost(silent, f"its daemon channel was down {after:g} s "
+                                   "(member_lost_after_s)")  # fmt: skip
 
     def seconds_to_tick(self, now: float) -> float:
         return max(0.0, self.next_tick - now)
@@ -169,6 +181,8 @@ class DaemonReplicas:
     def tick_if_due(self, now: float) -> None:
         if now >= self.next_tick:
             self.group.tick()
+            if self.failover:
+                self._silent_for_good(now)
             if self.lost and self.group.leading:
                 replace_lost(self.group, self.lost, self.ring, self.voters_per_group,
                              self._up)  # fmt: skip

@@ -2,7 +2,8 @@
 runtime/re_replication.py): a host lost for good, once ``skueue remove-member`` says
 so, leaves every group it kept a copy for with three replicas again, on the survivors;
 then a second host, the one that took the first one's process over, is lost too, and
-nothing acknowledged is lost.  (Under load: tests/faults/test_failover.py.)"""
+found lost by itself (``--member-lost-after``); nothing acknowledged is lost.  (Under
+load: tests/faults/test_failover.py.)"""
 
 from __future__ import annotations
 
@@ -18,6 +19,8 @@ from tests.e2e.daemons import Daemon, stop, wait_ready
 from tests.e2e.test_failover import wait_serving
 from tests.e2e.test_restore_from_copies import assert_exactly, drain, fill, start
 
+LOST_AFTER_S = 10
+"""``--member-lost-after``: short, for the second host, which no command names."""
 REPLACED_S = 120.0
 """How long the test waits for every group to have three replicas without the lost host
 (a learner takes the leader's snapshot and log, then two changes commit)."""
@@ -88,7 +91,8 @@ def stand_in_for(address: str, process: str) -> str:
 
 
 def test_two_hosts_lost_one_after_the_other(tmp_path: Path) -> None:
-    addresses, _, daemons = start(5, tmp_path, ["--failover"])
+    addresses, _, daemons = start(5, tmp_path, ["--failover", "--member-lost-after",
+                                                str(LOST_AFTER_S)])
     try:
         wait_ready(daemons)
         inserted = fill(daemons, b"x" * 200)
@@ -107,12 +111,17 @@ def test_two_hosts_lost_one_after_the_other(tmp_path: Path) -> None:
             acknowledged += ok
             unknown += unsure
             print(f"round {round_}: serving again {seconds:.2f} s after the kill")
-            remove_when_served(survivor, addresses[first])
+            if round_ == 0:
+                remove_when_served(survivor, addresses[first])
             seconds = wait_replaced(survivor, lost, addresses)
             print(f"round {round_}: every group has three replicas again after {seconds:.1f} s")
             # Next, the host that took the lost one's process over.
             first = addresses.index(stand_in_for(survivor, addresses[first]))
+        logs = "".join(d.stderr() for i, d in enumerate(daemons) if addresses[i] not in lost)
+        assert "member_lost_after_s" in logs  # the second found lost by itself
+        began = time.monotonic()
         rest = drain(survivor)
+        print(f"drained {len(rest)} in {time.monotonic() - began:.1f} s")
         markers = [e for e in rest if e.startswith(b"marker")]
         assert set(acknowledged) <= set(markers) <= {*acknowledged, *unknown}, markers
         assert len(markers) == len(set(markers)), markers

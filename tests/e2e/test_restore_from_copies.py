@@ -61,10 +61,12 @@ def fill_and_take(
 
 
 def drain(address: str) -> list[bytes]:
+    """Everything left in the queue (in batches: one dequeue at a time through a
+    replicated tree takes a round of commits each)."""
     with skueue.client.blocking.connect_blocking(address) as q:
-        rest = []
-        while (element := q.dequeue()) is not None:
-            rest.append(element)
+        rest: list[bytes] = []
+        while batch := q.dequeue_many(100):
+            rest += batch
     return rest
 
 

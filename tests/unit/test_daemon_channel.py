@@ -46,7 +46,7 @@ def test_replication_frames_are_not_kept_for_a_member_whose_channel_is_down() ->
     ch.send("p", ["stats-query", 1])
     sender = ch.senders["p"]
     assert len(sender.waiting) == 2  # not down yet: the first connection takes them
-    sender.lost()
+    sender.lost(0.0)
     assert list(sender.waiting) == [["stats-query", 1]]
     for kind, rest in [("raft", [["append"]]), ("acked", [{}]), ("check", [1, "d"]),
                        ("snapshot-part", [1, 1, 0, 1, b"x"])]:  # fmt: skip
@@ -58,12 +58,12 @@ def test_replication_frames_are_not_kept_for_a_member_whose_channel_is_down() ->
     for kind in ("vote", "vote_reply", "timeout_now"):
         ch.send("p", ["raft", "P", [kind, 2]])
     assert [f[2][0] for f in list(sender.waiting)[2:]] == ["vote", "vote_reply", "timeout_now"]
-    sender.lost()
+    sender.lost(0.0)
     assert len(sender.waiting) == 5
     sender.waiting.clear()
     sender.wake = trio.Event()
     ch.send("p", ["raft", "P", ["append"]])
     assert sender.wake.is_set()  # dropped, but its writer tries to connect again
-    sender.down = False  # connected again
+    sender.down_since = None  # connected again
     ch.send("p", ["raft", "P", ["append"]])
     assert sender.waiting[-1][0] == "raft"

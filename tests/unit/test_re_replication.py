@@ -10,9 +10,11 @@ from typing import Any
 import pytest
 from structlog.testing import capture_logs
 
+from skueue.cli.skueued_options import build_parser
 from skueue.replication.config import AddLearner, Config, Promote, Remove
 from skueue.runtime.failover import host_lost
 from skueue.runtime.limits import Limits
+from skueue.runtime.network.daemon_channel import ChannelSender
 from skueue.runtime.re_replication import next_change
 from skueue.runtime.replicas import DaemonReplicas
 
@@ -62,7 +64,8 @@ def test_a_lost_learner_goes_first_and_a_group_without_a_lost_host_is_left_alone
 
 def replicas(limits: Limits, opened: list[str]) -> DaemonReplicas:
     group: Any = SimpleNamespace()
-    r = DaemonReplicas("me", group, {}, SimpleNamespace(), SimpleNamespace(), limits, 0.0)  # type: ignore[arg-type]
+    channels: Any = SimpleNamespace(senders={})
+    r = DaemonReplicas("me", group, {}, channels, SimpleNamespace(), limits, 0.0)  # type: ignore[arg-type]
     r.ring = ["me", "P", "Q", "R"]
     r.open_copy = lambda process: opened.append(process) or SimpleNamespace()  # type: ignore[assignment, func-returns-value]
     return r
@@ -95,3 +98,27 @@ def test_only_members_are_taken_for_lost_hosts() -> None:
     r = replicas(Limits(), [])
     r.host_lost(["P", "nobody"])
     assert r.lost == {"P"}
+
+
+def test_a_member_silent_for_member_lost_after_s_is_lost_for_good() -> None:
+    r = replicas(Limits(member_lost_after_s=60.0), [])
+    down, up = ChannelSender(), ChannelSender()
+    down.down_since = 100.0
+    r.channels.senders.update({"P": down, "Q": up})
+    r._silent_for_good(159.0)
+    assert r.lost == set()
+    r._silent_for_good(160.0)
+    assert r.lost == {"P"}
+    never = replicas(Limits(member_lost_after_s=0.0), [])
+    never.channels.senders["P"] = down
+    never._silent_for_good(1e9)
+    assert never.lost == set()
+
+
+def test_the_silence_allowed_is_an_option_with_the_limits_default() -> None:
+    parser, listen = build_parser(), ["--listen", "127.0.0.1:7400"]
+    assert parser.parse_args(listen).member_lost_after == Limits().member_lost_after_s == 300
+    assert parser.parse_args([*listen, "--member-lost-after", "0"]).member_lost_after == 0
+    for bad in ("-1", "inf", "soon"):
+        with pytest.raises(SystemExit):
+            parser.parse_args([*listen, "--member-lost-after", bad])

@@ -89,13 +89,23 @@ class ChannelSender:
         self.wake = trio.Event()
         self.closed = False
         self.dropped = 0  # frames that went for want of room, since the last warning
-        # Lost its connection, or could not make one, and has not made one since.
-        self.down = False
+        # Since when it lost its connection, or could not make one, and has not made
+        # one since (None: up); with --failover, long enough makes its host lost for
+        # good (runtime/re_replication.py).
+        self.down_since: float | None = None
 
-    def lost(self) -> None:
+    @property
+    def down(self) -> bool:
+        return self.down_since is not None
+
+    def went_down(self, now: float) -> None:
+        if self.down_since is None:
+            self.down_since = now
+
+    def lost(self, now: float) -> None:
         """Down: the replication frames that wait go, but for elections' (the others
         wait on)."""
-        self.down = True
+        self.went_down(now)
         self.waiting = deque(f for f in self.waiting if kept_while_down(f))
 
 
@@ -166,21 +176,21 @@ class DaemonChannels:
                 log.info("a member's channel cannot connect; what waits for it goes",
                          peer=peer, frames=len(sender.waiting), error=str(e))  # fmt: skip
                 sender.waiting.clear()
-                sender.down = True
+                sender.went_down(trio.current_time())
                 sender.wake = trio.Event()
                 continue
             if greeting.process != peer or not links.same_incarnation(peer, greeting.nonce):
                 await trio.aclose_forcefully(stream)
-                sender.lost()
+                sender.lost(trio.current_time())
                 await trio.sleep(RETRY_MAX_S)
                 continue
-            sender.down = False
+            sender.down_since = None
             try:
                 async with stream:
                     await _write_while_open(stream, sender)
             except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as e:
                 log.info("lost a member's channel; reconnecting", peer=peer, error=str(e))
-                sender.lost()
+                sender.lost(trio.current_time())
 
 
 async def _write_while_open(stream: trio.abc.Stream, sender: ChannelSender) -> None:
