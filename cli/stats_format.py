@@ -70,6 +70,11 @@ def _failover(durable: dict[str, Any]) -> str:
     if isinstance(standing, dict) and standing:
         text += "stands in for " + ", ".join(f"{p} (at {a})" for p, a in sorted(standing.items()))
         text += ", "
+    lost = durable.get("hosts_lost")
+    if isinstance(lost, list) and lost:
+        learners = ", ".join(map(str, durable.get("learners") or []))
+        text += f"hosts lost for good: {', '.join(map(str, lost))} (re-replication"
+        text += f"; new replica catching up: {learners}), " if learners else "), "
     return text
 
 

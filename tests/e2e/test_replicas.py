@@ -70,6 +70,9 @@ def test_every_committed_entry_is_on_a_majority_of_its_group(
     lags = [labels["replica"] for name, labels, _ in scraped
             if name == "skueue_replication_lag_entries"]  # fmt: skip
     assert len(lags) == 2 and value(scraped, "skueue_replication_replicas") == 3, lags
+    # Nothing lost, nothing to re-replicate (tests/e2e/test_re_replication.py).
+    assert value(scraped, "skueue_replication_learners") == 0
+    assert value(scraped, "skueue_replication_hosts_lost") == 0
     copies = [labels["process"] for name, labels, _ in scraped
               if name == "skueue_replication_copy_applied_index"]  # fmt: skip
     assert sorted(copies) == sorted(set(members) - {cluster.addresses[0]}), copies

@@ -122,3 +122,13 @@ def test_the_silence_allowed_is_an_option_with_the_limits_default() -> None:
     for bad in ("-1", "inf", "soon"):
         with pytest.raises(SystemExit):
             parser.parse_args([*listen, "--member-lost-after", bad])
+
+
+def test_stats_say_which_hosts_are_lost_and_which_replica_catches_up() -> None:
+    from skueue.cli.stats_format import _failover
+
+    assert _failover({"hosts_lost": []}) == ""
+    assert _failover({"hosts_lost": ["a"], "learners": ["d"]}) == (
+        "hosts lost for good: a (re-replication; new replica catching up: d), ")
+    assert _failover({"hosts_lost": ["a"], "learners": []}) == (
+        "hosts lost for good: a (re-replication), ")

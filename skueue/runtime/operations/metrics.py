@@ -368,13 +368,22 @@ class DaemonCollector(Collector):
                     [], {(): node.commit})  # fmt: skip
         yield gauge("skueue_replication_replicas", "the voters of its group", [],
                     {(): len(node.config.voters)})  # fmt: skip
+        yield gauge("skueue_replication_learners",
+                    "new replicas of its group catching up (re-replication)", [],
+                    {(): len(node.config.learners)})  # fmt: skip
         if node.progress:  # it leads others: how far behind each follower is
             yield gauge("skueue_replication_lag_entries",
                         "entries of its log a follower is known not to hold", ["replica"],
                         {(host,): node.last_index - pr.match
                          for host, pr in node.progress.items()})  # fmt: skip
         replicas = self.daemon.owner.replicas if self.daemon.owner is not None else None
-        if replicas is None or not replicas.slots:
+        if replicas is None:
+            return
+        yield gauge("skueue_replication_hosts_lost",
+                    "members taken for lost for good (skueue remove-member, or unreachable "
+                    "for --member-lost-after): the groups led here replace them", [],
+                    {(): len(replicas.lost)})  # fmt: skip
+        if not replicas.slots:
             return
         # The copies it keeps of other processes' groups (runtime/follower_slot.py).
         slots = replicas.slots
