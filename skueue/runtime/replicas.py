@@ -105,6 +105,7 @@ class DaemonReplicas:
         # keeps no copies).
         self.ring: list[str] = []
         self.lost: set[str] = set()
+        self.remember_lost: Callable[[list[str]], None] | None = None  # in the data directory
         self.voters_per_group = 1  # --replicas
         self.open_copy: Callable[[str], FollowerSlot] | None = None
 
@@ -162,6 +163,8 @@ class DaemonReplicas:
             log.warning("hosts lost for good: the groups led here replace them",
                         hosts=new, why=why)  # fmt: skip
             self.lost.update(new)
+            if self.remember_lost is not None:
+                self.remember_lost(new)
 
     def _silent_for_good(self, now: float) -> None:
         """With failover, a member whose channel has been down ``member_lost_after_s``
@@ -305,6 +308,8 @@ def open_replicas(
     replicas = DaemonReplicas(own, group, slots, channels, links, limits, now)
     replicas.ring = ring_order(members)
     replicas.voters_per_group = ctx.config.replicas
+    replicas.lost.update(input_log.meta.lost)
+    replicas.remember_lost = input_log.record_lost
     replicas.open_copy = lambda process: open_slot(ctx, input_log, process, members,
                                                    addresses, restart=False)
     return replicas

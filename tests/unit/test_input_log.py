@@ -74,6 +74,14 @@ def test_the_peers_incarnations_are_kept_for_the_restarts(tmp_path: Path) -> Non
     assert again.nonce == META.nonce  # the daemon's own incarnation is apart
 
 
+def test_the_hosts_lost_for_good_are_kept_for_the_restarts(tmp_path: Path) -> None:
+    """(runtime/re_replication.py: a leader that restarts goes on replacing them.)"""
+    log = InputLog.open(tmp_path, META, SyncPolicy())
+    log.record_lost(["p3"])
+    log.record_lost(["p2", "p3"])
+    assert InputLog.open(tmp_path, META, SyncPolicy()).meta.lost == ("p2", "p3")
+
+
 def test_another_process_or_version_is_refused(tmp_path: Path) -> None:
     InputLog.open(tmp_path, META, SyncPolicy())
     with pytest.raises(DaemonError, match="holds the data of process 'p1'"):

@@ -40,7 +40,7 @@ import os
 import struct
 import time
 import zlib
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, BinaryIO
 
@@ -131,6 +131,9 @@ class Meta:
     # The voters of each group (``--replicas``) at the first start: placement depends
     # on it, so a restart with another value is refused (runtime/startup.py).
     replicas: int = 1
+    # With --failover: the members taken for lost for good (runtime/re_replication.py),
+    # whose copies the groups this daemon leads replace, after a restart too.
+    lost: tuple[str, ...] = ()
 
 
 class InputLog:
@@ -298,6 +301,13 @@ class InputLog:
         if known.get(peer) != nonce:
             known[peer] = nonce
             self.meta = attrs.evolve(self.meta, incarnations=tuple(sorted(known.items())))
+            _write_meta(self.directory / "meta.json", self.meta)
+
+    def record_lost(self, hosts: Iterable[str]) -> None:
+        """Members taken for lost for good (:attr:`Meta.lost`)."""
+        lost = tuple(sorted({*self.meta.lost, *hosts}))
+        if lost != self.meta.lost:
+            self.meta = attrs.evolve(self.meta, lost=lost)
             _write_meta(self.directory / "meta.json", self.meta)
 
     # -- the replica's log (the replica's AppendLocal and SaveHardState effects) --------
@@ -501,6 +511,7 @@ def read_meta(path: Path) -> Meta:
             tuple((str(peer), str(at)) for peer, at in raw.get("addresses", ())),
             tuple((str(peer), str(nonce)) for peer, nonce in raw.get("incarnations", ())),
             int(raw.get("replicas", 1)),
+            tuple(str(host) for host in raw.get("lost", ())),
         )
     except (OSError, ValueError, KeyError, TypeError) as e:
         raise DaemonError(f"{path} is not a skueued data directory's meta file: {e}") from None
@@ -512,6 +523,7 @@ def _write_meta(path: Path, meta: Meta) -> None:
     raw["join"] = None if meta.join is None else list(meta.join)
     raw["addresses"] = [list(pair) for pair in meta.addresses]
     raw["incarnations"] = [list(pair) for pair in meta.incarnations]
+    raw["lost"] = list(meta.lost)
     temporary = path.with_suffix(".tmp")
     temporary.write_text(json.dumps(raw, indent=1))
     with open(temporary, "rb") as f:
