@@ -20,6 +20,7 @@ Beyond loopback it speaks TLS (``--tls-cert``/``--tls-key``) or refuses to start
 from __future__ import annotations
 
 import argparse
+import os
 import signal
 import sys
 from pathlib import Path
@@ -50,18 +51,28 @@ from skueue.runtime.security.tls import DaemonTls, TlsFiles
 from skueue.runtime.state import log
 
 
-async def serve(config: DaemonConfig) -> None:
+async def serve(config: DaemonConfig) -> bool:
+    """Run the daemon until it is stopped or leaves; True when it must start again
+    from its data directory (its process is handed back: runtime/homecoming.py)."""
     daemon = Daemon(config)
+    daemon.ctx.can_restart = True
     async with trio.open_nursery() as nursery:
         # Signals are watched before start-up finishes: a daemon still waiting for its
         # peers must stop on SIGTERM too.
         nursery.start_soon(stop_on_signal, nursery.cancel_scope)
+        nursery.start_soon(restart_on_homecoming, daemon.ctx.homecoming, nursery.cancel_scope)
         address = await nursery.start(daemon.run)
         print(f"skueued ready: {daemon.process_id} listening on {address}", flush=True)
         await daemon.left.wait()
         await daemon.drain_links()
         say("exiting: left the cluster", "skueued: left the cluster, exiting")
         nursery.cancel_scope.cancel()
+    return daemon.ctx.homecoming.is_set()
+
+
+async def restart_on_homecoming(homecoming: trio.Event, scope: trio.CancelScope) -> None:
+    await homecoming.wait()
+    scope.cancel()
 
 
 async def stop_on_signal(scope: trio.CancelScope) -> None:
@@ -183,12 +194,18 @@ def main(argv: list[str] | None = None) -> int:
         print(config_file.render(parser, args), end="")
         return 0
     try:
-        trio.run(serve, config)
+        restart = trio.run(serve, config)
     except BaseException as e:  # noqa: BLE001 - unwrap a start-up error from task groups
         error = startup_error(e)
         if error is None:
             raise
         die(str(error), EXIT_FAILED)
+    if restart:
+        # The same command again, in this process (its pid, its supervisor): the data
+        # directory's lock and every socket were closed with the daemon.
+        say("restarting", "skueued: restarting from the data directory")
+        arguments = sys.argv[1:] if argv is None else argv
+        os.execv(sys.executable, [sys.executable, sys.argv[0], *arguments])
     return 0
 
 

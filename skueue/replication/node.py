@@ -188,7 +188,7 @@ class ReplicaNode:
         settings = self.settings
         if self.transfer_to is not None:
             self._transfer_elapsed += 1
-            if self._transfer_elapsed >= settings.election_ticks:
+            if self._transfer_elapsed >= (settings.transfer_ticks or settings.election_ticks):
                 self.transfer_to = None  # the target did not take over: carry on
         if self._election_elapsed >= settings.election_ticks:
             self._election_elapsed = 0

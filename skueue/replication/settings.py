@@ -39,10 +39,16 @@ class ReplicaSettings:
     check_quorum: bool = True
     """A leader without a majority for an election timeout steps down (thesis §6.2);
     replicas that heard from a leader within the least timeout ignore votes (§4.2.3)."""
+    transfer_ticks: int = 0
+    """How long a leader handing over waits for its target to take over before it takes
+    proposals again (0: ``election_ticks``, thesis §3.10).  Longer where the target
+    must first rebuild its state (a daemon's stand-in handing a process back home)."""
 
     def __post_init__(self) -> None:
         if self.heartbeat_ticks < 1 or self.election_ticks <= self.heartbeat_ticks:
             raise ValueError("need 1 <= heartbeat_ticks < election_ticks")
+        if self.transfer_ticks < 0:
+            raise ValueError("transfer_ticks must be >= 0")
         if min(self.inflight_appends_max, self.append_bytes_max, self.append_entries_max) < 1:
             raise ValueError(
                 "inflight_appends_max, append_bytes_max and append_entries_max must be >= 1")

@@ -28,7 +28,7 @@ import trio
 from skueue.replication.config import Config, HostId
 from skueue.replication.effects import InstallSnapshot
 from skueue.replication.inputs import Applied, Campaign, Propose, SnapshotTaken
-from skueue.replication.messages import Snapshot
+from skueue.replication.messages import Message, Snapshot, TimeoutNow
 from skueue.replication.settings import ReplicaSettings
 from skueue.runtime.durability.entry_store import SnapshotEntryStore
 from skueue.runtime.durability.input_log import InputLog
@@ -76,6 +76,13 @@ class ProcessGroup(ReplicaDriver):
         self.on_deposed: Callable[[], None] | None = None
         self.deposed = trio.Event()
         self.store: SnapshotEntryStore | None = None  # the elements, for a backup's snapshot
+        # A restarted home (failover): where its log stood when its host replayed it,
+        # (index, term).  Following another leader while its log stays there, its host is
+        # still the log's state, and it may lead again when that leader hands the process
+        # back (runtime/homecoming.py); once its log moves, it is a backup as any.
+        self.replayed: tuple[int, int | None] | None = None
+        # How a backup comes home when its leader says ``TimeoutNow`` (None: it cannot).
+        self.on_homecoming: Callable[[], None] | None = None
 
     @classmethod
     def taking_over(cls, slot: ReplicaDriver) -> ProcessGroup:
@@ -100,7 +107,30 @@ class ProcessGroup(ReplicaDriver):
 
     @property
     def leading(self) -> bool:
-        return self.node.role == "leader"
+        """It leads and takes inputs: not while it hands leadership over (the Raft
+        module refuses proposals then, and the owner's inputs wait)."""
+        return self.node.role == "leader" and self.node.transfer_to is None
+
+    def receive(self, sender: HostId, message: Message) -> None:
+        node = self.node
+        if isinstance(message, TimeoutNow) and self.deposed_at is not None:
+            # A backup's leader hands the process back (runtime/homecoming.py).
+            if self.on_homecoming is not None and sender == node.leader:
+                self.on_homecoming()
+            return
+        super().receive(sender, message)
+        if self.replayed is not None and self.deposed_at is None and node.role != "leader" \
+                and node.leader not in (None, node.host) and not self._host_is_the_logs():
+            self._depose(node.term, node.leader)
+
+    def log_position(self) -> tuple[int, int | None]:
+        """The log's last index and its term."""
+        node = self.node
+        return node.last_index, node.term_at(node.last_index)
+
+    def _host_is_the_logs(self) -> bool:
+        """A restarted home's host is the state of its whole log, as replayed."""
+        return self.replayed == self.log_position()
 
     def campaign(self) -> None:
         """Stand for election now (a start: the replica that leads its own process
@@ -152,10 +182,27 @@ class ProcessGroup(ReplicaDriver):
         else:
             self.shipper.ship(to, snapshot, self.send_now)
 
+    def _depose(self, term: int, leader: HostId | None) -> None:
+        """Another replica may lead now and overwrite what this one stepped after its
+        commit: its host may be stale, so it never leads again in this life.  (A leader
+        hears of its deposition before any commit of the next leader's; a home that
+        never led in this life releases nothing: the replay's frames are the new
+        leader's to send.)"""
+        self.deposed_at = self.commit_seen if self.has_led else 0
+        self.node.settings = dataclasses.replace(self.node.settings, campaigns=False)
+        log.warning("another replica may lead the process now; what this one held "
+                    "after its commit never goes out", group=self.group, term=term,
+                    leader=leader, commit=self.deposed_at)  # fmt: skip
+        self.deposed.set()
+        if self.on_deposed is not None:
+            self.on_deposed()
+
     def install(self, snapshot: InstallSnapshot) -> None:
         """Only a backup of its process (runtime/failover.py) takes its leader's
         snapshot: its host is not used again, its log and snapshot are the leader's
         (what a restart restores)."""
+        if self.deposed_at is None and self.replayed is not None and self.failover:
+            self._depose(self.node.term, self.node.leader)  # its log moves: a backup now
         if self.deposed_at is None or self.store is None:
             super().install(snapshot)  # a bug: nobody else leads a serving process
             return
@@ -163,23 +210,16 @@ class ProcessGroup(ReplicaDriver):
 
     def role_changed(self, role: str, term: int, leader: HostId | None) -> None:
         if role == "leader":
-            self.has_led = True
+            self.has_led, self.replayed = True, None
         elif self.failover and self.deposed_at is None and (
             self.has_led or leader not in (None, self.node.host)
         ):
-            # Another replica may lead now and overwrite what this one stepped after
-            # its commit: its host may be stale, so it never leads again.  (A leader
-            # hears of its deposition before any commit of the next leader's; a home
-            # that never led in this life releases nothing: the replay's frames are
-            # the new leader's to send.)
-            self.deposed_at = self.commit_seen if self.has_led else 0
-            self.node.settings = dataclasses.replace(self.node.settings, campaigns=False)
-            log.warning("another replica may lead the process now; what this one held "
-                        "after its commit never goes out", group=self.group, term=term,
-                        leader=leader, commit=self.deposed_at)  # fmt: skip
-            self.deposed.set()
-            if self.on_deposed is not None:
-                self.on_deposed()
+            if not self.has_led and self._host_is_the_logs():
+                log.info("another replica leads the process; this home follows it, its "
+                         "state still its log's", group=self.group, term=term,
+                         leader=leader)  # fmt: skip
+                return
+            self._depose(term, leader)
             return
         if role == "leader":
             log.info("leads its replication group", term=term, replica=self.node.host)

@@ -41,6 +41,7 @@ from skueue.runtime.durability.entry_store import SnapshotEntryStore
 from skueue.runtime.durability.input_log import InputLog
 from skueue.runtime.follower_slot import FollowerSlot, MakeHost, copies_on_disk
 from skueue.runtime.group import ProcessGroup
+from skueue.runtime.homecoming import hand_back_if_due
 from skueue.runtime.limits import Limits
 from skueue.runtime.network.daemon_channel import DaemonChannels
 from skueue.runtime.network.link_receiver import Inbound
@@ -99,6 +100,7 @@ class DaemonReplicas:
         self.forward: dict[str, Callable[[str, list[Any]], None]] = {}
         self.standing: dict[str, str] = {}  # process -> where its stand-in here listens
         self.elected: Callable[[FollowerSlot], None] | None = None
+        self.home_caught_up = 0  # a stand-in's: ticks its process's home kept up (homecoming.py)
         # Re-replication (runtime/re_replication.py): every member in ring order, the
         # hosts lost for good (shared with this daemon's stand-ins), and how a copy is
         # opened for a group whose leader added this daemon (None: a stand-in's, which
@@ -186,9 +188,11 @@ class DaemonReplicas:
             self.group.tick()
             if self.failover:
                 self._silent_for_good(now)
+            if self.failover and self.group.node.host != self.own:  # a stand-in's
+                hand_back_if_due(self)
             if self.lost and self.group.leading:
                 replace_lost(self.group, self.lost, self.ring, self.voters_per_group,
-                             self._up)  # fmt: skip
+                             self.reaches)  # fmt: skip
             for process, slot in self.slots.items():
                 # A stand-in says hello with the process's nonce: a copy that does not
                 # know it could not serve the process (runtime/stand_in.py).
@@ -199,7 +203,7 @@ class DaemonReplicas:
             if self.failover:
                 self._announce()
 
-    def _up(self, host: str) -> bool:
+    def reaches(self, host: str) -> bool:
         """Whether ``host``'s daemon channel is up (a new replica must be reachable)."""
         sender = self.channels.senders.get(host)
         return sender is not None and not sender.down

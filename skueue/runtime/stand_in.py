@@ -34,6 +34,7 @@ never used again.
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import socket
 from collections.abc import Callable
@@ -46,6 +47,7 @@ from skueue.host.replies import Welcome
 from skueue.runtime.durability.input_log import InputLog
 from skueue.runtime.follower_slot import FollowerSlot
 from skueue.runtime.group import ProcessGroup
+from skueue.runtime.homecoming import HANDOVER_TICKS
 from skueue.runtime.inbox import ChannelFrame
 from skueue.runtime.incoming import IncomingConnections
 from skueue.runtime.network.link_receiver import Inbound
@@ -147,6 +149,9 @@ class StandIn:
         ctx.sessions.client_ids = itertools.count(host.client_ids_max + 1)
         owner = Owner(ctx, host, slot.input_log, slot.store)
         group = owner.group = ProcessGroup.taking_over(slot)
+        # It waits that long for the home it hands the process back to (homecoming.py).
+        group.node.settings = dataclasses.replace(group.node.settings,
+                                                  transfer_ticks=HANDOVER_TICKS)
         group.shipper = SnapshotShipper(self.process, slot.input_log, slot.store, ctx.limits,
                                         daemon.channels.send)  # fmt: skip
         replicas = owner.replicas = DaemonReplicas(self.process, group, {}, daemon.channels,

@@ -28,6 +28,7 @@ from skueue.runtime.durability.input_log import InputLog, Meta, directory_name
 from skueue.runtime.errors import DaemonError
 from skueue.runtime.failover import become_backup
 from skueue.runtime.group import ProcessGroup
+from skueue.runtime.homecoming import come_home
 from skueue.runtime.network.handshake import check_distinct
 from skueue.runtime.new_host import new_host
 from skueue.runtime.owner import Owner
@@ -178,6 +179,10 @@ def _open_group(
             group.failover = owner.replicas.failover = True
             group.store = owner.entry_store
             group.on_deposed = lambda: become_backup(owner)
+            # Its host is its whole log's state (homecoming.py: it may lead again).
+            group.replayed = group.log_position()
+            if ctx.can_restart:
+                group.on_homecoming = lambda: come_home(ctx)
             owner.replicas.elected = StandIns(ctx, owner.replicas, input_log, members).elect
         group.campaign()
         log.info("replicated: waiting for a majority of the process's group to elect it",

@@ -69,6 +69,11 @@ class DaemonContext:
         # With failover, once another replica leads this daemon's process: why clients
         # and links are refused here (runtime/failover.py).  None: it serves it.
         self.backup: str | None = None
+        # With failover: this daemon's process is handed back to it, and the daemon
+        # starts again from its data directory (runtime/homecoming.py), where it can
+        # (``can_restart``: run by the skueued command).
+        self.homecoming = trio.Event()
+        self.can_restart = False
         self.tallies = Tallies()  # what the metrics count (runtime/operations/tallies.py)
 
     async def to_owner(self, item: InboxItem) -> None:

@@ -113,18 +113,22 @@ def test_transfer_target_wins_although_voters_heard_from_the_leader() -> None:
     assert g["b"].vote == "c" and g["b"].leader == "c"
 
 
-def test_transfer_to_a_dead_target_is_abandoned_after_an_election_timeout() -> None:
+@pytest.mark.parametrize("transfer_ticks", [0, 25])
+def test_transfer_to_a_dead_target_is_abandoned_after_an_election_timeout(
+    transfer_ticks: int,
+) -> None:
     """A target that never takes over (down) does not stop the group for good: after an
-    election timeout the leader gives up the transfer and takes proposals again.
+    election timeout the leader gives up the transfer and takes proposals again; or
+    after ``transfer_ticks``, where set (a target that must rebuild its state first).
 
     Reference: thesis §3.10
     """
-    g = Group()
+    g = Group(settings=ReplicaSettings(transfer_ticks=transfer_ticks))
     g.elect("a")
     g.run(1)
     g.crash("c")
     g.step("a", TransferLeader("c"))
-    timeout = g.settings.election_ticks
+    timeout = transfer_ticks or g.settings.election_ticks
     taken_at = None
     for tick in range(1, 2 * timeout):
         g.tick(["a", "b"])
