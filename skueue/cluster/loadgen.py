@@ -104,6 +104,9 @@ class LoadResult:
     requests than records."""
     started: float = 0.0
     """``time.perf_counter()`` at the start: time 0 of the history."""
+    stopped_early: bool = False
+    """Asked to stop (``run_workload``'s ``stop``) before all its operations were done:
+    ``workload_ops`` is what was done."""
 
     def clock(self) -> float:
         """Seconds since the start: the time of a record added now (by the drain)."""
@@ -248,9 +251,12 @@ async def run_load(
 
 
 async def run_workload(
-    config: LoadConfig, progress: Callable[[int, int], None] | None = None
+    config: LoadConfig,
+    progress: Callable[[int, int], None] | None = None,
+    stop: Callable[[], bool] | None = None,
 ) -> LoadResult:
-    """The workload alone: a caller that measures it (CPU, say) may :func:`drain` after."""
+    """The workload alone: a caller that measures it (CPU, say) may :func:`drain` after.
+    Once ``stop()`` says so, no lane starts another request (those running finish)."""
     insert_op, remove_op = op_names(config.structure)
     result = LoadResult([], 0.0, config.ops, started=time.perf_counter())
     now = result.clock
@@ -271,6 +277,8 @@ async def run_workload(
         nonlocal done
         rng, seq = lane_rng(config.seed, lane), 0
         for size in request_sizes(count, config.batch):
+            if stop is not None and stop():
+                return
             inserting = rng.random() < config.insert_ratio
             queue = rng.choice(config.queues) if config.queues else None
             # Drawn only with levels, so a run without them repeats earlier runs' choices.
@@ -316,6 +324,8 @@ async def run_workload(
     if progress is not None:
         progress(done, config.ops)
     result.workload_seconds = now()
+    result.stopped_early = done < config.ops
+    result.workload_ops = done
     return result
 
 

@@ -8,13 +8,13 @@ where a process is served now, and its own process led by another replica.
   remove-member``, runtime/member_removal.py); the groups this daemon and its stand-ins
   lead replace them (runtime/re_replication.py).
 - A home daemon whose own group elects another replica, or that stops leading after it
-  led, is a **backup** of its process for the rest of its life
+  led, is a **backup** of its process for the rest of this life
   (:meth:`ProcessGroup.role_changed`): its host may hold inputs that the new leader
   overwrote, so it never leads with it again.  Its links close (the process's frames go
   from the stand-in now: two links of one process would end each other's connections at
   every peer), nothing it held after its commit goes out, and its copy of the log goes
-  on counting toward the commit.  Serving its process again, with leadership moved back
-  home, is not built yet: until then the stand-in serves it.
+  on counting toward the commit.  Once it has caught up, the stand-in hands the process
+  back, and it restarts to serve it again (runtime/homecoming.py).
 """
 
 from __future__ import annotations
@@ -88,5 +88,5 @@ def become_backup(owner: Owner) -> None:
                   "serves now (failover): connect to another member")  # fmt: skip
     log.warning("this daemon's process is led by another replica now; this daemon keeps a "
                 "copy of its log and serves its other copies, not the process (until "
-                "leadership moves back home, which is not built yet)",
+                "the stand-in hands it back)",
                 process=ctx.process_id)  # fmt: skip

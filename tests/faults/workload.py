@@ -15,6 +15,9 @@ LONG = os.environ.get("SKUEUE_FAULTS") == "long"
 SEED = int(os.environ.get("SKUEUE_FAULT_SEED", "11"))
 DAEMONS = 4
 CLIENTS = 8
+SETTLE_S = 10.0
+"""In the quick profile the workload stops this long after the faults are over: time
+for a failover (3 to 6 s) and operations after it, rather than the rest of its count."""
 
 
 def fault_load(nodes: list[str], ops: int) -> LoadConfig:
@@ -34,11 +37,20 @@ async def under_faults(
     load: LoadConfig, faults: Callable[[], Awaitable[None]], timeout_s: float
 ) -> LoadResult:
     """Run the workload while ``faults`` runs; stop the faults when the workload is done
-    (they are bounded themselves too), then drain."""
+    (they are bounded themselves too), then drain.  In the quick profile the workload
+    stops ``SETTLE_S`` after the faults are over (the long one does all of it)."""
+    over: list[bool] = []
+
+    async def faults_then_settle() -> None:
+        await faults()
+        if not LONG:
+            await trio.sleep(SETTLE_S)
+            over.append(True)
+
     async with trio.open_nursery() as nursery:
-        nursery.start_soon(faults)
+        nursery.start_soon(faults_then_settle)
         with anyio.fail_after(timeout_s):
-            result = await run_workload(load)
+            result = await run_workload(load, stop=lambda: bool(over))
         nursery.cancel_scope.cancel()
     with anyio.fail_after(timeout_s):
         await drain(load, result)
