@@ -159,6 +159,7 @@ class StandIn:
         replicas.failover, replicas.listening = True, self.listening
         # It replaces lost hosts in its group as any leader (runtime/re_replication.py).
         replicas.ring, replicas.lost = self.home.ring, self.home.lost
+        replicas.remember_lost = self.home.remember_lost
         replicas.voters_per_group = self.home.voters_per_group
         owner.must_take_over = True
         owner.links_wait_for = group.node.last_index
