@@ -145,9 +145,7 @@ class MemberRemoval:
         out = []
         for member in members:
             hold, why = self.owner.host.process.hold_on(member)
-            # (A link to a process its copies serve elsewhere says nothing of its host.)
-            up = not self._served_elsewhere(member) and (
-                member in ctx.links.connected or member in ctx.peer_sessions)
+            up = member in ctx.links.connected or member in ctx.peer_sessions
             out.append([int(hold), why, up])
         return out
 
