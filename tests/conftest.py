@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 
+import pytest
 from hypothesis import HealthCheck, settings
 
 settings.register_profile(
@@ -26,3 +27,44 @@ settings.register_profile(
     suppress_health_check=[HealthCheck.too_slow],
 )
 settings.load_profile(os.environ.get("SKUEUE_PROFILE", "quick"))
+
+
+# The suite runs on two pytest-xdist workers (scripts/test: -n 2 --dist loadgroup).  Tests
+# that share something beyond their own temporary directory and loopback ports run on one
+# worker, one after the other:
+# - the network-namespace tests: one subnet (10.213.0.0/24) and namespace prefixes; the
+#   systemd unit's test boots a container the same way;
+# - the tests that install and start peers (redis-server, rabbitmq-server through apt:
+#   one dpkg lock);
+# - the fault tests: each loads the machine with a cluster and eight clients, and their
+#   bounds (serving again within 10 s) hold with one such load at a time, not two.
+SHARED_RESOURCE_GROUPS = {
+    "netns": (
+        "tests/e2e/test_netns.py",
+        "tests/e2e/test_netns_partition.py",
+        "tests/e2e/test_netns_lifecycle.py",
+        "tests/e2e/test_deploy.py",
+        "tests/e2e/test_systemd_unit.py",
+    ),
+    "peers": (
+        "tests/e2e/test_bench_scale_out.py",
+        "tests/e2e/test_priority_bench.py",
+        "tests/e2e/test_top.py",
+    ),
+    "faults": ("tests/faults/",),
+}
+
+
+def shared_resource_group(nodeid: str) -> str | None:
+    """The group of the test ``nodeid`` (its path is relative to the checkout), if any."""
+    for group, prefixes in SHARED_RESOURCE_GROUPS.items():
+        if nodeid.startswith(prefixes):
+            return group
+    return None
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        group = shared_resource_group(item.nodeid)
+        if group is not None:
+            item.add_marker(pytest.mark.xdist_group(group))
