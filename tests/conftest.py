@@ -63,6 +63,7 @@ def shared_resource_group(nodeid: str) -> str | None:
     return None
 
 
+@pytest.hookimpl(tryfirst=True)  # before xdist's own hook reads the marks
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         group = shared_resource_group(item.nodeid)

@@ -57,15 +57,15 @@ def test_a_member_down_is_taken_over_and_back_it_serves_its_process_again(
     addresses, args, daemons = start(3, tmp_path, ["--failover"])
     try:
         wait_ready(daemons)
-        inserted, taken = fill_and_take(daemons)
-        daemons[2].proc.send_signal(signal.SIGKILL)
-        daemons[2].proc.wait(timeout=10)
+        inserted, taken, lost = fill_and_take(daemons)
+        daemons[lost].proc.send_signal(signal.SIGKILL)
+        daemons[lost].proc.wait(timeout=10)
         seconds, acknowledged, unknown = wait_serving(daemons[0].address)
         print(f"serving again {seconds:.2f} s after the kill")
-        assert [s for s in standing(daemons[0].address) if addresses[2] in s]  # one serves it
+        assert [s for s in standing(daemons[0].address) if addresses[lost] in s]  # one serves it
         # Back with its disk, after a survivor took its process over: a backup first,
         # then the stand-in hands the process back (runtime/homecoming.py).
-        back = daemons[2] = spawn(args(2), tmp_path, "d2-back")
+        back = daemons[lost] = spawn(args(lost), tmp_path, "lost-back")
         wait_ready([back])
         began = time.monotonic()
         while any(standing(daemons[0].address)) or not serves(back.address, b"at-home"):
@@ -82,7 +82,7 @@ def test_a_member_down_is_taken_over_and_back_it_serves_its_process_again(
         assert len(markers) == len(set(markers)), markers
         assert_exactly([*inserted, b"at-home", b"through-seeds"],
                        [*taken, *(e for e in rest if not e.startswith(b"marker"))])  # fmt: skip
-        log = (tmp_path / "d2-back.stderr").read_text()
+        log = (tmp_path / "lost-back.stderr").read_text()
         assert "led by another replica now" in log, log[-3000:]
         assert "restarting from the data directory" in log, log[-3000:]
     finally:

@@ -33,9 +33,11 @@ from tests.faults.test_pause import paused_for
 from tests.faults.workload import LONG, SEED, fault_load, under_faults
 
 DAEMONS = 5
-OPS = 60_000 if LONG else 3_000
+# The long profile's count fits its bound with room: two hosts lost leave three daemons
+# serving five processes, each with three replicas, on the test machine's cores.
+OPS = 20_000 if LONG else 3_000
 KILL_AFTER_S = (2.0, 4.0)
-TIMEOUT_S = 900.0 if LONG else 240.0
+TIMEOUT_S = 1_200.0 if LONG else 240.0
 PAUSE_S = 12.0  # past the failure timeout (3 to 6 s) and the links' ack timeout (10 s)
 SERVING_AGAIN_S = 10.0
 """The issue's bound on the time from the kill to the cluster answering again."""

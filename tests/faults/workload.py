@@ -40,6 +40,10 @@ async def under_faults(
     (they are bounded themselves too), then drain.  In the quick profile the workload
     stops ``SETTLE_S`` after the faults are over (the long one does all of it)."""
     over: list[bool] = []
+    done = [0]
+
+    def count(finished: int, _total: int) -> None:
+        done[0] = finished
 
     async def faults_then_settle() -> None:
         await faults()
@@ -49,8 +53,14 @@ async def under_faults(
 
     async with trio.open_nursery() as nursery:
         nursery.start_soon(faults_then_settle)
-        with anyio.fail_after(timeout_s):
-            result = await run_workload(load, stop=lambda: bool(over))
+        try:
+            with anyio.fail_after(timeout_s):
+                result = await run_workload(load, progress=count, stop=lambda: bool(over))
+        except TimeoutError:
+            # Say how far it got: a wedge (no progress for long) and a slow run differ.
+            raise TimeoutError(
+                f"the workload did {done[0]} of {load.ops} operations in {timeout_s:.0f} s"
+            ) from None
         nursery.cancel_scope.cancel()
     with anyio.fail_after(timeout_s):
         await drain(load, result)
