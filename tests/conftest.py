@@ -1,4 +1,5 @@
-"""Test-suite wide settings: hypothesis profiles.
+"""Test-suite wide settings: hypothesis profiles, the Spark session, and which tests run
+on one xdist worker.
 
 ``quick`` (the default, used by CI) keeps the suite fast; ``long`` runs the property
 tests for real (select it with SKUEUE_PROFILE=long).  Every profile prints the blob that
@@ -8,9 +9,14 @@ replays a failing example, and our generators print their seeds too.
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
+from typing import TYPE_CHECKING
 
 import pytest
 from hypothesis import HealthCheck, settings
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
 
 settings.register_profile(
     "quick",
@@ -28,6 +34,25 @@ settings.register_profile(
 )
 settings.load_profile(os.environ.get("SKUEUE_PROFILE", "quick"))
 
+# Starting a JVM costs seconds, so every Spark test shares one session: ``local[2]``, no
+# UI, two shuffle partitions, bound to loopback, and a JIT set for short runs (C1 only,
+# serial GC), which starts a few seconds faster than the default for jobs this small.
+# A test that runs ``skueue analyze`` in this process asks for it too (the command reuses
+# a running session): on a session of its own, with Spark's defaults, the same analysis
+# took 40 to 80 s instead of a few.
+SPARK_TEST_CONF = {
+    "spark.sql.shuffle.partitions": "2",
+    "spark.driver.extraJavaOptions": "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC",
+}
+
+
+@pytest.fixture(scope="session")
+def spark() -> Iterator[SparkSession]:
+    from skueue.analysis.session import started_session
+
+    with started_session("local[2]", app_name="skueue-tests", conf=SPARK_TEST_CONF) as session:
+        yield session.spark
+
 
 # The suite runs on two pytest-xdist workers (scripts/test: -n 2 --dist loadgroup).  Tests
 # that share something beyond their own temporary directory and loopback ports run on one
@@ -37,7 +62,8 @@ settings.load_profile(os.environ.get("SKUEUE_PROFILE", "quick"))
 # - the tests that install and start peers (redis-server, rabbitmq-server through apt:
 #   one dpkg lock);
 # - the fault tests: each loads the machine with a cluster and eight clients, and their
-#   bounds (serving again within 10 s) hold with one such load at a time, not two.
+#   bounds (serving again within 10 s) hold with one such load at a time, not two;
+# - the Spark tests (marked ``spark``): one JVM and its session, not one per worker.
 SHARED_RESOURCE_GROUPS = {
     "netns": (
         "tests/e2e/test_netns.py",
@@ -67,5 +93,7 @@ def shared_resource_group(nodeid: str) -> str | None:
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         group = shared_resource_group(item.nodeid)
+        if group is None and item.get_closest_marker("spark") is not None:
+            group = "spark"
         if group is not None:
             item.add_marker(pytest.mark.xdist_group(group))

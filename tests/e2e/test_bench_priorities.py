@@ -55,6 +55,7 @@ def test_bench_makes_a_priority_history(run: Run) -> None:
 
 
 @pytest.mark.spark
+@pytest.mark.usefixtures("spark")  # the tests' session (tests/conftest.py)
 def test_analyze_measures_the_pei_of_the_bench_history(
     run: Run, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -88,6 +88,7 @@ def test_a_mixed_priority_workload_is_linearizable_with_pei_zero(run: Run) -> No
 
 
 @pytest.mark.spark
+@pytest.mark.usefixtures("spark")  # the tests' session (tests/conftest.py)
 def test_analyze_reports_pei_zero_on_the_same_history(
     run: Run, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

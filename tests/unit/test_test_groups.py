@@ -41,7 +41,7 @@ def test_a_test_id_gets_the_group_of_its_file_and_others_none() -> None:
     assert shared_resource_group("tests/unit/test_faults.py::test_w") is None
 
 
-def test_the_tests_of_a_group_run_on_one_worker_and_the_others_spread(tmp_path: Path) -> None:
+def test_the_tests_of_a_group_run_on_one_worker(tmp_path: Path) -> None:
     # A small suite with the checkout's conftest: two files of a group, two outside.
     (tmp_path / "conftest.py").write_text(CONFTEST.read_text())
     for name in ("faults/test_a.py", "faults/test_b.py", "e2e/test_c.py", "e2e/test_d.py"):
@@ -59,6 +59,7 @@ def test_the_tests_of_a_group_run_on_one_worker_and_the_others_spread(tmp_path: 
     workers: dict[str, set[str]] = {}
     for module, worker in (line.split() for line in where.read_text().splitlines()):
         workers.setdefault(module.rsplit(".", 1)[-1], set()).add(worker)
-    assert sum(len(w) for w in workers.values()) >= 4, workers
-    assert len(workers["test_a"] | workers["test_b"]) == 1, workers  # the group: one worker
-    assert len(workers["test_c"] | workers["test_d"]) == 2, workers  # the others: both
+    assert set(workers) == {"test_a", "test_b", "test_c", "test_d"}, workers
+    # The group's twelve tests on one worker.  (Without the grouping they spread over
+    # both; where the others run is the scheduler's business.)
+    assert len(workers["test_a"] | workers["test_b"]) == 1, workers
