@@ -123,9 +123,6 @@ def main(argv: list[str] | None = None) -> int:
     if args.replicas > 1 + len(set(peers)) and join is None:
         die(f"--replicas {args.replicas} needs at least {args.replicas} members; --peers "
             f"names {len(set(peers))} other(s)")
-    if args.replicas > 1 and join is not None:
-        die("--replicas with --join: not yet (joins take their share of replicas in a "
-            "later release); start a static cluster with --peers")
     if args.restore_from_copies and args.replicas == 1:
         die("--restore-from-copies needs --replicas 3 or 5: with 1, no other member keeps "
             "a copy of this member's process")

@@ -102,14 +102,16 @@ class FollowerSlot(ReplicaDriver):
         send: SendMessage,
         policy: SyncPolicy,
         meta: Meta,
-        make_host: MakeHost,
+        make_host: MakeHost | None,
         limits: Limits,
         restart: bool = False,
         failover: bool = False,
     ) -> FollowerSlot:
         """The slot of ``group`` in ``data_dir`` (started empty the first time);
         ``meta`` describes the daemon that keeps it (its nonce, its ``--replicas``);
-        ``make_host`` makes the group's process as it stood before its first input.
+        ``make_host`` makes the group's process as it stood before its first input
+        (None: a copy of a group this daemon did not start with, which has a state only
+        from its leader's snapshot: runtime/re_replication.py sends one first).
 
         A copy found empty at a ``restart`` of its daemon (one restored from its group's
         copies, runtime/restore.py, or whose ``replicas/`` was lost) may have acked
@@ -132,14 +134,15 @@ class FollowerSlot(ReplicaDriver):
         slot.failover = failover
         return slot
 
-    def _restore(self, make_host: MakeHost) -> AppliedState | None:
+    def _restore(self, make_host: MakeHost | None) -> AppliedState | None:
         """The state as the last snapshot left it (the entries after it are applied as
-        the commit reaches them again), or as the process started."""
+        the commit reaches them again), or as the process started (none yet without
+        ``make_host``)."""
         input_log, store = self.input_log, self.store
         path, input_log.snapshot_file = input_log.snapshot_file, None
         state = None
         if path is None:
-            state = AppliedState(make_host(store), 0)
+            state = None if make_host is None else AppliedState(make_host(store), 0)
         else:
             try:
                 with open_snapshot(path) as f:

@@ -52,10 +52,12 @@ class ProcessGroup(ReplicaDriver):
     ) -> None:
         """The replica ``replica`` of its own process's group, as the input log left it
         (``first_config``: the group's voters when the log never snapshotted); ``send``
-        carries its messages to the other voters (None: a group of one)."""
+        carries its messages to the other voters.  Without ``send`` it is a group of one
+        for good (``--replicas 1``); a joiner's group starts with one voter too, but
+        grows (runtime/re_replication.py), so it has ``send``."""
         super().__init__(replica, replica, input_log, first_config, send,
                          settings or ReplicaSettings())  # fmt: skip
-        self._own_fields(lone=self.node.config.voters == (replica,))
+        self._own_fields(lone=send is None)
 
     def _own_fields(self, lone: bool) -> None:
         """What a process's group holds besides its driver's (:data:`DRIVER_FIELDS`)."""

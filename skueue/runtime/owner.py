@@ -128,19 +128,17 @@ class Owner:
         # The links start once the commit reaches the replay's last entry (its frames
         # numbered on them as in the last life): None, started.
         self.links_wait_for: int | None = None
-        self.quiescing = False
+        # A snapshot waits for its commit; one is wanted (a new copy starts from it).
+        self.quiescing = self.snapshot_wanted = False
         # Where the DHT tables keep their elements
         # (None: in memory; runtime/durability/entry_store.py).
         self.entry_store = entry_store
-        # The data directory's free space against the reserve (None: in memory).
-        self.disk = disk
+        self.disk = disk  # the data directory's free space against the reserve (None: in memory)
         self.clock_read = False  # the lease clock went to the host in this step
         self.ack_due: float | None = None  # when the owner next acknowledges
         self.stats = StatsGathering(ctx.limits.stats_timeout_s)
-        # How long an update phase lasts (runtime/operations/health.py).
-        self.phase_watch = PhaseWatch()
-        self.joined = trio.Event()
-        self.left = trio.Event()
+        self.phase_watch = PhaseWatch()  # how long an update phase lasts (operations/health.py)
+        self.joined, self.left = trio.Event(), trio.Event()
         if host.joined:
             self.joined.set()  # in the ring from the start: no join to wait for, or log
         self.removal = MemberRemoval(self)
@@ -551,7 +549,8 @@ class Owner:
         input_log, store, disk, group = self.input_log, self.entry_store, self.disk, self.group
         if input_log is None or group is None or (self.replicas and not group.leading):
             return  # (a host that does not lead may be stale: runtime/stand_in.py)
-        due = input_log.snapshot_due(self.ctx.limits.snapshot_log_bytes) or (
+        limit = self.ctx.limits.snapshot_log_bytes
+        due = self.snapshot_wanted or input_log.snapshot_due(limit) or (
             disk is not None
             and store is not None
             and disk.compact_now(trio.current_time(), bool(store.removed))
@@ -571,6 +570,7 @@ class Owner:
         index, term, config = group.snapshot_position()
         input_log.snapshot(lambda f: capture(f, host, inbound, links, store), index, term, config)
         group.snapshot_taken(index)
+        self.snapshot_wanted = False
         if store is not None:
             store.after_snapshot()
         if self.replicas is not None:

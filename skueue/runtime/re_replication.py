@@ -1,5 +1,7 @@
-"""Re-replication (docs/replication.md §5.7): a group that lost a replica's host for good
-gets a new replica on a survivor, one single-server change at a time (thesis §4.1–4.3).
+"""Re-replication and growth (docs/replication.md §5.7): a group that lost a replica's
+host for good gets a new replica on a survivor, and a group with fewer voters than
+``--replicas`` (a joiner's, which starts alone) gets more as members can take them, one
+single-server change at a time (thesis §4.1–4.3).
 
 A host is *lost* once an operator said so (``skueue remove-member`` of a member whose
 process its copies serve: runtime/member_removal.py); every member hears it on the
@@ -21,6 +23,19 @@ proposes a change only once the last one is committed and one of its own term is
 Raft module refuses otherwise, and it asks again at its next tick).  Where no host is
 left to add, the lost host is removed all the same: a group of two live voters commits
 with both, as it did with the lost one still listed.
+
+**Growth.** A group with fewer live voters than ``--replicas`` and nothing lost takes
+steps 1 and 2 alone, with the same R: a joiner's group (it starts with its own replica
+alone, runtime/startup.py) grows as its daemon meets the members, its seed first; a
+group that lost a host when no other was left to take its place grows again when a
+member joins.
+
+**A new copy starts from a snapshot.** The daemon that opens a copy for a group it did
+not start with knows neither the group's first configuration nor how its process was
+made (a joiner's, or any group on a joiner), so the leader sends the copy its snapshot
+before any entry: a leader that never took one takes one first (``want_snapshot``),
+and adds the learner at a later tick.  The learner's empty log refuses the leader's
+first append; the leader goes back to the log's start, which is before its snapshot.
 """
 
 from __future__ import annotations
@@ -40,11 +55,10 @@ def next_change(
     replicas: int,
     up: Callable[[HostId], bool],
 ) -> ConfigChange | None:
-    """The next change that replaces ``lost`` hosts in ``process``'s group (module
-    docstring), or None: nothing to replace, or nothing to do until a host is up.
-    ``ring``: every member in ring order; ``up``: whether a host can be reached now."""
-    if not any(h in lost for h in config.members):
-        return None
+    """The next change that replaces ``lost`` hosts in ``process``'s group or grows it
+    to ``replicas`` voters (module docstring), or None: nothing to do, or nothing until a
+    host is up.  ``ring``: every member in ring order; ``up``: whether a host can be
+    reached now."""
     for learner in config.learners:
         if learner in lost:
             return Remove(learner)
@@ -60,19 +74,25 @@ def next_change(
     return next((Remove(v) for v in config.voters if v in lost), None)
 
 
-def replace_lost(
+def reconfigure(
     group: ReplicaDriver,
     lost: Collection[HostId],
     ring: Sequence[HostId],
     replicas: int,
     up: Callable[[HostId], bool],
+    want_snapshot: Callable[[], None] | None,
 ) -> None:
-    """At a tick of a group this daemon leads: propose the next change, if any."""
+    """At a tick of a group this daemon leads: propose the next change, if any (a
+    learner only once the leader holds a snapshot to start its copy from)."""
     node = group.node
     own = node.host
     change = next_change(group.group, node.config, [h for h in lost if h != own], ring,
                          replicas, up)  # fmt: skip
     if change is None:
+        return
+    if isinstance(change, AddLearner) and node.snapshot_index == 0:
+        if want_snapshot is not None:
+            want_snapshot()
         return
     refused = group.change_config(change)
     if refused is None:

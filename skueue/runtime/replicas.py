@@ -47,7 +47,7 @@ from skueue.runtime.network.daemon_channel import DaemonChannels
 from skueue.runtime.network.link_receiver import Inbound
 from skueue.runtime.network.peers import PeerLinks
 from skueue.runtime.new_host import new_host
-from skueue.runtime.re_replication import replace_lost
+from skueue.runtime.re_replication import reconfigure
 from skueue.runtime.replica_driver import ReplicaDriver
 from skueue.runtime.snapshot_transfer import take_part
 from skueue.runtime.state import DaemonContext
@@ -101,11 +101,17 @@ class DaemonReplicas:
         self.standing: dict[str, str] = {}  # process -> where its stand-in here listens
         self.elected: Callable[[FollowerSlot], None] | None = None
         self.home_caught_up = 0  # a stand-in's: ticks its process's home kept up (homecoming.py)
-        # Re-replication (runtime/re_replication.py): every member in ring order, the
-        # hosts lost for good (shared with this daemon's stand-ins), and how a copy is
-        # opened for a group whose leader added this daemon (None: a stand-in's, which
-        # keeps no copies).
+        # Re-replication and growth (runtime/re_replication.py): every member in ring
+        # order (the ones this daemon started with, and those it met since: a home's
+        # is kept up to date from its directory at each tick, in place, for its
+        # stand-ins share it), the hosts lost for good (shared with the stand-ins),
+        # how a leader's snapshot is asked for (a new copy starts from one), and how a
+        # copy is opened for a group whose leader added this daemon (None: a
+        # stand-in's, which keeps no copies).
         self.ring: list[str] = []
+        self.founders: frozenset[str] | None = None  # a home's: the members it started with
+        self._ring_of: frozenset[str] = frozenset()
+        self.want_snapshot: Callable[[], None] | None = None
         self.lost: set[str] = set()
         self.remember_lost: Callable[[list[str]], None] | None = None  # in the data directory
         self.voters_per_group = 1  # --replicas
@@ -145,7 +151,9 @@ class DaemonReplicas:
         if open_copy is None or frame[0] != "raft" or process == self.own:
             return None
         message = frame[2]
-        if not (message and message[0] in ("append", "snapshot") and process in self.ring):
+        if not (message and message[0] in ("append", "snapshot")):
+            return None
+        if process not in self.ring and process != peer:  # (a home leads its own group)
             return None
         if len(self.slots) >= self.limits.replica_copies_max:
             log.warning("a leader adds this daemon to its group, and it keeps as many copies "
@@ -190,9 +198,10 @@ class DaemonReplicas:
                 self._silent_for_good(now)
             if self.failover and self.group.node.host != self.own:  # a stand-in's
                 hand_back_if_due(self)
-            if self.lost and self.group.leading:
-                replace_lost(self.group, self.lost, self.ring, self.voters_per_group,
-                             self.reaches)  # fmt: skip
+            self.update_ring()
+            if self.group.leading:
+                reconfigure(self.group, self.lost, self.ring, self.voters_per_group,
+                            self.reaches, self.want_snapshot)  # fmt: skip
             for process, slot in self.slots.items():
                 # A stand-in says hello with the process's nonce: a copy that does not
                 # know it could not serve the process (runtime/stand_in.py).
@@ -203,10 +212,22 @@ class DaemonReplicas:
             if self.failover:
                 self._announce()
 
+    def update_ring(self) -> None:
+        """A home's ring: the members it started with and every member its directory
+        has met since (joiners), in ring order."""
+        if self.founders is None:
+            return
+        met = frozenset(self.links.directory.addresses) | self.founders
+        if met != self._ring_of:
+            self._ring_of = met
+            self.ring[:] = ring_order(met)
+
     def reaches(self, host: str) -> bool:
-        """Whether ``host``'s daemon channel is up (a new replica must be reachable)."""
-        sender = self.channels.senders.get(host)
-        return sender is not None and not sender.down
+        """Whether ``host``'s daemon channel is up (a new replica must be reachable):
+        one never used before connects from now on, and is up once it did."""
+        known = host in self.channels.senders
+        sender = self.channels.open(host)
+        return known and sender is not None and not sender.down
 
     def _announce(self) -> None:
         """With failover, the leader says where it serves its process (module
@@ -310,7 +331,8 @@ def open_replicas(
     for process in placed + added:
         slots[process] = open_slot(ctx, input_log, process, members, addresses, restart)
     replicas = DaemonReplicas(own, group, slots, channels, links, limits, now)
-    replicas.ring = ring_order(members)
+    replicas.founders = frozenset(members)
+    replicas.update_ring()
     replicas.voters_per_group = ctx.config.replicas
     replicas.lost.update(input_log.meta.lost)
     replicas.remember_lost = input_log.record_lost
@@ -328,13 +350,19 @@ def open_slot(
     restart: bool,
 ) -> FollowerSlot:
     """The follower slot of ``process``'s group in the daemon's data directory, as its
-    log left it (at a start, or when a stand-in stops: runtime/stand_in.py).  Every
-    group starts with the placement's voters; the changes since (re-replication:
-    runtime/re_replication.py) are in its log and snapshot."""
+    log left it (at a start, or when a stand-in stops: runtime/stand_in.py).  A group of
+    the ``members`` this daemon started with starts with the placement's voters; the
+    changes since (re-replication, growth: runtime/re_replication.py) are in its log
+    and snapshot."""
     replicas, channels, limits = ctx.config.replicas, ctx.channels, ctx.limits
     assert channels is not None
-    config = Config.of(voters_of(process, members, replicas))
-    make_host = _host_maker(process, members, addresses, ctx.config.structure, limits)
+    config, make_host = Config.of((process,)), None
+    if process in members:  # a group of the cluster this daemon started with
+        config = Config.of(voters_of(process, members, replicas))
+        make_host = _host_maker(process, members, addresses, ctx.config.structure, limits)
+    # else: a joiner's group, or one this joiner copies; either way its first
+    # configuration and state come with the leader's snapshot, which a new copy gets
+    # first (runtime/re_replication.py); (process,) is what a joiner's own log starts with.
     return FollowerSlot.open(
         input_log.directory, process, ctx.process_id, config, channel_sender(channels, process),
         input_log.policy, input_log.meta, make_host, limits, restart,

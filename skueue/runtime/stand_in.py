@@ -157,10 +157,12 @@ class StandIn:
         replicas = owner.replicas = DaemonReplicas(self.process, group, {}, daemon.channels,
                                                    links, ctx.limits, trio.current_time())
         replicas.failover, replicas.listening = True, self.listening
-        # It replaces lost hosts in its group as any leader (runtime/re_replication.py).
+        # It replaces lost hosts in its group, and grows it, as any leader
+        # (runtime/re_replication.py).
         replicas.ring, replicas.lost = self.home.ring, self.home.lost
         replicas.remember_lost = self.home.remember_lost
         replicas.voters_per_group = self.home.voters_per_group
+        replicas.want_snapshot = lambda: setattr(owner, "snapshot_wanted", True)
         owner.must_take_over = True
         owner.links_wait_for = group.node.last_index
         group.on_deposed = owner.held.freeze  # then it stops (_lead_while_elected)

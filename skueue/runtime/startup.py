@@ -125,7 +125,7 @@ async def start_owner(ctx: DaemonContext, data: DataDirectory) -> tuple[Owner, i
             input_log.snapshot_file = None
         forget_lost_appends(owner)
         owner.input_log = input_log
-        _open_group(ctx, owner, input_log, members, not fresh)
+        _open_group(ctx, owner, input_log, members, not fresh, joins=join is not None)
         if not fresh:
             log.info("recovery done", process=ctx.process_id,
                      seconds=round(time.perf_counter() - began, 3),
@@ -149,15 +149,18 @@ async def start_owner(ctx: DaemonContext, data: DataDirectory) -> tuple[Owner, i
 
 
 def _open_group(
-    ctx: DaemonContext, owner: Owner, input_log: InputLog, members: list[str], restart: bool
-) -> None:
+    ctx: DaemonContext, owner: Owner, input_log: InputLog, members: list[str], restart: bool,
+    joins: bool,
+) -> None:  # fmt: skip
     """The process's replication group and, with ``--replicas`` above 1, the follower
     slots this daemon keeps for others (``restart``: its own log held something); then
     the replay of the log.  A group of one leads at once; a larger one campaigns, and
-    the owner steps nothing until it leads."""
+    the owner steps nothing until it leads.  A joiner's group (``joins``) starts with
+    its own replica alone, and grows to ``--replicas`` voters as it meets the members
+    (runtime/re_replication.py)."""
     k, own, channels = ctx.config.replicas, ctx.process_id, ctx.channels
     assert channels is not None
-    if k > len(members):
+    if k > len(members) and not joins:
         raise DaemonError(
             f"--replicas {k} needs at least {k} members; this cluster has {len(members)}"
         )
@@ -171,6 +174,7 @@ def _open_group(
         owner.replicas = open_replicas(group, members, ctx, input_log,
                                        dict(owner.host.directory.addresses), now,
                                        restart)  # fmt: skip
+        owner.replicas.want_snapshot = lambda: setattr(owner, "snapshot_wanted", True)
         group.shipper = SnapshotShipper(own, input_log, owner.entry_store, ctx.limits,
                                         channels.send)  # fmt: skip
         owner.must_take_over = True

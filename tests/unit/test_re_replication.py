@@ -15,7 +15,7 @@ from skueue.replication.config import AddLearner, Config, Promote, Remove
 from skueue.runtime.failover import host_lost
 from skueue.runtime.limits import Limits
 from skueue.runtime.network.daemon_channel import ChannelSender
-from skueue.runtime.re_replication import next_change
+from skueue.runtime.re_replication import next_change, reconfigure
 from skueue.runtime.replicas import DaemonReplicas
 
 RING = ["a", "b", "c", "d", "e"]
@@ -73,13 +73,57 @@ def replicas(limits: Limits, opened: list[str]) -> DaemonReplicas:
 
 def test_a_copy_opens_for_a_leaders_append_up_to_replica_copies_max() -> None:
     opened: list[str] = []
-    r = replicas(Limits(replica_copies_max=1), opened)
+    r = replicas(Limits(replica_copies_max=2), opened)
     assert r._copy_for("P", "P", ["raft", "P", ["vote", 1]]) is None  # not a leader's
-    assert r._copy_for("X", "X", ["raft", "X", ["append", 1]]) is None  # not a member
+    assert r._copy_for("X", "Y", ["raft", "Y", ["append", 1]]) is None  # not in the ring
     assert r._copy_for("P", "P", ["raft", "P", ["append", 1]]) is not None
+    # A joiner, not in the ring yet, leads its own group: (the owner took the frame
+    # only from a member of its directory).
+    assert r._copy_for("J", "J", ["raft", "J", ["append", 1]]) is not None
     with capture_logs() as logs:
         assert r._copy_for("Q", "Q", ["raft", "Q", ["snapshot", 1]]) is None
-    assert opened == ["P"] and "replica_copies_max" in logs[0]["event"]
+    assert opened == ["P", "J"] and "replica_copies_max" in logs[0]["event"]
+
+
+def test_a_group_with_fewer_voters_than_replicas_grows_on_the_next_hosts() -> None:
+    config: Config = Config.of("a")  # a joiner's group
+    steps = []
+    while (change := plan(config, set(), up={"b", "c", "d"})) is not None:
+        steps.append(change)
+        if isinstance(change, AddLearner):
+            config = Config.of(config.voters, (change.host,))
+        else:
+            assert isinstance(change, Promote)
+            config = Config.of((*config.voters, change.host))
+    assert steps == [AddLearner("b"), Promote("b"), AddLearner("c"), Promote("c")]
+    # One that lost a host when nobody could take its place grows once one can.
+    assert plan(Config.of("ab"), set(), up=set()) is None
+    assert plan(Config.of("ab"), set(), up={"e"}) == AddLearner("e")
+
+
+def test_a_new_copy_starts_from_the_leaders_snapshot() -> None:
+    proposed: list[object] = []
+    wanted: list[bool] = []
+    node: Any = SimpleNamespace(host="a", config=Config.of("a"), snapshot_index=0)
+    group: Any = SimpleNamespace(group="a", node=node,
+                                 change_config=lambda c: proposed.append(c))  # fmt: skip
+    reconfigure(group, set(), RING, 3, lambda h: True, lambda: wanted.append(True))
+    assert proposed == [] and wanted == [True]  # none yet: it takes one first
+    node.snapshot_index = 7
+    reconfigure(group, set(), RING, 3, lambda h: True, lambda: wanted.append(True))
+    assert proposed == [AddLearner("b")] and wanted == [True]
+
+
+def test_a_homes_ring_takes_in_the_members_its_directory_met() -> None:
+    r = replicas(Limits(), [])
+    r.ring = []
+    r.links = SimpleNamespace(directory=SimpleNamespace(addresses={"me": 1, "J": 2}))
+    r.founders = frozenset({"me", "P"})
+    r.update_ring()
+    assert sorted(r.ring) == ["J", "P", "me"]
+    r.links.directory.addresses["K"] = 3
+    r.update_ring()
+    assert sorted(r.ring) == ["J", "K", "P", "me"]
 
 
 @pytest.mark.parametrize("hosts", [[], "P", [7], ["x" * 257], ["P"] * 17])

@@ -122,15 +122,24 @@ class DaemonChannels:
         # Channels whose member's address has not arrived yet (no writer task yet).
         self.unaddressed: set[str] = set()
 
-    def send(self, peer: str, frame: list[Any]) -> None:
-        """Queue ``frame`` for ``peer`` (dropped if it departed)."""
+    def open(self, peer: str) -> ChannelSender | None:
+        """``peer``'s channel, connecting from now if it was never used (None: the
+        member departed)."""
         sender = self.senders.get(peer)
         if sender is None:
             if peer in self.links.directory.departed:
-                return
+                return None
             sender = self.senders[peer] = ChannelSender()
             self.unaddressed.add(peer)
             self.start_addressed()
+            sender.wake.set()
+        return sender
+
+    def send(self, peer: str, frame: list[Any]) -> None:
+        """Queue ``frame`` for ``peer`` (dropped if it departed)."""
+        sender = self.open(peer)
+        if sender is None:
+            return
         if sender.down and not kept_while_down(frame):
             sender.wake.set()  # dropped, but the writer tries to connect again
             return
