@@ -119,12 +119,15 @@ class Daemon:
         return self.owner.readiness()
 
     async def drain_links(self, timeout_s: float = 5.0) -> None:
-        """Wait until the peers acknowledged the last messages (a leaver's hand-over) and
+        """Wait until the last steps are committed in the process's group (they go out
+        only then), the peers acknowledged the last messages (a leaver's hand-over) and
         the clients' last replies are written (the leave's own answer among them)."""
-        ctx = self.ctx
+        ctx, owner = self.ctx, self.owner
         with trio.move_on_after(timeout_s):
-            while (ctx.links is not None and ctx.links.unacknowledged()) or any(
-                s.pending for s in ctx.sessions.clients.values()
+            while (
+                (owner is not None and len(owner.held) > 0)
+                or (ctx.links is not None and ctx.links.unacknowledged())
+                or any(s.pending for s in ctx.sessions.clients.values())
             ):
                 await trio.sleep(0.01)
 

@@ -27,6 +27,7 @@ keeps the log and still counts for the commit; it could not take the process ove
 from __future__ import annotations
 
 import dataclasses
+import shutil
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, BinaryIO
@@ -329,6 +330,14 @@ class FollowerSlot(ReplicaDriver):
     def close(self) -> None:
         self.input_log.close()
         self.store.close()
+
+    def discard(self) -> None:
+        """The group's process left the cluster: the copy goes, from the disk too (its
+        ``meta.json`` first: a crash halfway leaves nothing that opens again)."""
+        self.close()
+        directory = self.input_log.directory
+        (directory / "meta.json").unlink(missing_ok=True)
+        shutil.rmtree(directory, ignore_errors=True)
 
 
 def copies_on_disk(data_dir: Path) -> list[str]:

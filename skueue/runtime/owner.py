@@ -197,13 +197,14 @@ class Owner:
             self.ctx.drop_peer_session(peer)
             if not self.replaying:
                 log.warning("forgot a member for good (skueue remove-member)", member=peer)
+        elif self.replicas is not None:  # (None while replaying)
+            self.replicas.departed(peer)
         elif not self.replaying:
             log.info("a member left the cluster", member=peer)
 
     def _left(self, alone: bool) -> None:
-        """This process left: it may not come back as that member; unless it was the
-        last one, every member hears of it, with its counters for one heir to keep (so
-        the cluster's totals in ``skueue stats`` stay whole)."""
+        """This process left, not to come back as that member; unless it was the last,
+        every member hears of it, with its counters for one heir to keep (stats stay whole)."""
         if self.replaying:
             return  # said the first time (the departure frames are in the log)
         if alone:
@@ -219,9 +220,8 @@ class Owner:
         self.left.set()
 
     def send_on_channels(self, out: list[tuple[str, list[Any]]]) -> None:
-        """Send the daemon's own questions and answers (stats, removal checks) on the
-        members' daemon channels: not the host's, so neither logged nor numbered
-        (runtime/network/daemon_channel.py)."""
+        """The daemon's own questions and answers (stats, removal checks), on the daemon
+        channels: neither logged nor numbered (runtime/network/daemon_channel.py)."""
         channels = self.ctx.channels
         assert channels is not None
         for peer, frame in out:

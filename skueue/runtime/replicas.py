@@ -57,6 +57,8 @@ WATERMARK_TICKS_MAX = 10
 # With --failover, a leader says where it serves its process at its election and at
 # least this often (ticks) after, for members that were down or restarted meanwhile.
 ANNOUNCE_TICKS = 10
+# Why a member's host is taken for lost when its process left (skueue leave).
+LEFT = "it left the cluster"
 
 log = structlog.get_logger("skueued")
 
@@ -166,15 +168,25 @@ class DaemonReplicas:
         return slot
 
     def host_lost(self, hosts: list[str], why: str = "skueue remove-member") -> None:
-        """``hosts`` were lost for good: the groups this daemon leads replace them
-        (runtime/re_replication.py)."""
+        """``hosts`` were lost for good, or left: the groups this daemon leads replace
+        them (runtime/re_replication.py)."""
         new = [h for h in hosts if h in self.ring and h not in self.lost and h != self.own]
         if new:
-            log.warning("hosts lost for good: the groups led here replace them",
-                        hosts=new, why=why)  # fmt: skip
+            say = log.info if why == LEFT else log.warning
+            say("hosts lost for good: the groups led here replace them", hosts=new, why=why)
             self.lost.update(new)
             if self.remember_lost is not None:
                 self.remember_lost(new)
+
+    def departed(self, process: str) -> None:
+        """``process`` left the cluster (``skueue leave``), its daemon with it: the
+        groups led here replace its host as a lost one, and this daemon's copy of its
+        group goes."""
+        self.host_lost([process], LEFT)  # (in the ring still: it is refreshed at ticks)
+        slot = self.slots.pop(process, None)
+        if slot is not None:
+            slot.discard()
+            log.info("a member left: its process's copy here is gone", process=process)
 
     def _silent_for_good(self, now: float) -> None:
         """With failover, a member whose channel has been down ``member_lost_after_s``
@@ -328,7 +340,8 @@ def open_replicas(
     slots = {}
     placed = groups_followed_by(own, members, ctx.config.replicas)
     added = [p for p in copies_on_disk(input_log.directory) if p not in placed and p != own]
-    for process in placed + added:
+    departed = () if ctx.directory is None else ctx.directory.departed
+    for process in [p for p in placed + added if p not in departed]:
         slots[process] = open_slot(ctx, input_log, process, members, addresses, restart)
     replicas = DaemonReplicas(own, group, slots, channels, links, limits, now)
     replicas.founders = frozenset(members)

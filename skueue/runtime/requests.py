@@ -122,10 +122,9 @@ class ClientDesk:
         links = owner.ctx.links
         assert links is not None
         process = owner.host.process
-        if owner.replicas is not None:
-            # Its group's replicas, and the groups it holds, would have to move first.
-            message = "a member cannot leave a cluster run with --replicas above 1 yet"
-            owner.reply(client, ErrorReply(rid, message, INVALID))
+        refusal = None if owner.replicas is None else _replicated_leave_refusal(owner)
+        if refusal is not None:
+            owner.reply(client, ErrorReply(rid, *refusal))
             return
         if links.down() and not process.leaving and not process.stats().alone:
             why = owner.ctx.why_no_answer()
@@ -189,3 +188,21 @@ def request_kind(request: ClientRequest) -> str:
         case LeaveRequest():
             return "leave"
     return "other"
+
+
+def _replicated_leave_refusal(owner: Owner) -> tuple[str, str] | None:
+    """Why a member of a replicated cluster may not leave now (its message and code):
+    its groups' copies move to the others as a lost host's do (runtime/replicas.py)."""
+    replicas = owner.replicas
+    assert replicas is not None
+    if replicas.standing:
+        # Its stand-ins would go with it, and their processes have no other home.
+        return (f"this daemon serves the process of a member that is down "
+                f"({', '.join(sorted(replicas.standing))}); it can leave once that "
+                "process is served by its home again, or removed", UNAVAILABLE)  # fmt: skip
+    k = replicas.voters_per_group
+    live = set(owner.host.directory.addresses) - replicas.lost
+    if len(live) <= k:
+        return (f"a cluster run with --replicas {k} keeps at least {k} members; "
+                f"it has {len(live)}, so none of them can leave", INVALID)  # fmt: skip
+    return None

@@ -1,8 +1,11 @@
-"""A member joins a replicated cluster (``skueued --replicas 3 --join``;
-runtime/re_replication.py, "growth"): its process's group starts with its own replica
-alone and grows to three voters on the members it meets, each new copy starting from
-the joiner's snapshot; then the joiner's host is lost for good, with its disk, and
-what it held is served from its copies: nothing acknowledged is lost."""
+"""Members join and leave a replicated cluster (``skueued --replicas 3``).
+
+A joiner's group (``--join``; runtime/re_replication.py, "growth") starts with its own
+replica alone and grows to three voters on the members it meets, each new copy starting
+from the joiner's snapshot; the joiner comes back from kill -9 with its disk, and, lost
+for good with it, is served from its copies: nothing acknowledged is lost.  A member
+that leaves (``skueue leave``) is replaced in the groups that kept a copy on its host,
+and the copies of its own group go (runtime/replicas.py, ``departed``)."""
 
 from __future__ import annotations
 
@@ -19,7 +22,7 @@ from tests.e2e.test_re_replication import (
     remove_when_served,
     wait_replaced,
 )
-from tests.e2e.test_restore_from_copies import assert_exactly, drain, start
+from tests.e2e.test_restore_from_copies import assert_exactly, drain, fill, start
 
 BLOCK = 100
 ELEMENTS_MAX = 5_000
@@ -55,7 +58,7 @@ def fill_joiner(joiner: str) -> list[bytes]:
     return inserted
 
 
-def test_a_joiner_comes_back_after_kill_9_with_its_disk(tmp_path: Path) -> None:
+def test_a_joiner_comes_back_after_kill_9_with_its_disk_and_then_leaves(tmp_path: Path) -> None:
     addresses, _, daemons = start(3, tmp_path)
     try:
         wait_ready(daemons)
@@ -66,7 +69,12 @@ def test_a_joiner_comes_back_after_kill_9_with_its_disk(tmp_path: Path) -> None:
         daemons[3].proc.wait(timeout=10)
         daemons[3] = spawn(args, tmp_path, "d3-again")
         wait_ready(daemons[3:])
-        assert_exactly(inserted, drain(joiner))
+        with skueue.client.blocking.connect_blocking(joiner) as q:
+            q.leave()  # returns once the others hold its data
+        assert daemons[3].proc.wait(timeout=30) == 0
+        seconds = wait_replaced(addresses[0], {joiner}, addresses[:3])
+        print(f"every group has three replicas on the others {seconds:.1f} s after it left")
+        assert_exactly(inserted, drain(addresses[0]))
     finally:
         stop(daemons)
 
@@ -88,5 +96,35 @@ def test_a_joiner_is_replicated_and_survives_the_loss_of_its_host(tmp_path: Path
         markers = [e for e in rest if e.startswith(b"marker")]
         assert set(acknowledged) <= set(markers) <= {*acknowledged, *unknown}, markers
         assert_exactly(inserted, [e for e in rest if not e.startswith(b"marker")])
+    finally:
+        stop(daemons)
+
+
+def test_a_member_leaves_and_its_groups_get_three_replicas_on_the_others(
+    tmp_path: Path,
+) -> None:
+    addresses, args, daemons = start(4, tmp_path, ["--failover"])
+    try:
+        wait_ready(daemons)
+        inserted = fill(daemons, b"x" * 100)
+        leaver = addresses[3]
+        kept = [a for a, m in members_stats(leaver).items() if leaver in m["durable"]["copies"]]
+        with skueue.client.blocking.connect_blocking(leaver) as q:
+            q.leave()  # returns once the others hold its data
+        assert daemons[3].proc.wait(timeout=30) == 0
+        stayed = addresses[:3]
+        seconds = wait_replaced(stayed[0], {leaver}, stayed)
+        print(f"every group has three replicas on the others {seconds:.1f} s after the leave")
+        # Its copies went with it, and a member that kept one does not open it again
+        # when it restarts.
+        i = addresses.index(kept[0])
+        daemons[i].proc.send_signal(signal.SIGKILL)
+        daemons[i].proc.wait(timeout=10)
+        daemons[i] = spawn(args(i), tmp_path, f"d{i}-again")
+        wait_ready(daemons[i : i + 1])
+        copies = {p for member in members_stats(stayed[0]).values()
+                  for p in member["durable"]["copies"]}  # fmt: skip
+        assert leaver not in copies, copies
+        assert_exactly(inserted, drain(stayed[1]))
     finally:
         stop(daemons)
