@@ -52,9 +52,9 @@ from skueue.runtime.durability.input_log import (
     Meta,
     SyncPolicy,
     directory_name,
-    open_snapshot,
     read_meta,
 )
+from skueue.runtime.durability.snapshot_file import open_snapshot
 from skueue.runtime.durability.snapshots import (
     DaemonSnapshot,
     capture_state,

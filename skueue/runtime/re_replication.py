@@ -30,6 +30,16 @@ alone, runtime/startup.py) grows as its daemon meets the members, its seed first
 group that lost a host when no other was left to take its place grows again when a
 member joins.
 
+**Placement after joins.** A group its home leads, with nothing lost and no learner,
+moves toward §5.7's placement over the live members (its home and the next
+``--replicas − 1`` in ring order), one copy at a time: ``AddLearner(R)`` for the first
+host of the placement it lacks, ``Promote(R)``, then ``Remove(V)`` of a voter outside
+it.  So a joiner takes its share of copies: the groups of the members just before it
+move one copy each onto it.  The home then tells V, once the removal is committed, that
+its copy is dropped (``["dropped", P]`` on the daemon channel), and again whenever V
+speaks for the group: V deletes its copy (runtime/replicas.py).  Only once committed:
+a copy deleted while it still counted toward the commit would be a voter that forgot.
+
 **A new copy starts from a snapshot.** The daemon that opens a copy for a group it did
 not start with knows neither the group's first configuration nor how its process was
 made (a joiner's, or any group on a joiner), so the leader sends the copy its snapshot
@@ -74,6 +84,30 @@ def next_change(
     return next((Remove(v) for v in config.voters if v in lost), None)
 
 
+def toward_placement(
+    process: str,
+    config: Config,
+    lost: Collection[HostId],
+    ring: Sequence[HostId],
+    replicas: int,
+    up: Callable[[HostId], bool],
+) -> ConfigChange | None:
+    """The next change that moves a group its home leads toward its placement over the
+    live members (module docstring), or None: it is there, or what it lacks is down."""
+    live = [h for h in ring if h not in lost]
+    if config.learners or process not in live or any(h in lost for h in config.members):
+        return None  # (next_change's to do)
+    at = live.index(process)  # (ring order: skueue/host/placement.py's voters_of)
+    placed = [live[(at + j) % len(live)] for j in range(min(replicas, len(live)))]
+    outside = [v for v in config.voters if v not in placed and v != process]
+    if outside and len(config.voters) > replicas:
+        return Remove(outside[0])
+    missing = [h for h in placed if h not in config.voters]
+    if missing and outside and up(missing[0]):
+        return AddLearner(missing[0])
+    return None
+
+
 def reconfigure(
     group: ReplicaDriver,
     lost: Collection[HostId],
@@ -86,15 +120,20 @@ def reconfigure(
     learner only once the leader holds a snapshot to start its copy from)."""
     node = group.node
     own = node.host
-    change = next_change(group.group, node.config, [h for h in lost if h != own], ring,
-                         replicas, up)  # fmt: skip
+    lost = [h for h in lost if h != own]
+    config = node.config
+    change = next_change(group.group, config, lost, ring, replicas, up)
+    if change is None and own == group.group:  # (a stand-in's group waits for its home)
+        change = toward_placement(group.group, config, lost, ring, replicas, up)
     if change is None:
         return
+    why = ("a host lost" if any(h in lost for h in config.members)
+           else "growth" if len(config.voters) < replicas else "placement")  # fmt: skip
     if isinstance(change, AddLearner) and node.snapshot_index == 0:
         if want_snapshot is not None:
             want_snapshot()
         return
     refused = group.change_config(change)
     if refused is None:
-        log.info("re-replication: the group's membership changes", group=group.group,
+        log.info("the group's replicas change", group=group.group, why=why,
                  change=type(change).__name__, host=change.host)  # fmt: skip

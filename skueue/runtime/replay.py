@@ -24,8 +24,8 @@ import trio
 from skueue.host.address import Address
 from skueue.host.inputs import PeerControl, PeerMessage, TookOver
 from skueue.runtime.durability.entry_store import named_records
-from skueue.runtime.durability.input_log import open_snapshot
 from skueue.runtime.durability.records import UnreadableRecord, input_of
+from skueue.runtime.durability.snapshot_file import open_snapshot
 from skueue.runtime.durability.snapshots import install_outbox, restore
 from skueue.runtime.errors import DaemonError
 from skueue.runtime.network.link_receiver import Inbound

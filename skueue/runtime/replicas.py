@@ -114,14 +114,21 @@ class DaemonReplicas:
         self.founders: frozenset[str] | None = None  # a home's: the members it started with
         self._ring_of: frozenset[str] = frozenset()
         self.want_snapshot: Callable[[], None] | None = None
+        # The hosts a home's committed configuration named at its last tick: one it no
+        # longer names is told its copy is dropped.
+        self._copies_named: frozenset[str] = frozenset()
         self.lost: set[str] = set()
         self.remember_lost: Callable[[list[str]], None] | None = None  # in the data directory
+        self.remember_dropped: Callable[[list[str]], None] | None = None  # copies moved away
         self.voters_per_group = 1  # --replicas
         self.open_copy: Callable[[str], FollowerSlot] | None = None
 
     def receive(self, peer: str, frame: list[Any]) -> None:
         """A replication frame from ``peer``'s channel (daemon_channel.REPLICATION_FRAMES)."""
         kind, process = frame[0], frame[1]  # their lengths are checked (daemon_channel.py)
+        if kind == "dropped":
+            self._dropped(peer, process)
+            return
         forward = self.forward.get(process)
         if forward is not None:
             forward(peer, frame)
@@ -133,6 +140,11 @@ class DaemonReplicas:
             # A group this daemon holds no replica of, or a sender that holds none
             # (a member's placement differs from ours, which only a bug or a forged
             # frame makes): Raft takes the loss.
+            if replica is self.group and self.group.leading \
+                    and peer not in self._committed_members():
+                # A copy its home removed (runtime/re_replication.py) that did not hear.
+                self.channels.send(peer, ["dropped", self.own])
+                return
             log.warning("a replication message from outside its group; dropped",
                         peer=peer, process=process)  # fmt: skip
             return
@@ -162,8 +174,8 @@ class DaemonReplicas:
                         "as it may (replica_copies_max); refused", process=process,
                         peer=peer, copies=len(self.slots))  # fmt: skip
             return None
-        log.info("re-replication: this daemon keeps a new copy of a process's log",
-                 process=process, leader=peer)  # fmt: skip
+        log.info("this daemon keeps a new copy of a process's log, for its group's "
+                 "leader added it", process=process, leader=peer)  # fmt: skip
         slot = self.slots[process] = open_copy(process)
         return slot
 
@@ -177,6 +189,33 @@ class DaemonReplicas:
             self.lost.update(new)
             if self.remember_lost is not None:
                 self.remember_lost(new)
+
+    def _committed_members(self) -> frozenset[str]:
+        node = self.group.node
+        return frozenset(node.log.config_at(node.commit).members)
+
+    def _tell_dropped(self) -> None:
+        """A home tells the hosts its committed configuration no longer names that their
+        copy of its group is dropped (runtime/re_replication.py)."""
+        if self.group.node.host != self.own:
+            return  # (a stand-in's group: its home does it, back home)
+        members = self._committed_members()
+        for host in self._copies_named - members - self.lost - {self.own}:
+            self.channels.send(host, ["dropped", self.own])
+        self._copies_named = members
+
+    def _dropped(self, peer: str, process: str) -> None:
+        """``["dropped", P]``: P's home removed this daemon's copy from its group, and the
+        removal is committed; the copy goes."""
+        slot = self.slots.get(process)
+        if slot is None or peer != process:
+            return  # (only the home says so: no copy here, or a stand-in's copy)
+        del self.slots[process]
+        slot.discard()
+        if self.remember_dropped is not None:
+            self.remember_dropped([process])
+        log.info("the home of a process moved its copy from this daemon; the copy here "
+                 "is gone", process=process)  # fmt: skip
 
     def departed(self, process: str) -> None:
         """``process`` left the cluster (``skueue leave``), its daemon with it: the
@@ -214,6 +253,7 @@ class DaemonReplicas:
             if self.group.leading:
                 reconfigure(self.group, self.lost, self.ring, self.voters_per_group,
                             self.reaches, self.want_snapshot)  # fmt: skip
+                self._tell_dropped()
             for process, slot in self.slots.items():
                 # A stand-in says hello with the process's nonce: a copy that does not
                 # know it could not serve the process (runtime/stand_in.py).
@@ -338,7 +378,10 @@ def open_replicas(
     own, limits, channels, links = group.group, ctx.limits, ctx.channels, ctx.links
     assert channels is not None and links is not None
     slots = {}
-    placed = groups_followed_by(own, members, ctx.config.replicas)
+    # Where the placement put it, but for a group whose home moved its copy away since;
+    # and the copies its disk holds (added by re-replication, growth or placement).
+    moved = input_log.meta.dropped
+    placed = [p for p in groups_followed_by(own, members, ctx.config.replicas) if p not in moved]
     added = [p for p in copies_on_disk(input_log.directory) if p not in placed and p != own]
     departed = () if ctx.directory is None else ctx.directory.departed
     for process in [p for p in placed + added if p not in departed]:
@@ -349,6 +392,7 @@ def open_replicas(
     replicas.voters_per_group = ctx.config.replicas
     replicas.lost.update(input_log.meta.lost)
     replicas.remember_lost = input_log.record_lost
+    replicas.remember_dropped = input_log.record_dropped
     replicas.open_copy = lambda process: open_slot(ctx, input_log, process, members,
                                                    addresses, restart=False)
     return replicas

@@ -45,7 +45,8 @@ from skueue.replication.config import Config
 from skueue.runtime.copies import Copy, CopyError, NoCopy, parse_copy
 from skueue.runtime.durability.data_lock import LOCK_FILE
 from skueue.runtime.durability.entry_store import ENTRIES_DIRECTORY, SnapshotEntryStore
-from skueue.runtime.durability.input_log import InputLog, Meta, fsync_directory
+from skueue.runtime.durability.input_log import InputLog, Meta
+from skueue.runtime.durability.snapshot_file import fsync_directory
 from skueue.runtime.durability.snapshots import capture_snapshot
 from skueue.runtime.errors import DaemonError
 from skueue.runtime.network.connections import frames

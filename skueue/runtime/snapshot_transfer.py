@@ -39,7 +39,8 @@ from skueue.host.host import Host
 from skueue.replication.config import HostId
 from skueue.replication.messages import Message, Snapshot
 from skueue.runtime.durability.entry_store import SnapshotEntryStore, load_apart
-from skueue.runtime.durability.input_log import InputLog, open_snapshot, read_snapshot
+from skueue.runtime.durability.input_log import InputLog
+from skueue.runtime.durability.snapshot_file import open_snapshot, read_snapshot
 from skueue.runtime.durability.snapshots import DaemonSnapshot
 from skueue.runtime.limits import Limits
 from skueue.runtime.network.link_sender import Blob

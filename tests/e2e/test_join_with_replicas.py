@@ -10,12 +10,15 @@ and the copies of its own group go (runtime/replicas.py, ``departed``)."""
 from __future__ import annotations
 
 import signal
+import time
 from pathlib import Path
 
 import skueue.client.blocking
+from skueue.host.placement import groups_followed_by, voters_of
 from tests.e2e.daemons import HOST, Daemon, free_ports, spawn, stop, wait_ready
 from tests.e2e.test_failover import wait_serving
 from tests.e2e.test_re_replication import (
+    REPLACED_S,
     groups_seen,
     lose,
     members_stats,
@@ -45,6 +48,26 @@ def join(
     return args
 
 
+def wait_placed(address: str, members: list[str]) -> float:
+    """Seconds until every group's voters are its placement over ``members`` (its home
+    and the next two in ring order), as its home and every copy see them, and every
+    member keeps the copies of exactly the groups it is placed in."""
+    began = time.monotonic()
+    while True:
+        stats = members_stats(address)
+        placed = all(
+            set(stats[m]["durable"]["replicas"]) == set(voters_of(m, members, 3))
+            and set(stats[m]["durable"]["copies"]) == set(groups_followed_by(m, members, 3))
+            and all(set(copy["voters"]) == set(voters_of(p, members, 3))
+                    for p, copy in stats[m]["durable"]["copies"].items())
+            for m in members
+        ) and set(stats) == set(members)  # fmt: skip
+        if placed:
+            return time.monotonic() - began
+        assert time.monotonic() - began < REPLACED_S, stats
+        time.sleep(1.0)
+
+
 def fill_joiner(joiner: str) -> list[bytes]:
     """Enqueue through the joiner until it holds part of the queue (elements are stored
     by blocks of 64 positions: a few hundred sit on a few members); what went in."""
@@ -59,21 +82,37 @@ def fill_joiner(joiner: str) -> list[bytes]:
 
 
 def test_a_joiner_comes_back_after_kill_9_with_its_disk_and_then_leaves(tmp_path: Path) -> None:
-    addresses, _, daemons = start(3, tmp_path)
+    addresses, founder_args, daemons = start(3, tmp_path)
     try:
         wait_ready(daemons)
+        founders = list(addresses)
         args = join(addresses, daemons, tmp_path, [])
         joiner = addresses[3]
+        # The groups of the two members before it move a copy each onto it; the members
+        # those copies leave delete theirs.
+        seconds = wait_placed(addresses[0], addresses)
+        print(f"every group is placed over the four members {seconds:.1f} s after the join")
+        assert len(members_stats(joiner)[joiner]["durable"]["copies"]) == 2
+        # A member whose copy moved does not open it again when it restarts.
+        moved = [set(groups_followed_by(m, founders, 3)) - set(groups_followed_by(m, addresses, 3))
+                 for m in founders]  # fmt: skip
+        i = next(i for i, groups in enumerate(moved) if groups)
+        daemons[i].proc.send_signal(signal.SIGKILL)
+        daemons[i].proc.wait(timeout=10)
+        daemons[i] = spawn(founder_args(i), tmp_path, f"d{i}-again")
+        wait_ready(daemons[i : i + 1])
+        wait_placed(addresses[0], addresses)
         inserted = fill_joiner(joiner)
         daemons[3].proc.send_signal(signal.SIGKILL)
         daemons[3].proc.wait(timeout=10)
         daemons[3] = spawn(args, tmp_path, "d3-again")
         wait_ready(daemons[3:])
+        wait_placed(addresses[0], addresses)  # its copies came back with it
         with skueue.client.blocking.connect_blocking(joiner) as q:
             q.leave()  # returns once the others hold its data
         assert daemons[3].proc.wait(timeout=30) == 0
-        seconds = wait_replaced(addresses[0], {joiner}, addresses[:3])
-        print(f"every group has three replicas on the others {seconds:.1f} s after it left")
+        seconds = wait_placed(addresses[0], addresses[:3])
+        print(f"every group is placed over the other three {seconds:.1f} s after it left")
         assert_exactly(inserted, drain(addresses[0]))
     finally:
         stop(daemons)

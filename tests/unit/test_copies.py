@@ -21,7 +21,8 @@ from skueue.runtime import restore as restore_module
 from skueue.runtime.applied_state import state_digest
 from skueue.runtime.copies import Copy, CopyError, NoCopy, copy_document, parse_copy
 from skueue.runtime.durability.entry_store import ENTRIES_DIRECTORY, SnapshotEntryStore
-from skueue.runtime.durability.input_log import InputLog, Meta, SyncPolicy, open_snapshot
+from skueue.runtime.durability.input_log import InputLog, Meta, SyncPolicy
+from skueue.runtime.durability.snapshot_file import open_snapshot
 from skueue.runtime.durability.snapshots import restore
 from skueue.runtime.errors import DaemonError
 from skueue.runtime.restore import ask_every_peer, choose_copy, copy_frames, write_copy

@@ -13,8 +13,9 @@ import pytest
 
 from skueue.replication.config import Config
 from skueue.replication.messages import Entry
-from skueue.runtime.durability.input_log import InputLog, Meta, SyncPolicy, open_snapshot
+from skueue.runtime.durability.input_log import InputLog, Meta, SyncPolicy
 from skueue.runtime.durability.log_index import LogIndex, base_record, entry_record
+from skueue.runtime.durability.snapshot_file import open_snapshot
 from skueue.runtime.errors import DaemonError
 
 META = Meta("p1", "nonce-1", "queue", ())

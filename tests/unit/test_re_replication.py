@@ -15,7 +15,7 @@ from skueue.replication.config import AddLearner, Config, Promote, Remove
 from skueue.runtime.failover import host_lost
 from skueue.runtime.limits import Limits
 from skueue.runtime.network.daemon_channel import ChannelSender
-from skueue.runtime.re_replication import next_change, reconfigure
+from skueue.runtime.re_replication import next_change, reconfigure, toward_placement
 from skueue.runtime.replicas import DaemonReplicas
 
 RING = ["a", "b", "c", "d", "e"]
@@ -176,3 +176,49 @@ def test_stats_say_which_hosts_are_lost_and_which_replica_catches_up() -> None:
         "hosts lost for good: a (re-replication; new replica catching up: d), ")
     assert _failover({"hosts_lost": ["a"], "learners": []}) == (
         "hosts lost for good: a (re-replication), ")
+
+
+def test_a_group_its_home_leads_moves_one_copy_at_a_time_to_its_placement() -> None:
+    # The ring is a, b, c, d, e (c joined, say) and a's group sits on a, b, d.
+    def toward(
+        config: Config, up: set[str] | None = None, lost: frozenset[str] = frozenset()
+    ) -> object:
+        reachable = set(RING) if up is None else up
+        return toward_placement("a", config, lost, RING, 3, reachable.__contains__)
+
+    assert toward(Config.of("abd")) == AddLearner("c")
+    assert toward(Config.of("abd"), up={"a", "b", "d"}) is None  # c is down: it waits
+    assert toward(Config.of("abd", "c")) is None  # next_change promotes the learner first
+    assert toward(Config.of("abdc")) == Remove("d")  # then the copy outside goes
+    assert toward(Config.of("abc")) is None  # placed
+    assert toward(Config.of("abd"), lost=frozenset("e")) == AddLearner("c")
+    assert toward(Config.of("abd"), lost=frozenset("d")) is None  # a lost host: next_change's to do
+
+
+def test_a_dropped_copy_goes_only_on_its_homes_word(tmp_path: Any) -> None:
+    discarded: list[str] = []
+    r = replicas(Limits(), [])
+    r.slots = {"P": SimpleNamespace(discard=lambda: discarded.append("P"))}  # type: ignore[dict-item]
+    r.receive("Q", ["dropped", "P"])  # not P's home
+    assert discarded == [] and "P" in r.slots
+    r.receive("P", ["dropped", "P"])
+    assert discarded == ["P"] and "P" not in r.slots
+    r.receive("P", ["dropped", "P"])  # again: nothing left to drop
+    assert discarded == ["P"]
+
+
+def test_a_home_tells_the_copies_its_committed_configuration_no_longer_names() -> None:
+    sent: list[tuple[str, list[Any]]] = []
+    configs = {1: Config.of(["me", "P", "Q"]), 2: Config.of(["me", "P", "R"])}
+    log_: Any = SimpleNamespace(config_at=lambda index: configs[index])
+    node: Any = SimpleNamespace(host="me", commit=1, log=log_)
+    r = replicas(Limits(), [])
+    r.group = SimpleNamespace(node=node, leading=True)  # type: ignore[assignment]
+    r.channels = SimpleNamespace(send=lambda to, frame: sent.append((to, frame)))  # type: ignore[assignment]
+    r._tell_dropped()
+    assert sent == []
+    node.commit = 2  # Remove(Q) committed
+    r._tell_dropped()
+    assert sent == [("Q", ["dropped", "me"])]
+    r._tell_dropped()
+    assert sent == [("Q", ["dropped", "me"])]  # once per removal

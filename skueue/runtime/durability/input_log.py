@@ -58,6 +58,11 @@ from skueue.runtime.durability.log_index import (
     entry_of,
     entry_record,
 )
+from skueue.runtime.durability.snapshot_file import (
+    fsync_directory,
+    read_snapshot,
+    write_snapshot,
+)
 from skueue.runtime.errors import DaemonError
 from skueue.runtime.operations.tallies import FSYNC_BUCKETS_S, Histogram
 
@@ -134,6 +139,9 @@ class Meta:
     # With --failover: the members taken for lost for good (runtime/re_replication.py),
     # whose copies the groups this daemon leads replace, after a restart too.
     lost: tuple[str, ...] = ()
+    # The groups whose homes moved their copy off this daemon (runtime/re_replication.py,
+    # placement): a restart does not open them again where the placement put them.
+    dropped: tuple[str, ...] = ()
 
 
 class InputLog:
@@ -305,9 +313,16 @@ class InputLog:
 
     def record_lost(self, hosts: Iterable[str]) -> None:
         """Members taken for lost for good (:attr:`Meta.lost`)."""
-        lost = tuple(sorted({*self.meta.lost, *hosts}))
-        if lost != self.meta.lost:
-            self.meta = attrs.evolve(self.meta, lost=lost)
+        self._record(attrs.evolve(self.meta, lost=tuple(sorted({*self.meta.lost, *hosts}))))
+
+    def record_dropped(self, groups: Iterable[str]) -> None:
+        """Groups whose copy here was moved away (:attr:`Meta.dropped`)."""
+        dropped = tuple(sorted({*self.meta.dropped, *groups}))
+        self._record(attrs.evolve(self.meta, dropped=dropped))
+
+    def _record(self, meta: Meta) -> None:
+        if meta != self.meta:
+            self.meta = meta
             _write_meta(self.directory / "meta.json", self.meta)
 
     # -- the replica's log (the replica's AppendLocal and SaveHardState effects) --------
@@ -398,71 +413,6 @@ class InputLog:
         os.close(self.fd)
 
 
-SNAPSHOT_FILE = "snapshot.bin"
-_SNAPSHOT_MAGIC = b"SKQSNAP1"
-_SNAPSHOT_HEADER = struct.Struct(">8sIQI")  # magic, first segment after it, length, crc32
-_SNAPSHOT_CHUNK_BYTES = 1 << 20
-
-
-def read_snapshot(directory: Path) -> tuple[int, Path | None]:
-    """The segment that follows the snapshot, and its file (0, None: no snapshot); its
-    checksum is verified here, reading it in pieces (it may be tens of MB)."""
-    path = directory / SNAPSHOT_FILE
-    if not path.exists():
-        return 0, None
-    with path.open("rb") as f:
-        header = f.read(_SNAPSHOT_HEADER.size)
-        if len(header) == _SNAPSHOT_HEADER.size:
-            magic, segment, length, crc = _SNAPSHOT_HEADER.unpack(header)
-            seen, seen_crc = 0, 0
-            while chunk := f.read(_SNAPSHOT_CHUNK_BYTES):
-                seen += len(chunk)
-                seen_crc = zlib.crc32(chunk, seen_crc)
-            if magic == _SNAPSHOT_MAGIC and (seen, seen_crc) == (length, crc):
-                return segment, path
-    raise DaemonError(
-        f"{path} is damaged (its checksum does not match); the log it replaced is gone, "
-        "so this daemon cannot come back from it"
-    )
-
-
-def open_snapshot(path: Path) -> BinaryIO:
-    """The snapshot's payload as a file, after its header (read_snapshot checked it)."""
-    f = path.open("rb")
-    f.seek(_SNAPSHOT_HEADER.size)
-    return f
-
-
-def write_snapshot(directory: Path, segment: int, dump: Callable[[BinaryIO], None]) -> int:
-    """Write what ``dump`` writes as the snapshot, durably and atomically (a temporary
-    file renamed into place); returns its size.  Streamed, so that a snapshot never
-    needs its size again in memory."""
-    temporary = directory / (SNAPSHOT_FILE + ".tmp")
-    with open(temporary, "w+b") as f:
-        f.write(bytes(_SNAPSHOT_HEADER.size))
-        sink = _Checksummed(f)
-        dump(sink)  # type: ignore[arg-type]  # a file as far as pickle is concerned
-        f.seek(0)
-        f.write(_SNAPSHOT_HEADER.pack(_SNAPSHOT_MAGIC, segment, sink.length, sink.crc))
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(temporary, directory / SNAPSHOT_FILE)
-    fsync_directory(directory)
-    return sink.length
-
-
-class _Checksummed:
-    """Writes through to a file, keeping the length and crc32 of what went through."""
-
-    def __init__(self, f: BinaryIO) -> None:
-        self.f, self.length, self.crc = f, 0, 0
-
-    def write(self, data: bytes) -> int:
-        self.length += len(data)
-        self.crc = zlib.crc32(data, self.crc)
-        return self.f.write(data)
-
-
 def directory_name(process_id: str) -> str:
     """A directory name for a process id (an address has a colon, an IPv6 one brackets)."""
     return "".join(c if c.isalnum() or c in "-_." else "_" for c in process_id)
@@ -479,14 +429,6 @@ def _segments(directory: Path) -> list[int]:
         if digits.isdigit():
             numbers.append(int(digits))
     return numbers
-
-
-def fsync_directory(directory: Path) -> None:
-    fd = os.open(directory, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 def read_meta(path: Path) -> Meta:
@@ -512,6 +454,7 @@ def read_meta(path: Path) -> Meta:
             tuple((str(peer), str(nonce)) for peer, nonce in raw.get("incarnations", ())),
             int(raw.get("replicas", 1)),
             tuple(str(host) for host in raw.get("lost", ())),
+            tuple(str(group) for group in raw.get("dropped", ())),
         )
     except (OSError, ValueError, KeyError, TypeError) as e:
         raise DaemonError(f"{path} is not a skueued data directory's meta file: {e}") from None
@@ -524,6 +467,7 @@ def _write_meta(path: Path, meta: Meta) -> None:
     raw["addresses"] = [list(pair) for pair in meta.addresses]
     raw["incarnations"] = [list(pair) for pair in meta.incarnations]
     raw["lost"] = list(meta.lost)
+    raw["dropped"] = list(meta.dropped)
     temporary = path.with_suffix(".tmp")
     temporary.write_text(json.dumps(raw, indent=1))
     with open(temporary, "rb") as f:

@@ -35,11 +35,12 @@ log = structlog.get_logger("skueued")
 # The daemons' questions and answers (runtime/requests.py, runtime/member_removal.py),
 # and what goes to one process's replicas (runtime/replicas.py): a replication message
 # (``["raft", process, message]``, the message as skueue/replication/codec.py writes
-# it), a leader's watermarks, its checks and the parts of its snapshot: kind -> the
-# frame's length.
+# it), a leader's watermarks, its checks, the parts of its snapshot, and a home's word
+# that a copy of its group is dropped (runtime/re_replication.py): kind -> the frame's
+# length.
 CHANNEL_FRAMES = {
     "stats-query": 2, "stats-answer": 3, "remove-check": 3, "remove-answer": 3, "raft": 3,
-    "acked": 3, "check": 4, "snapshot-part": 7, "leader": 4, "host-lost": 2,
+    "acked": 3, "check": 4, "snapshot-part": 7, "leader": 4, "host-lost": 2, "dropped": 2,
 }
 
 
@@ -47,7 +48,7 @@ CHANNEL_FRAMES = {
 # channel is down: Raft takes their loss (the leader's next heartbeat finds where the
 # follower stands), and kept they would be appends of up to a MiB each, stale by the
 # time it is back.
-REPLICATION_FRAMES = ("raft", "acked", "check", "snapshot-part")
+REPLICATION_FRAMES = ("raft", "acked", "check", "snapshot-part", "dropped")
 # What the owner takes at once whether its process's group leads or not: a member that
 # waits for its election, or a backup of its process (runtime/failover.py), still answers
 # the others' questions and takes a leader's word.  Answers to its own questions wait
