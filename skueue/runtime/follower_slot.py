@@ -332,8 +332,9 @@ class FollowerSlot(ReplicaDriver):
         self.store.close()
 
     def discard(self) -> None:
-        """The group's process left the cluster: the copy goes, from the disk too (its
-        ``meta.json`` first: a crash halfway leaves nothing that opens again)."""
+        """The copy is no longer wanted (its process left the cluster, or its home moved
+        it to another member): it goes, from the disk too (its ``meta.json`` first: a
+        crash halfway leaves nothing that opens again)."""
         self.close()
         directory = self.input_log.directory
         (directory / "meta.json").unlink(missing_ok=True)

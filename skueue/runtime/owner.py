@@ -83,7 +83,7 @@ from skueue.runtime.operations.health import PhaseWatch, Readiness, readiness
 from skueue.runtime.operations.logging import DEBUG_LOGS, describe_input
 from skueue.runtime.operations.member_stats import member_stats
 from skueue.runtime.operations.stats import StatsGathering
-from skueue.runtime.replicas import DaemonReplicas, take_replication_frame
+from skueue.runtime.replicas import DaemonReplicas, take_replication_frame, takes_channel_frame
 from skueue.runtime.requests import ClientDesk, request_kind
 from skueue.runtime.state import DaemonContext, log
 from skueue.wire.peer import encode_message
@@ -427,8 +427,8 @@ class Owner:
                     self._handled(peer, number)
                     self.enter(item)
             case ChannelFrame(peer=peer, frame=frame):
-                if not self.host.directory.is_member(peer):
-                    pass  # answers and replicas are only for members
+                if not takes_channel_frame(self.host.directory, peer, frame):
+                    pass  # answers and replicas are for members (and a joiner's own group)
                 elif frame[0] in REPLICATION_FRAMES:
                     take_replication_frame(self.replicas, ctx, peer, frame)
                 else:

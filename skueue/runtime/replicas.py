@@ -43,7 +43,7 @@ from skueue.runtime.follower_slot import FollowerSlot, MakeHost, copies_on_disk
 from skueue.runtime.group import ProcessGroup
 from skueue.runtime.homecoming import hand_back_if_due
 from skueue.runtime.limits import Limits
-from skueue.runtime.network.daemon_channel import DaemonChannels
+from skueue.runtime.network.daemon_channel import REPLICATION_FRAMES, DaemonChannels
 from skueue.runtime.network.link_receiver import Inbound
 from skueue.runtime.network.peers import PeerLinks
 from skueue.runtime.new_host import new_host
@@ -122,6 +122,9 @@ class DaemonReplicas:
         self.remember_dropped: Callable[[list[str]], None] | None = None  # copies moved away
         self.voters_per_group = 1  # --replicas
         self.open_copy: Callable[[str], FollowerSlot] | None = None
+        # A joiner's: what it does once its group has a second voter (runtime/startup.py:
+        # it joins then), until it says it is done.
+        self.when_replicated: Callable[[], bool] | None = None
 
     def receive(self, peer: str, frame: list[Any]) -> None:
         """A replication frame from ``peer``'s channel (daemon_channel.REPLICATION_FRAMES)."""
@@ -254,6 +257,7 @@ class DaemonReplicas:
                 reconfigure(self.group, self.lost, self.ring, self.voters_per_group,
                             self.reaches, self.want_snapshot)  # fmt: skip
                 self._tell_dropped()
+                self._join_if_replicated()
             for process, slot in self.slots.items():
                 # A stand-in says hello with the process's nonce: a copy that does not
                 # know it could not serve the process (runtime/stand_in.py).
@@ -264,13 +268,25 @@ class DaemonReplicas:
             if self.failover:
                 self._announce()
 
+    def _join_if_replicated(self) -> None:
+        node = self.group.node
+        then = self.when_replicated
+        if then is not None and len(node.log.config_at(node.commit).voters) >= min(
+            2, self.voters_per_group
+        ) and then():
+            self.when_replicated = None
+
     def update_ring(self) -> None:
         """A home's ring: the members it started with and every member its directory
-        has met since (joiners), in ring order."""
+        has met since (joiners), in ring order.  A copy of a process that left while
+        this daemon was away (it heard in the directory gossip) goes now."""
         if self.founders is None:
             return
-        met = frozenset(self.links.directory.addresses) | self.founders
+        directory = self.links.directory
+        met = frozenset(directory.addresses) | self.founders
         if met != self._ring_of:
+            for process in [p for p in self.slots if p in directory.departed]:
+                self.departed(process)
             self._ring_of = met
             self.ring[:] = ring_order(met)
 
@@ -440,6 +456,15 @@ def _host_maker(
         return new_host(process, directory, members, structure, limits, store)
 
     return make
+
+
+def takes_channel_frame(directory: Directory, peer: str, frame: list[Any]) -> bool:
+    """Whether the owner takes a channel frame from ``peer``: a member's, or a joiner's
+    replication frame for its own group (a joiner's group takes a second replica, on
+    its seed, before it steps ``JoinStart``: runtime/startup.py)."""
+    return directory.is_member(peer) or (
+        peer in directory.contacts and frame[0] in REPLICATION_FRAMES and frame[1] == peer
+    )
 
 
 def take_replication_frame(

@@ -132,13 +132,12 @@ async def start_owner(ctx: DaemonContext, data: DataDirectory) -> tuple[Owner, i
                      records=input_log.record_count)  # fmt: skip
     if owner.replicas is None:
         owner.led.set()  # in memory, or a group of one: it led as the replay ended
-    if join is not None and fresh:
-        seed, address = join
-        owner.enter(JoinStart(seed, address, None, 0))  # answered to nobody: start-up's
+    if join is not None:
+        _start_joining(owner, join, input_log, fresh)
     # Joined, or still joining (a --join, or a restart in the middle of one).
     owner.joined = trio.Event()
-    if owner.host.joined:
-        owner.joined.set()
+    if owner.host.joined and (owner.replicas is None or owner.replicas.when_replicated is None):
+        owner.joined.set()  # (a joiner that waits for a second replica is alone until then)
     assert ctx.channels is not None
     ctx.channels.ready.set()
     if owner.replicas is None:
@@ -191,6 +190,41 @@ def _open_group(
         group.campaign()
         log.info("replicated: waiting for a majority of the process's group to elect it",
                  voters=list(voters), follows=sorted(owner.replicas.slots))  # fmt: skip
+
+
+def _start_joining(
+    owner: Owner, join: tuple[str, str], input_log: InputLog | None, fresh: bool
+) -> None:
+    """A joiner steps ``JoinStart`` at its first start.  A replicated one waits until its
+    group has a second voter (its seed, the one member it knows: runtime/re_replication.py),
+    so that its first step in the ring, and what the join brings it, are on two hosts;
+    a restart before then still waits (``meta.join_started``: it stepped it)."""
+    seed, address = join
+    start = JoinStart(seed, address, None, 0)  # answered to nobody: start-up's
+    if owner.replicas is None or input_log is None:
+        if fresh:
+            owner.enter(start)
+        return
+    if input_log.meta.join_started:
+        return
+    if not fresh and not (owner.host.joined and owner.host.process.stats().alone):
+        input_log.record_join_started()  # its log took it before a crash
+        return
+    stepped = False
+
+    def join_now() -> bool:
+        nonlocal stepped
+        if owner.must_take_over:
+            return False  # (its TookOver goes first)
+        if not stepped:
+            log.info("the joiner's group has a second replica; it joins now", seed=seed)
+            owner.enter(start)
+            stepped = True
+            return False
+        input_log.record_join_started()  # a tick later: the step that took it is written
+        return True
+
+    owner.replicas.when_replicated = join_now
 
 
 async def _seed(ctx: DaemonContext, input_log: InputLog | None) -> tuple[str, str]:

@@ -41,6 +41,9 @@ def join(
             str(tmp_path / "data3"), "--snapshot-bytes", "65536", *extra]  # fmt: skip
     daemons.append(spawn(args, tmp_path, "d3"))
     wait_ready(daemons[3:])
+    # Its first step in the ring waited for its group's second replica, on its seed.
+    logs = daemons[3].stderr()
+    assert logs.index("it joins now") < logs.index("] joined"), logs
     addresses.append(joiner)
     seconds = wait_replaced(addresses[0], set(), addresses)
     print(f"every group, the joiner's too, has three replicas {seconds:.1f} s after it joined")

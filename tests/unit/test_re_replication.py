@@ -117,13 +117,22 @@ def test_a_new_copy_starts_from_the_leaders_snapshot() -> None:
 def test_a_homes_ring_takes_in_the_members_its_directory_met() -> None:
     r = replicas(Limits(), [])
     r.ring = []
-    r.links = SimpleNamespace(directory=SimpleNamespace(addresses={"me": 1, "J": 2}))
+    directory = SimpleNamespace(addresses={"me": 1, "J": 2}, departed=set())
+    r.links = SimpleNamespace(directory=directory)
     r.founders = frozenset({"me", "P"})
     r.update_ring()
     assert sorted(r.ring) == ["J", "P", "me"]
-    r.links.directory.addresses["K"] = 3
+    directory.addresses["K"] = 3
     r.update_ring()
     assert sorted(r.ring) == ["J", "K", "P", "me"]
+    # J left while this daemon was away: the gossip says so, and its copy here goes.
+    discarded: list[str] = []
+    r.slots = {"J": SimpleNamespace(discard=lambda: discarded.append("J"))}  # type: ignore[dict-item]
+    del directory.addresses["J"]
+    directory.departed.add("J")
+    r.update_ring()
+    assert discarded == ["J"] and r.slots == {} and "J" in r.lost
+    assert sorted(r.ring) == ["K", "P", "me"]
 
 
 @pytest.mark.parametrize("hosts", [[], "P", [7], ["x" * 257], ["P"] * 17])
@@ -222,3 +231,14 @@ def test_a_home_tells_the_copies_its_committed_configuration_no_longer_names() -
     assert sent == [("Q", ["dropped", "me"])]
     r._tell_dropped()
     assert sent == [("Q", ["dropped", "me"])]  # once per removal
+
+
+def test_a_contact_is_heard_only_for_its_own_groups_replication() -> None:
+    from skueue.runtime.replicas import takes_channel_frame
+
+    directory: Any = SimpleNamespace(is_member=lambda p: p == "M", contacts={"J": "addr"})
+    assert takes_channel_frame(directory, "M", ["stats-query", 1])  # a member: anything
+    assert takes_channel_frame(directory, "J", ["raft", "J", ["append"]])  # a joiner's own
+    assert not takes_channel_frame(directory, "J", ["raft", "M", ["append"]])
+    assert not takes_channel_frame(directory, "J", ["stats-query", 1])
+    assert not takes_channel_frame(directory, "X", ["raft", "X", ["append"]])  # a stranger

@@ -142,6 +142,9 @@ class Meta:
     # The groups whose homes moved their copy off this daemon (runtime/re_replication.py,
     # placement): a restart does not open them again where the placement put them.
     dropped: tuple[str, ...] = ()
+    # A replicated joiner stepped its JoinStart (runtime/startup.py: it waits for its
+    # group's second voter, and a restart before then still waits).
+    join_started: bool = False
 
 
 class InputLog:
@@ -315,6 +318,9 @@ class InputLog:
         """Members taken for lost for good (:attr:`Meta.lost`)."""
         self._record(attrs.evolve(self.meta, lost=tuple(sorted({*self.meta.lost, *hosts}))))
 
+    def record_join_started(self) -> None:
+        self._record(attrs.evolve(self.meta, join_started=True))
+
     def record_dropped(self, groups: Iterable[str]) -> None:
         """Groups whose copy here was moved away (:attr:`Meta.dropped`)."""
         dropped = tuple(sorted({*self.meta.dropped, *groups}))
@@ -455,6 +461,7 @@ def read_meta(path: Path) -> Meta:
             int(raw.get("replicas", 1)),
             tuple(str(host) for host in raw.get("lost", ())),
             tuple(str(group) for group in raw.get("dropped", ())),
+            bool(raw.get("join_started", False)),
         )
     except (OSError, ValueError, KeyError, TypeError) as e:
         raise DaemonError(f"{path} is not a skueued data directory's meta file: {e}") from None
