@@ -1,11 +1,13 @@
 """Members join and leave a replicated cluster (``skueued --replicas 3``).
 
 A joiner's group (``--join``; runtime/re_replication.py, "growth") starts with its own
-replica alone and grows to three voters on the members it meets, each new copy starting
-from the joiner's snapshot; the joiner comes back from kill -9 with its disk, and, lost
-for good with it, is served from its copies: nothing acknowledged is lost.  A member
-that leaves (``skueue leave``) is replaced in the groups that kept a copy on its host,
-and the copies of its own group go (runtime/replicas.py, ``departed``)."""
+replica alone, takes its seed as a second voter before the joiner steps into the ring,
+then a third, each new copy starting from the joiner's snapshot; the groups of the
+members before it move a copy each onto it ("placement").  The joiner comes back from
+kill -9 with its disk, and, lost for good with it, is served from its copies: nothing
+acknowledged is lost.  A member that leaves (``skueue leave``) is replaced in the groups
+that kept a copy on its host, and the copies of its own group go (runtime/replicas.py,
+``departed``)."""
 
 from __future__ import annotations
 
@@ -58,13 +60,13 @@ def wait_placed(address: str, members: list[str]) -> float:
     began = time.monotonic()
     while True:
         stats = members_stats(address)
-        placed = all(
+        placed = set(stats) == set(members) and all(
             set(stats[m]["durable"]["replicas"]) == set(voters_of(m, members, 3))
             and set(stats[m]["durable"]["copies"]) == set(groups_followed_by(m, members, 3))
             and all(set(copy["voters"]) == set(voters_of(p, members, 3))
                     for p, copy in stats[m]["durable"]["copies"].items())
             for m in members
-        ) and set(stats) == set(members)  # fmt: skip
+        )  # fmt: skip
         if placed:
             return time.monotonic() - began
         assert time.monotonic() - began < REPLACED_S, stats
