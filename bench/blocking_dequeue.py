@@ -91,7 +91,8 @@ def main() -> None:
         f"$ .venv/bin/python bench/blocking_dequeue.py --daemons {args.daemons} "
         f"--consumers {args.consumers} --seconds {args.seconds:g} --trials {args.trials}"
     )
-    with LaunchedCluster(args.daemons) as cluster:
+    # One replica, as the README's figures were taken (3 is skueued's default).
+    with LaunchedCluster(args.daemons, replicas=1) as cluster:
         time.sleep(SETTLE_S)
         idle = cpu_percent(cluster.pids, args.seconds)
         waiting = trio.run(blocked_cpu, cluster.addresses, cluster.pids, args.consumers,

@@ -237,7 +237,8 @@ async def skueue_rounds(addresses: Sequence[str], w: Workload) -> list[Round]:
 
 def measure_skueue(w: Workload) -> tuple[list[Round], str]:
     commit = first_line(["git", "-C", str(ROOT), "describe", "--always", "--dirty"], "")
-    cluster = launch(w.daemons)
+    # One replica, as the README's figures were taken (3 is skueued's default).
+    cluster = launch(w.daemons, replicas=1)
     try:
         rounds = run_async(skueue_rounds, cluster.addresses, w)
     finally:

@@ -66,6 +66,10 @@ class Daemons:
         argv = [*skueued_command(), "--listen", self.addresses[i], "--peers", peers,
                 "--data-dir", str(self.root / f"data{i}"), "--log-level", "info",
                 "--replicas", str(self.replicas)]
+        if self.replicas > 1:
+            # The killed daemon comes back (or is restored) at its address: a copy
+            # taking its process over meanwhile would refuse the restore.
+            argv.append("--no-failover")
         if self.snapshot_bytes:
             argv += ["--snapshot-bytes", str(self.snapshot_bytes)]
         return argv

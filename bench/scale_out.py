@@ -330,7 +330,9 @@ def cluster(n: int, durable: bool, layout: Layout, args: Any) -> Iterator[Launch
             data = tempfile.mkdtemp(prefix="scale-out-data-", dir=args.data_root)
             stack.callback(shutil.rmtree, data, True)
             command = [*skueued_command(), "--fsync", "batch"]
-            options: dict[str, Any] = {"command": command, "data_dir": data}
+            # --replicas K on clusters of K or more (issue 31); below, one replica.
+            k = args.replicas if n >= args.replicas else 1
+            options: dict[str, Any] = {"command": command, "data_dir": data, "replicas": k}
         else:
             options = {"in_memory": True}
         c = stack.enter_context(launch(n, log_level="warning", **options))
@@ -408,6 +410,14 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         "beside the load processes; at least 1,2,4)",
     )
     p.add_argument("--seconds", type=positive(float), default=6.0, help="per row (default 6)")
+    p.add_argument(
+        "--replicas",
+        type=int,
+        choices=(1, 3, 5),
+        default=1,
+        help="skueued --replicas of the durable rows, on clusters that many or more "
+        "(default 1, as the README's figures; 3: replication's scale-out)",
+    )
     p.add_argument(
         "--load-procs",
         type=positive(int),

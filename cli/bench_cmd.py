@@ -36,6 +36,7 @@ from skueue.cluster.launch import ClusterError, cpu_seconds, launch
 from skueue.cluster.loadgen import LoadConfig, LoadResult, make_queues, run_load
 from skueue.core.ops import PRIORITIES_MAX
 from skueue.host.address import AddressError, parse_addresses
+from skueue.runtime.replica_count import default_replicas
 
 
 def add_parser(sub: Any) -> None:
@@ -72,9 +73,9 @@ def add_parser(sub: Any) -> None:
     p.add_argument(
         "--replicas",
         type=replica_count,
-        default=1,
         metavar="K",
-        help="with --spawn: skueued --replicas K (preview: each process's log on K daemons)",
+        help="with --spawn: skueued --replicas K, each process's log on K daemons "
+        "(default: skueued's, 3 for 3 durable daemons or more, else 1)",
     )
     p.add_argument(
         "--structure",
@@ -250,7 +251,7 @@ def run(args: argparse.Namespace) -> int:
             fail("skueue bench", "--spawn starts its own daemons; leave out --nodes")
         if args.in_memory and args.data_dir:
             fail("skueue bench", "--in-memory and --data-dir exclude each other")
-    elif args.in_memory or args.data_dir or args.replicas != 1:
+    elif args.in_memory or args.data_dir or args.replicas is not None:
         fail("skueue bench", "--in-memory, --data-dir and --replicas go with --spawn")
     if args.priorities > 1:
         if not args.queues:
@@ -315,7 +316,8 @@ def run_spawned(args: argparse.Namespace, history: AtomicOutput | None) -> int:
             console.print("in memory: nothing on disk (--in-memory)")
         else:
             kept = "kept" if args.data_dir else "removed after the run; --data-dir DIR keeps it"
-            replicated = f", each process's log on {args.replicas}" if args.replicas != 1 else ""
+            k = args.replicas or default_replicas(args.spawn, durable=True)
+            replicated = f", each process's log on {k}" if k != 1 else ""
             console.print(f"data directory: {cluster.data_dir} (durable, fsync batch"
                           f"{replicated}; {kept})")
         before = _daemons_cpu_s(cluster.pids)

@@ -128,6 +128,10 @@ def convert(action: argparse.Action, value: Any) -> Any:
     """The file's ``value`` as the command line would have given it to the program."""
     if isinstance(value, dict):
         raise ConfigError("expected a value, not a table")
+    if isinstance(action, argparse.BooleanOptionalAction):  # --x / --no-x: as written
+        if not isinstance(value, bool):
+            raise ConfigError(f"expected true or false, not {shown(value)}")
+        return value
     if action.nargs == 0:  # a flag: true sets it, false leaves the default
         if not isinstance(value, bool):
             raise ConfigError(f"expected true or false, not {shown(value)}")

@@ -44,6 +44,7 @@ from skueue.runtime.durability.disk_space import disk_failure
 from skueue.runtime.durability.input_log import SyncPolicy
 from skueue.runtime.errors import DaemonError
 from skueue.runtime.limits import Limits
+from skueue.runtime.network.handshake import REPLICAS_AUTO
 from skueue.runtime.operations.logging import LOG_FORMAT, configure
 from skueue.runtime.security.client_auth import ClientTokens
 from skueue.runtime.security.peer_auth import ClusterKeys
@@ -118,17 +119,17 @@ def main(argv: list[str] | None = None) -> int:
         die("--join and --peers exclude each other")
     if args.in_memory and args.data_dir:
         die("--in-memory and --data-dir exclude each other")
-    if args.replicas > 1 and args.in_memory:
+    # Given values are checked here; a value decided at start, there (runtime/replica_count.py).
+    replicas = REPLICAS_AUTO if args.replicas is None else args.replicas
+    if replicas > 1 and args.in_memory:
         die("--replicas needs a data directory: a replica acknowledges what it holds on disk")
-    if args.replicas > 1 + len(set(peers)) and join is None:
-        die(f"--replicas {args.replicas} needs at least {args.replicas} members; --peers "
+    if replicas > 1 + len(set(peers)) and join is None:
+        die(f"--replicas {replicas} needs at least {replicas} members; --peers "
             f"names {len(set(peers))} other(s)")
-    if args.restore_from_copies and args.replicas == 1:
-        die("--restore-from-copies needs --replicas 3 or 5: with 1, no other member keeps "
-            "a copy of this member's process")
-    if args.failover and args.replicas == 1:
-        die("--failover needs --replicas 3 or 5: with 1, no other member keeps a copy of "
-            "a member's process to take it over")
+    if (args.restore_from_copies or args.failover) and (replicas == 1 or args.in_memory):
+        option = "--restore-from-copies" if args.restore_from_copies else "--failover"
+        die(f"{option} needs --replicas 3 or 5: with 1, no other member keeps a copy of "
+            "a member's process")
     tls_files = tls_options(args)
     if tls_files is None and not listen.is_loopback() and not args.plaintext:
         die(
@@ -179,7 +180,7 @@ def main(argv: list[str] | None = None) -> int:
         data_dir=Path(args.data_dir) if args.data_dir else None,
         data_root=None if args.in_memory else DEFAULT_DATA_ROOT,
         fsync=fsync,
-        replicas=args.replicas,
+        replicas=replicas,
         restore_from_copies=args.restore_from_copies,
         failover=args.failover,
         cluster_keys=keys,

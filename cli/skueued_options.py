@@ -92,18 +92,20 @@ def build_parser() -> Parser:
     p.add_argument(
         "--replicas",
         type=replica_count,
-        default=1,
         metavar="K",
-        help="(preview) keep each process's input log on K members (1, 3 or 5; at most the "
-        "members): an input's replies and messages go out once a majority of them hold it "
-        "durably (README, When a member dies)",
+        help="keep each process's input log on K members (1, 3 or 5; at most the members; "
+        "the same on every member): an input's replies and messages go out once a majority "
+        "of them hold it durably (default: 3 where the cluster starts with at least 3 "
+        "members and a data directory, else 1; a joiner takes its seed's; a restart keeps "
+        "what its data directory started with) (README, When a member dies)",
     )
     p.add_argument(
         "--failover",
-        action="store_true",
-        help="(preview, with --replicas 3 or 5, on every member) a member down for the "
-        "failure timeout (3 to 6 s) no longer stops the cluster: a member that keeps a copy "
-        "of its process takes it over (README, When a member dies)",
+        action=argparse.BooleanOptionalAction,
+        help="with --replicas 3 or 5 (on every member): a member down for the failure "
+        "timeout (3 to 6 s) no longer stops the cluster: a member that keeps a copy of its "
+        "process takes it over (default: on with --replicas 3 or 5; --no-failover: the "
+        "cluster waits for the member) (README, When a member dies)",
     )
     p.add_argument(
         "--member-lost-after",

@@ -33,6 +33,8 @@
 # With --durable each daemon keeps its input log in <state dir>/data/<host> (default:
 # --in-memory, nothing kept), which `restart` needs; --replicas K and --failover are
 # passed to every daemon (skueued's options of the same names; they need --durable).
+# Unlike skueued, whose default from 3 durable members is 3 replicas with failover, the
+# script runs what it is told: --replicas 1 unless given, failover only with --failover.
 #
 # Changing the cluster while it runs (the settings of `start` are kept in the state
 # directory and used again):
@@ -351,7 +353,8 @@ launch_daemon() {
     esac
     if [ "$DURABLE" -eq 1 ]; then
         storage=(--data-dir "$STATE_DIR/data/$ns" --replicas "$REPLICAS")
-        [ "$FAILOVER" -eq 0 ] || storage+=(--failover)
+        if [ "$FAILOVER" -eq 1 ]; then storage+=(--failover)
+        elif [ "$REPLICAS" -gt 1 ]; then storage+=(--no-failover); fi
     else
         storage=(--in-memory)  # nothing kept: stop leaves nothing behind
     fi

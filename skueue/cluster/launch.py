@@ -282,7 +282,7 @@ class LaunchedCluster:
         command: Sequence[str] | None = None,
         data_dir: str | os.PathLike[str] | None = None,
         in_memory: bool = False,
-        replicas: int = 1,
+        replicas: int | None = None,
     ) -> None:
         if not 1 <= n <= DAEMONS_MAX:
             raise ClusterError(f"a local cluster has 1 to {DAEMONS_MAX} daemons, not {n}")
@@ -311,9 +311,9 @@ class LaunchedCluster:
             raise ClusterError("in_memory and data_dir exclude each other")
         self.in_memory = in_memory
         self.data_dir = Path(data_dir).absolute() if data_dir is not None else None
-        if replicas != 1 and (in_memory or replicas > n):
+        if replicas not in (None, 1) and (in_memory or replicas > n):
             raise ClusterError(f"--replicas {replicas} needs {replicas} durable daemons or more")
-        self.replicas = replicas  # skueued --replicas
+        self.replicas = replicas  # skueued --replicas (None: skueued's default)
 
     # -- the public face ------------------------------------------------------------------
 
@@ -398,7 +398,7 @@ class LaunchedCluster:
             ]
             if peers:
                 argv += ["--peers", peers]
-            if self.replicas != 1:
+            if self.replicas is not None:
                 argv += ["--replicas", str(self.replicas)]
             if self.in_memory:
                 argv.append("--in-memory")

@@ -34,14 +34,17 @@ class DaemonConfig:
     data_root: Path | None = None
     fsync: SyncPolicy = SyncPolicy()
     # The voters of each process's replication group (skueue/host/placement.py): 1, 3 or
-    # 5, at most the members; more than 1 needs a data directory and a static cluster.
+    # 5, at most the members; more than 1 needs a data directory.  REPLICAS_AUTO (the
+    # command line's default, runtime/network/handshake.py): decided at start
+    # (runtime/replica_count.py).
     replicas: int = 1
     # Start in place of a member lost with its disk, from its group's copies
     # (runtime/restore.py): the data directory must be empty.
     restore_from_copies: bool = False
     # A member's follower slots stand for election when its leader is silent for an
-    # election timeout, and the winner serves the process (runtime/stand_in.py).
-    failover: bool = False
+    # election timeout, and the winner serves the process (runtime/stand_in.py).  None
+    # (the command line's default): with more than one replica.
+    failover: bool | None = False
     # The cluster key(s) every peer link proves (runtime/security/peer_auth.py); None: no key.
     cluster_keys: ClusterKeys | None = None
     # The tokens clients must present, with their roles (runtime/security/client_auth.py).

@@ -36,8 +36,15 @@ from skueue.runtime.network.peers import PeerLinks
 from skueue.runtime.network.sessions import ClientSessions
 from skueue.runtime.operations.health import Readiness
 from skueue.runtime.owner import Owner
+from skueue.runtime.replica_count import decide
 from skueue.runtime.resources import files_needed, raise_open_files_limit
-from skueue.runtime.startup import DataDirectory, new_directory, open_data_directory, start_owner
+from skueue.runtime.startup import (
+    DataDirectory,
+    data_directory,
+    new_directory,
+    open_data_directory,
+    start_owner,
+)
 from skueue.runtime.state import DaemonContext, log
 from skueue.wire.client_hello import PROTOCOL_VERSION
 from skueue.wire.client_protocol import limits_for_clients
@@ -47,10 +54,14 @@ __all__ = ["Daemon", "DaemonConfig", "bind"]
 
 class Daemon:
     def __init__(self, config: DaemonConfig) -> None:
-        self.config = config
         self.ctx = DaemonContext(config, self.welcome)
         self.owner: Owner | None = None  # from when start-up has built the host
         self.data = DataDirectory()
+
+    @property
+    def config(self) -> DaemonConfig:
+        """As given, with what start-up decided (runtime/replica_count.py)."""
+        return self.ctx.config
 
     async def run(
         self,
@@ -67,6 +78,8 @@ class Daemon:
         listening = Address(listen.host, listeners[0].socket.getsockname()[1])
         ctx.address = self.config.advertise or listening
         ctx.process_id = self.config.process_id or str(ctx.address)
+        # Before any peer's hello is answered: the hello says how many replicas.
+        ctx.config = decide(self.config, data_directory(ctx), ctx.address)
         log.info("starting", process=ctx.process_id, listen=str(listening))
         try:
             async with trio.open_nursery() as nursery:

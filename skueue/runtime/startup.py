@@ -21,6 +21,7 @@ from skueue.host.directory import Directory
 from skueue.host.inputs import JoinStart
 from skueue.host.placement import voters_of
 from skueue.replication.config import Config
+from skueue.runtime.config import DaemonConfig
 from skueue.runtime.durability.data_lock import DataDirLock
 from skueue.runtime.durability.disk_space import DiskSpace
 from skueue.runtime.durability.entry_store import ENTRIES_DIRECTORY, SnapshotEntryStore
@@ -29,10 +30,11 @@ from skueue.runtime.errors import DaemonError
 from skueue.runtime.failover import become_backup
 from skueue.runtime.group import ProcessGroup
 from skueue.runtime.homecoming import come_home
-from skueue.runtime.network.handshake import check_distinct
+from skueue.runtime.network.handshake import REPLICAS_AUTO, check_distinct
 from skueue.runtime.new_host import new_host
 from skueue.runtime.owner import Owner
 from skueue.runtime.replay import forget_lost_appends, replay, restore_snapshot
+from skueue.runtime.replica_count import adopt
 from skueue.runtime.replicas import channel_sender, open_replicas
 from skueue.runtime.restore import RESTORING, restore_from_copies
 from skueue.runtime.snapshot_transfer import SnapshotShipper
@@ -70,6 +72,8 @@ async def open_data_directory(ctx: DaemonContext) -> DataDirectory:
         return DataDirectory()
     # First, before anything in the directory is read or written (runtime/durability/data_lock.py).
     lock = DataDirLock(directory)
+    if config.replicas == REPLICAS_AUTO:
+        ctx.config = config = await _seeds_replicas(ctx)
     if config.restore_from_copies:
         await restore_from_copies(ctx, directory)
     elif (directory / RESTORING).exists():
@@ -98,6 +102,16 @@ async def open_data_directory(ctx: DaemonContext) -> DataDirectory:
     log.info("durable", data_dir=str(directory), records=input_log.record_count,
              fsync=config.fsync.mode)  # fmt: skip
     return DataDirectory(lock, input_log, store, disk)
+
+
+async def _seeds_replicas(ctx: DaemonContext) -> DaemonConfig:
+    """A joiner's first start without ``--replicas``: its seed's (runtime/replica_count.py)."""
+    config, links = ctx.config, ctx.links
+    assert links is not None and config.join is not None
+    await links.connect_seed(config.join, ctx.limits.join_timeout_s)
+    if links.replicas == REPLICAS_AUTO:
+        raise DaemonError(f"{config.join} is joining its cluster itself: join through a member")
+    return adopt(config, links.replicas)
 
 
 async def start_owner(ctx: DaemonContext, data: DataDirectory) -> tuple[Owner, int]:

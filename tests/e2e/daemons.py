@@ -119,14 +119,29 @@ class StartFailed(Exception):
         self.port_in_use = port_in_use
 
 
-def spawn(args: list[str], log_dir: Path, name: str) -> Daemon:
-    """Start one ``skueued`` with ``args``; do not wait for it."""
+def spawn(args: list[str], log_dir: Path, name: str, *, skueued_decides: bool = False) -> Daemon:
+    """Start one ``skueued`` with ``args``; do not wait for it.  Without ``--replicas``
+    in ``args`` it runs one replica, unless ``skueued_decides`` (its default)."""
     out = log_dir / f"{name}.stdout"
     err = log_dir / f"{name}.stderr"
     if not {"--in-memory", "--data-dir"} & set(args):
         # Durable, as skueued is by default, but with the data next to the logs rather
         # than in the working directory.
         args = [*args, "--data-dir", str(log_dir / f"{name}.data")]
+    if not skueued_decides and "--replicas" not in args and "--in-memory" not in args:
+        # One replica unless the test asks for more: most tests are about serving, and a
+        # cluster of 3 durable daemons would replicate by default (3 to 4 times the CPU
+        # per operation; the suite runs on 2 cores).  Replication's own tests, and
+        # test_default_replicas.py for the default itself, say what they run.
+        args = [*args, "--replicas", "1"]
+    elif (
+        not skueued_decides
+        and not {"--failover", "--no-failover", "--in-memory"} & set(args)
+        and args[args.index("--replicas") + 1] != "1"
+    ):
+        # Replicas without failover unless the test asks for it (skueued's default has
+        # it): the test waits for the member, or restores it from the copies.
+        args = [*args, "--no-failover"]
     with out.open("wb") as fout, err.open("wb") as ferr:
         proc = subprocess.Popen(
             [*skueued_command(), *args],
@@ -140,10 +155,13 @@ def spawn(args: list[str], log_dir: Path, name: str) -> Daemon:
     return Daemon(listen, proc, out, err)
 
 
-def refused(args: list[str], log_dir: Path, name: str, timeout_s: float = 60.0) -> tuple[int, str]:
+def refused(
+    args: list[str], log_dir: Path, name: str, timeout_s: float = 60.0, **options: bool
+) -> tuple[int, str]:
     """Start a ``skueued`` that is expected to give up by itself: its exit code and its
-    stderr (stopped, and the wait re-raised, if it is still running after ``timeout_s``)."""
-    daemon = spawn(args, log_dir, name)
+    stderr (stopped, and the wait re-raised, if it is still running after ``timeout_s``);
+    ``options`` as :func:`spawn`'s."""
+    daemon = spawn(args, log_dir, name, **options)
     try:
         code = daemon.proc.wait(timeout=timeout_s)
     except subprocess.TimeoutExpired:

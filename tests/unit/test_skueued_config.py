@@ -6,6 +6,7 @@ the command line wins over the file; a bad file is one line naming the key, exit
 
 from __future__ import annotations
 
+import argparse
 import tomllib
 from pathlib import Path
 
@@ -71,6 +72,21 @@ def test_the_command_line_wins_over_the_file(
     assert table["listen"] == "127.0.0.1:7400"  # the file's: required, yet not on the line
     assert table["log-level"] == "warning"
     assert table["in-memory"] is True
+
+
+def test_failover_and_replicas_unset_are_decided_at_start_and_a_file_sets_either_way(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    table = tomllib.loads(printed(["--listen", "127.0.0.1:7400"], capsys))
+    assert "replicas" not in table and "failover" not in table  # runtime/replica_count.py
+    for value in (True, False):
+        path = write(tmp_path, f"listen = \"127.0.0.1:7400\"\nfailover = {str(value).lower()}\n")
+        assert tomllib.loads(printed(["--config", str(path)], capsys))["failover"] is value
+    table = tomllib.loads(printed(["--config", str(path), "--failover"], capsys))
+    assert table["failover"] is True  # the command line wins, either way
+    path = write(tmp_path, 'listen = "127.0.0.1:7400"\nfailover = 1\n')
+    code, _, err = run(["--config", str(path), "--print-config"], capsys)
+    assert (code, err.endswith("failover: expected true or false, not 1\n")) == (2, True), err
 
 
 def test_a_list_option_takes_an_array(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -148,7 +164,11 @@ def test_every_option_is_a_key_including_ones_added_later(tmp_path: Path) -> Non
     parser = skueued_options.build_parser()
     keys = config_file.file_options(parser)
     long = {s[2:] for a in parser._actions for s in a.option_strings if s.startswith("--")}
-    assert set(keys) == long - {"help", "version", "config", "print-config"}
+    # --failover/--no-failover is one key: failover = true or false.
+    both_ways = (k for k, a in keys.items() if isinstance(a, argparse.BooleanOptionalAction))
+    negations = {f"no-{k}" for k in both_ways}
+    assert negations == {"no-failover"}
+    assert set(keys) == long - {"help", "version", "config", "print-config"} - negations
     assert keys["id"].dest == "process_id"
     assert {"tls-cert", "tls-ca", "plaintext", "metrics"} <= set(keys)  # added after the file
     # An option added to the parser later is a key at once.

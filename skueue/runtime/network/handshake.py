@@ -58,7 +58,7 @@ class PeerGreeting:
     auth: dict[str, Any] | None = None  # challenge (and proof) with a cluster key
     static: bool = False  # the opener starts a static cluster it takes us for a member of
     channel: bool = False  # the opener's daemon channel, not a link (daemon_channel.py)
-    replicas: int = 1  # its --replicas: every member must run with the same
+    replicas: int = 1  # its --replicas: every member must run with the same (0: "yours")
     copy: bool = False  # the opener restores its process from our copy (runtime/copies.py)
 
 
@@ -104,11 +104,21 @@ def parse_peer_hello(hello: Any) -> PeerGreeting:
                         copy)  # fmt: skip
 
 
+# ``--replicas`` not given: the daemon decides at start (runtime/replica_count.py).  A
+# joiner's hello says so before it knows its seed's, and takes the seed's from its answer.
+REPLICAS_AUTO = 0
+
+
 def replicas_mismatch(ours: int, greeting: PeerGreeting) -> str | None:
     """Why a peer with another ``--replicas`` is refused (None: the same): each member
-    computes every group's replicas from the member list and that number."""
-    if greeting.replicas == ours:
+    computes every group's replicas from the member list and that number.  A joiner
+    that was not given ``--replicas`` says ``REPLICAS_AUTO`` and takes ours
+    (runtime/replica_count.py)."""
+    if greeting.replicas == ours or (greeting.replicas == REPLICAS_AUTO and ours != REPLICAS_AUTO):
         return None
+    if ours == REPLICAS_AUTO:
+        return (f"{greeting.process} answered before this daemon knew its --replicas (it "
+                "is still joining): try again once it has joined")
     return (f"{greeting.process} runs with --replicas {greeting.replicas} and this daemon "
             f"with {ours}: every member of a cluster must run with the same")
 

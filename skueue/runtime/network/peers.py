@@ -38,6 +38,7 @@ from skueue.runtime.limits import Limits
 from skueue.runtime.network.connections import first_frame
 from skueue.runtime.network.handshake import (
     PEER_PROTOCOL,
+    REPLICAS_AUTO,
     PeerGreeting,
     PeerProtocolMismatch,
     parse_peer_hello,
@@ -111,6 +112,7 @@ class PeerLinks:
         # this daemon in its own --peers), one with our id but another nonce is a clash.
         self.nonce = os.urandom(8).hex()
         self.replicas = 1  # --replicas, said in every hello (set at start)
+        self.seed: str | None = None  # the process a joiner joins through, once it answered
         # The nonce each peer first said hello with.  A durable daemon keeps its nonce in
         # its data directory; one that comes back with a new nonce came back without its
         # state (in memory, or another directory), and serving it as if it were the same
@@ -180,11 +182,14 @@ class PeerLinks:
         return sum(link.unacknowledged() for link in self.senders.values())
 
     async def connect_seed(self, address: Address, timeout_s: float) -> str:
-        """Handshake with one daemon of the cluster to join; its process id."""
-        stream, greeting = await self._open(address, timeout_s)
-        if not await self._adopt(address, stream, greeting):
-            raise DaemonError(f"{address} is this daemon itself, not another cluster")
-        return greeting.process
+        """Handshake with one daemon of the cluster to join; its process id (asked once:
+        a joiner not given ``--replicas`` asks before it opens its data directory)."""
+        if self.seed is None:
+            stream, greeting = await self._open(address, timeout_s)
+            if not await self._adopt(address, stream, greeting):
+                raise DaemonError(f"{address} is this daemon itself, not another cluster")
+            self.seed = greeting.process
+        return self.seed
 
     async def connect_all(self, addresses: tuple[Address, ...]) -> dict[Address, str]:
         """Handshake with every peer (in parallel); their process ids.  An address that
@@ -335,6 +340,10 @@ class PeerLinks:
                         await trio.aclose_forcefully(stream)
                         raise RemoteProtocolError(f"{address} is not a skueued peer") from None
                     await self._prove(stream, address, greeting, challenge)
+                    if self.replicas == REPLICAS_AUTO and greeting.process != self.process_id:
+                        # A joiner not given --replicas takes its seed's
+                        # (runtime/replica_count.py): its first link is to the seed.
+                        self.replicas = greeting.replicas
                     mismatch_ = replicas_mismatch(self.replicas, greeting)
                     if mismatch_ is not None and greeting.process != self.process_id:
                         await trio.aclose_forcefully(stream)
