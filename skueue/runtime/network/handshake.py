@@ -120,7 +120,8 @@ def replicas_mismatch(ours: int, greeting: PeerGreeting) -> str | None:
         return (f"{greeting.process} answered before this daemon knew its --replicas (it "
                 "is still joining): try again once it has joined")
     return (f"{greeting.process} runs with --replicas {greeting.replicas} and this daemon "
-            f"with {ours}: every member of a cluster must run with the same")
+            f"with {ours}: every member of a cluster must run with the same (a daemon "
+            "started with --join SEED and without --replicas takes its seed's)")
 
 
 def reachable(advertised: str, stream: trio.abc.Stream) -> Address:
