@@ -112,9 +112,9 @@ def build_parser() -> Parser:
         type=non_negative_float,
         default=Limits().member_lost_after_s,
         metavar="SECONDS",
-        help="with --failover: a member unreachable for SECONDS is taken for lost for good, "
-        "and every group that kept a copy on it gets a new one on a survivor, as after "
-        "skueue remove-member (0: only that command)",
+        help="with failover (on with replicas by default): a member unreachable for "
+        "SECONDS is taken for lost for good, and every group that kept a copy on it gets a "
+        "new one on a survivor, as after skueue remove-member (0: only that command)",
     )
     p.add_argument(
         "--restore-from-copies",
