@@ -76,6 +76,7 @@ class ClientError:
     client: int
     rid: int
     message: str
+    retryable: bool = True  # False: asking again cannot help (INVALID, not UNAVAILABLE)
 
 
 @dataclass(slots=True)

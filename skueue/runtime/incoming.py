@@ -170,7 +170,7 @@ class IncomingConnections:
                 raise RemoteProtocolError(f"refused the TLS certificate of peer {peer}: {refusal}")
         refusal = self._refusal(greeting)
         if refusal is None and peer != self.ctx.process_id:
-            refusal = replicas_mismatch(self.ctx.config.replicas, greeting)
+            refusal = replicas_mismatch(self.ctx.process_id, self.ctx.config.replicas, greeting)
             if refusal is not None:
                 log.warning("refused a daemon with another --replicas", error=refusal)
         if refusal is not None:

@@ -56,7 +56,7 @@ from skueue.host.inputs import (
     Tick,
     TookOver,
 )
-from skueue.host.replies import UNAVAILABLE, ErrorReply, Welcome
+from skueue.host.replies import INVALID, UNAVAILABLE, ErrorReply, Welcome
 from skueue.runtime.copies import answer_copy
 from skueue.runtime.deferred_inputs import DeferredInputs
 from skueue.runtime.durability.disk_space import DiskSpace
@@ -456,8 +456,8 @@ class Owner:
                 self.removal.probed(item)
             case CopyWanted():
                 answer_copy(ctx, self.replicas, item)
-            case ClientError(client=client, rid=rid, message=message):
-                self.reply(client, ErrorReply(rid, message, UNAVAILABLE))
+            case ClientError(client=client, rid=rid, message=message, retryable=retryable):
+                self.reply(client, ErrorReply(rid, message, UNAVAILABLE if retryable else INVALID))
 
     def from_client(self, client: int, request: Any, extra_s: float = 0.0) -> None:
         """Enter a client's request for the host, with its retry key's session and its

@@ -32,7 +32,7 @@ from skueue.host.requests import (
     RemoveRequest,
     StatsRequest,
 )
-from skueue.runtime.errors import DaemonError
+from skueue.runtime.errors import DaemonError, RefusedForGood
 from skueue.runtime.failover import host_lost, took_over
 from skueue.runtime.inbox import ClientError, JoinReached
 from skueue.runtime.state import log
@@ -156,7 +156,9 @@ class ClientDesk:
         try:
             seed = await ctx.links.connect_seed(address, ctx.limits.join_timeout_s)
         except DaemonError as e:
-            await ctx.to_owner(ClientError(client, rid, str(e)))
+            # Refused for good (another release, another --replicas): not worth a retry.
+            retryable = not isinstance(e, RefusedForGood)
+            await ctx.to_owner(ClientError(client, rid, str(e), retryable))
             return
         await ctx.to_owner(JoinReached(seed, address, client, rid))
 

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import skueue.client.blocking
 from tests.e2e.daemons import HOST, Daemon, free_ports, refused, spawn, stop, wait_ready
+from tests.e2e.test_cli import skueue as run_skueue
 from tests.e2e.test_failover import wait_serving
 from tests.e2e.test_re_replication import members_stats, wait_replaced
 from tests.e2e.test_restore_from_copies import assert_exactly, drain
@@ -47,6 +48,17 @@ def test_three_members_replicate_by_default_a_joiner_follows_and_one_down_stops_
         wait_ready(daemons[3:])
         seconds = wait_replaced(addresses[0], set(), [*addresses, joiner])
         print(f"every group, the joiner's too, has three replicas {seconds:.1f} s after it joined")
+        # A daemon started alone runs one replica: skueue join cannot take it into this
+        # cluster, and says so in one line, not as something to retry; it stays up.
+        lone = f"{HOST}:{free_ports(1)[0]}"
+        daemons.append(spawn(["--listen", lone, "--data-dir", str(tmp_path / "lone")],
+                             tmp_path, "lone", skueued_decides=True))  # fmt: skip
+        wait_ready(daemons[4:])
+        answer = run_skueue("join", addresses[0], "--node", lone)
+        err = answer.stderr.decode()
+        assert answer.returncode != 0 and "skueue join takes it only into a cluster of one" \
+            " replica" in err and "retryable" not in err, err  # fmt: skip
+        assert daemons[4].alive()
         inserted = [b"e%03d" % i for i in range(ELEMENTS)]
         with skueue.client.blocking.connect_blocking(joiner) as q:
             for element in inserted:

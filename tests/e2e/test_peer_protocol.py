@@ -58,5 +58,6 @@ async def test_a_member_with_another_replicas_is_refused_for_good() -> None:
         await other.send(["hello-peer", "other-member", "127.0.0.1:9", "feedface", options])
         closing = await other.until_closed()
         assert closing[0][0] == "error" and closing[0][3] == "refused", closing
-        assert "--replicas 3 and this daemon with 1" in closing[0][2], closing
+        ours = daemon.ctx.process_id
+        assert f"other-member runs with --replicas 3 and {ours} with 1" in closing[0][2], closing
         assert "other-member" not in daemon.host.directory.addresses

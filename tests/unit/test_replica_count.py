@@ -68,7 +68,7 @@ def test_a_joiners_hello_says_yours_and_only_a_member_can_answer_it() -> None:
     def hello(replicas: int) -> PeerGreeting:
         return PeerGreeting("p", "127.0.0.1:7401", "n", 0, replicas=replicas)
 
-    assert replicas_mismatch(3, hello(REPLICAS_AUTO)) is None  # a joiner takes ours
-    assert replicas_mismatch(3, hello(3)) is None
-    assert "--replicas 1 and this daemon with 3" in (replicas_mismatch(3, hello(1)) or "")
-    assert "still joining" in (replicas_mismatch(REPLICAS_AUTO, hello(3)) or "")
+    assert replicas_mismatch("me", 3, hello(REPLICAS_AUTO)) is None  # a joiner takes ours
+    assert replicas_mismatch("me", 3, hello(3)) is None
+    assert "p runs with --replicas 1 and me with 3" in (replicas_mismatch("me", 3, hello(1)) or "")
+    assert "still joining" in (replicas_mismatch("me", REPLICAS_AUTO, hello(3)) or "")

@@ -109,7 +109,7 @@ def parse_peer_hello(hello: Any) -> PeerGreeting:
 REPLICAS_AUTO = 0
 
 
-def replicas_mismatch(ours: int, greeting: PeerGreeting) -> str | None:
+def replicas_mismatch(own: str, ours: int, greeting: PeerGreeting) -> str | None:
     """Why a peer with another ``--replicas`` is refused (None: the same): each member
     computes every group's replicas from the member list and that number.  A joiner
     that was not given ``--replicas`` says ``REPLICAS_AUTO`` and takes ours
@@ -119,9 +119,10 @@ def replicas_mismatch(ours: int, greeting: PeerGreeting) -> str | None:
     if ours == REPLICAS_AUTO:
         return (f"{greeting.process} answered before this daemon knew its --replicas (it "
                 "is still joining): try again once it has joined")
-    return (f"{greeting.process} runs with --replicas {greeting.replicas} and this daemon "
-            f"with {ours}: every member of a cluster must run with the same (a daemon "
-            "started with --join SEED and without --replicas takes its seed's)")
+    return (f"{greeting.process} runs with --replicas {greeting.replicas} and {own} with "
+            f"{ours}: every member of a cluster must run with the same (a daemon started "
+            "with --join SEED and without --replicas takes its seed's; one started alone "
+            "runs 1, so skueue join takes it only into a cluster of one replica)")
 
 
 def reachable(advertised: str, stream: trio.abc.Stream) -> Address:

@@ -344,7 +344,7 @@ class PeerLinks:
                         # A joiner not given --replicas takes its seed's
                         # (runtime/replica_count.py): its first link is to the seed.
                         self.replicas = greeting.replicas
-                    mismatch_ = replicas_mismatch(self.replicas, greeting)
+                    mismatch_ = replicas_mismatch(self.process_id, self.replicas, greeting)
                     if mismatch_ is not None and greeting.process != self.process_id:
                         await trio.aclose_forcefully(stream)
                         raise RefusedForGood(f"{address}: {mismatch_}")
