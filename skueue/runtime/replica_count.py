@@ -26,8 +26,9 @@ from skueue.runtime.durability.input_log import read_meta
 from skueue.runtime.errors import DaemonError
 from skueue.runtime.network.handshake import REPLICAS_AUTO
 
-# The replicas of a cluster that starts with at least that many members (RabbitMQ's
-# quorum queues, NATS JetStream R3 and Redpanda default to 3: a host may be lost).
+# The replicas of a cluster that starts with at least that many members: one host may
+# be lost (RabbitMQ's quorum queues start with 3; NATS JetStream and Redpanda advise 3
+# for production).
 DEFAULT_REPLICAS = 3
 
 
