@@ -212,6 +212,27 @@ positive_int = integer_in(1)
 non_negative_int = integer_in(0)
 
 
+def port_range(text: str) -> tuple[int, int]:
+    """``LOW-HIGH``: TCP ports, 1 to 65535, LOW at most HIGH (``7410`` alone: one port)."""
+    low, dash, high = text.partition("-")
+    try:
+        ports = (int(low), int(high if dash else low))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected LOW-HIGH ports, not {text!r:.40}") from None
+    if not 1 <= ports[0] <= ports[1] <= 65535:
+        raise argparse.ArgumentTypeError(
+            f"{text!r:.40}: ports are 1 to 65535, and LOW at most HIGH"
+        )
+    return ports
+
+
+def port_range_text(text: str) -> str:
+    """An argparse type: ``text`` once :func:`port_range` takes it (kept as written, so
+    that ``--print-config`` writes it as the file reads it back)."""
+    port_range(text)
+    return text
+
+
 REPLICA_COUNTS = (1, 3, 5)
 
 

@@ -34,6 +34,7 @@ from skueue.cli.args import (
     EXIT_FAILED,
     EXIT_USAGE,
     fail,
+    port_range,
 )
 from skueue.cli.running import leaves
 from skueue.cli.skueued_options import DEFAULT_DATA_ROOT, build_parser
@@ -183,6 +184,7 @@ def main(argv: list[str] | None = None) -> int:
         replicas=replicas,
         restore_from_copies=args.restore_from_copies,
         failover=args.failover,
+        stand_in_ports=port_range(args.stand_in_ports) if args.stand_in_ports else None,
         cluster_keys=keys,
         client_tokens=tokens,
         metrics=parse_address(args.metrics) if args.metrics else None,

@@ -16,6 +16,7 @@ from skueue.cli.args import (
     address,
     non_negative_float,
     non_negative_int,
+    port_range_text,
     replica_count,
 )
 from skueue.host.address import AddressError, parse_addresses
@@ -106,6 +107,14 @@ def build_parser() -> Parser:
         "timeout (3 to 6 s) no longer stops the cluster: a member that keeps a copy of its "
         "process takes it over (default: on with --replicas 3 or 5; --no-failover: the "
         "cluster waits for the member) (README, When a member dies)",
+    )
+    p.add_argument(
+        "--stand-in-ports",
+        type=port_range_text,
+        metavar="LOW-HIGH",
+        help="with failover: a member that takes over another's process serves it on the "
+        "first free port of this range on its listen host, to open between the members "
+        "and to the clients (default: a port the system picks; so too when none is free)",
     )
     p.add_argument(
         "--member-lost-after",

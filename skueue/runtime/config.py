@@ -45,6 +45,9 @@ class DaemonConfig:
     # election timeout, and the winner serves the process (runtime/stand_in.py).  None
     # (the command line's default): with more than one replica.
     failover: bool | None = False
+    # Where a stand-in listens (runtime/stand_in.py): the first free port of this range
+    # on the listen host; None, or none free: a port the system picks.
+    stand_in_ports: tuple[int, int] | None = None
     # The cluster key(s) every peer link proves (runtime/security/peer_auth.py); None: no key.
     cluster_keys: ClusterKeys | None = None
     # The tokens clients must present, with their roles (runtime/security/client_auth.py).

@@ -77,7 +77,7 @@ class StandIn:
                               metrics=None, restore_from_copies=False)  # fmt: skip
         self.ctx = DaemonContext(config, self.welcome)
         self.owner: Owner | None = None
-        self.listener = _listener(daemon.config.listen.host)
+        self.listener = _listener(daemon.config.listen.host, daemon.config.stand_in_ports)
         # The peers reach it there (its announcements say so); its hellos name the
         # process's own address, which the members' directories keep: the daemon
         # channels still go to the member that lost the process (runtime/replicas.py).
@@ -182,13 +182,27 @@ class StandIn:
                     process=self.process, term=group.node.term)  # fmt: skip
 
 
-def _listener(host: str) -> trio.SocketListener:
-    """A listener on ``host``, on a port the system picks (bound here, at once)."""
+def _listener(host: str, ports: tuple[int, int] | None = None) -> trio.SocketListener:
+    """A listener on ``host`` (bound here, at once): on the first free port of ``ports``
+    (``--stand-in-ports``), else, or when none is free, on a port the system picks: an
+    elected copy serves its process rather than none, and says where."""
+    if ports is not None:
+        for port in range(ports[0], ports[1] + 1):
+            try:
+                return _bound(host, port)
+            except OSError:
+                continue
+        log.warning("no free port in --stand-in-ports; the stand-in listens on a port the "
+                    "system picks", low=ports[0], high=ports[1])  # fmt: skip
+    return _bound(host, 0)
+
+
+def _bound(host: str, port: int) -> trio.SocketListener:
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM)
     try:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.bind((host, 0))
+        sock.bind((host, port))
         sock.listen(128)
     except OSError:
         sock.close()

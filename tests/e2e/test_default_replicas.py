@@ -11,7 +11,7 @@ from pathlib import Path
 import skueue.client.blocking
 from tests.e2e.daemons import HOST, Daemon, free_ports, refused, spawn, stop, wait_ready
 from tests.e2e.test_cli import skueue as run_skueue
-from tests.e2e.test_failover import wait_serving
+from tests.e2e.test_failover import standing, wait_serving
 from tests.e2e.test_re_replication import members_stats, wait_replaced
 from tests.e2e.test_restore_from_copies import assert_exactly, drain
 
@@ -33,18 +33,20 @@ def test_three_members_replicate_by_default_a_joiner_follows_and_one_down_stops_
     tmp_path: Path,
 ) -> None:
     addresses = [f"{HOST}:{p}" for p in free_ports(3)]
+    spare = free_ports(4)  # one port for each member's stand-ins (--stand-in-ports)
     daemons: list[Daemon] = [
-        spawn(static(addresses, i, tmp_path), tmp_path, f"d{i}", skueued_decides=True)
+        spawn(static(addresses, i, tmp_path, "--stand-in-ports", f"{spare[i]}-{spare[i]}"),
+              tmp_path, f"d{i}", skueued_decides=True)
         for i in range(3)
-    ]
+    ]  # fmt: skip
     try:
         wait_ready(daemons)
         assert replicas_of(addresses[0]) == dict.fromkeys(addresses, 3)
         # A joiner not given --replicas takes its seed's.
         joiner = f"{HOST}:{free_ports(1)[0]}"
         daemons.append(spawn(["--listen", joiner, "--join", addresses[0], "--data-dir",
-                              str(tmp_path / "joiner")], tmp_path, "joiner",
-                             skueued_decides=True))  # fmt: skip
+                              str(tmp_path / "joiner"), "--stand-in-ports", str(spare[3])],
+                             tmp_path, "joiner", skueued_decides=True))  # fmt: skip
         wait_ready(daemons[3:])
         seconds = wait_replaced(addresses[0], set(), [*addresses, joiner])
         print(f"every group, the joiner's too, has three replicas {seconds:.1f} s after it joined")
@@ -68,6 +70,12 @@ def test_three_members_replicate_by_default_a_joiner_follows_and_one_down_stops_
         daemons[2].proc.wait(timeout=10)
         seconds, acknowledged, unknown = wait_serving(addresses[0])
         print(f"serving again {seconds:.2f} s after the kill, without --failover given")
+        # A survivor serves the process on its --stand-in-ports.
+        served_at = {at for member in standing(addresses[0]) for p, at in member.items()
+                     if p == addresses[2]}  # fmt: skip
+        survivors = {str(spare[i]) for i in (0, 1, 3)}
+        assert {at.rpartition(":")[2] for at in served_at} <= survivors, served_at
+        assert served_at, standing(addresses[0])
         rest = drain(joiner)
         markers = [e for e in rest if e.startswith(b"marker")]
         assert set(acknowledged) <= set(markers) <= set(acknowledged) | set(unknown)

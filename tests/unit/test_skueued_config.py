@@ -52,12 +52,13 @@ def test_the_printed_configuration_reads_back_the_same(
         ["--listen", "127.0.0.1:7400", "--peers", "127.0.0.1:7401,127.0.0.1:7402",
          "--data-dir", str(tmp_path / 'data "quoted" \\ dir'), "--id", "node-ä",
          "--fsync", "interval=50", "--value-bytes-max", "4096", "--log-level", "debug",
-         "--structure", "stack", "--snapshot-bytes", "8192"],
+         "--structure", "stack", "--snapshot-bytes", "8192", "--stand-in-ports", "7410-7419"],
         capsys,
     )  # fmt: skip
     table = tomllib.loads(first)
     assert table["peers"] == "127.0.0.1:7401,127.0.0.1:7402"
     assert table["id"] == "node-ä" and table["value-bytes-max"] == 4096
+    assert table["stand-in-ports"] == "7410-7419"
     assert table["data-dir"].endswith('data "quoted" \\ dir')
     assert table["in-memory"] is False and "advertise" not in table
     again = printed(["--config", str(write(tmp_path, first))], capsys)
