@@ -316,7 +316,7 @@ def run_spawned(args: argparse.Namespace, history: AtomicOutput | None) -> int:
             console.print("in memory: nothing on disk (--in-memory)")
         else:
             kept = "kept" if args.data_dir else "removed after the run; --data-dir DIR keeps it"
-            k = args.replicas or default_replicas(args.spawn, durable=True)
+            k = args.replicas or default_replicas(args.spawn)
             replicated = f", each process's log on {k}" if k != 1 else ""
             console.print(f"data directory: {cluster.data_dir} (durable, fsync batch"
                           f"{replicated}; {kept})")

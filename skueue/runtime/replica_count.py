@@ -32,10 +32,10 @@ from skueue.runtime.network.handshake import REPLICAS_AUTO
 DEFAULT_REPLICAS = 3
 
 
-def default_replicas(members: int, durable: bool) -> int:
-    """The replicas of a cluster that starts with ``members`` members not given
-    ``--replicas``."""
-    return DEFAULT_REPLICAS if durable and members >= DEFAULT_REPLICAS else 1
+def default_replicas(members: int) -> int:
+    """The replicas of a durable cluster that starts with ``members`` members not given
+    ``--replicas`` (in memory: 1, :func:`decide`)."""
+    return DEFAULT_REPLICAS if members >= DEFAULT_REPLICAS else 1
 
 
 def decide(config: DaemonConfig, directory: Path | None, address: Address) -> DaemonConfig:
@@ -49,7 +49,7 @@ def decide(config: DaemonConfig, directory: Path | None, address: Address) -> Da
         elif (directory / "meta.json").exists():
             k = read_meta(directory / "meta.json").replicas
         elif config.join is None:
-            k = default_replicas(len({str(a) for a in config.peers} | {str(address)}), True)
+            k = default_replicas(len({str(a) for a in config.peers} | {str(address)}))
         else:
             return config
     return adopt(config, k)
