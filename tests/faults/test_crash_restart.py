@@ -30,7 +30,16 @@ import skueue
 import skueue.client.blocking
 from skueue.cluster.loadgen import LoadConfig
 from skueue.runtime.limits import Limits
-from tests.e2e.daemons import HOST, Daemon, free_ports, spawn, stop, wait_ready
+from tests.e2e.daemons import (
+    HOST,
+    START_ATTEMPTS,
+    Daemon,
+    StartFailed,
+    free_ports,
+    spawn,
+    stop,
+    wait_ready,
+)
 from tests.e2e.oracle import assert_history_ok
 from tests.faults.workload import DAEMONS, LONG, SEED, fault_load, under_faults
 
@@ -68,8 +77,21 @@ class Cluster:
         return daemon
 
     def start(self) -> None:
-        self.daemons = [self.spawn(i) for i in range(len(self.addresses))]
-        wait_ready(self.daemons)
+        """Start every member; on a port taken between :func:`free_ports` and the bind
+        (another test's daemon or stand-in), start afresh on new ports, as
+        :func:`tests.e2e.daemons.start_cluster` does."""
+        for attempt in range(START_ATTEMPTS):
+            self.daemons = [self.spawn(i) for i in range(len(self.addresses))]
+            try:
+                wait_ready(self.daemons)
+                return
+            except StartFailed as e:
+                stop(self.daemons)
+                if not e.port_in_use or attempt == START_ATTEMPTS - 1:
+                    raise AssertionError(str(e)) from None
+            for i in range(len(self.addresses)):  # the data directories name the old ports
+                shutil.rmtree(self.tmp_path / f"data{i}", ignore_errors=True)
+            self.addresses = [f"{HOST}:{p}" for p in free_ports(len(self.addresses))]
 
     def kill(self, i: int) -> None:
         self.daemons[i].proc.send_signal(signal.SIGKILL)
