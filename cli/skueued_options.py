@@ -121,7 +121,7 @@ def build_parser() -> Parser:
         type=non_negative_float,
         default=Limits().member_lost_after_s,
         metavar="SECONDS",
-        help="with failover (on with replicas by default): a member unreachable for "
+        help="with failover (on with replicas by default): a member not heard from for "
         "SECONDS is taken for lost for good, and every group that kept a copy on it gets a "
         "new one on a survivor, as after skueue remove-member (0: only that command)",
     )

@@ -29,7 +29,7 @@ from skueue.host.address import Address
 from skueue.host.host import Host
 from skueue.host.replies import Welcome
 from skueue.runtime.config import DaemonConfig
-from skueue.runtime.errors import DaemonError
+from skueue.runtime.errors import DaemonError, RefusedForGood
 from skueue.runtime.incoming import IncomingConnections
 from skueue.runtime.network.daemon_channel import DaemonChannels
 from skueue.runtime.network.peers import PeerLinks
@@ -84,6 +84,7 @@ class Daemon:
         try:
             async with trio.open_nursery() as nursery:
                 ctx.nursery = nursery
+                nursery.start_soon(_stop_when_refused, ctx)
                 incoming = IncomingConnections(ctx)
                 nursery.start_soon(trio.serve_listeners, incoming.on_connection, listeners)
                 if self.config.metrics is not None:
@@ -173,6 +174,12 @@ async def bind(listen: Address) -> list[trio.SocketListener]:
         return await trio.open_tcp_listeners(listen.port, host=listen.host)
     except OSError as e:
         raise DaemonError(f"cannot listen on {listen}: {e.strerror or e}") from None
+
+
+async def _stop_when_refused(ctx: DaemonContext) -> None:
+    """Stop the daemon, with the reason, once it must stop for good (runtime/failover.py)."""
+    await ctx.refused.wait()
+    raise RefusedForGood(ctx.refused_for_good or "refused for good")
 
 
 async def _led_or_backup(owner: Owner) -> None:

@@ -15,6 +15,11 @@ where a process is served now, and its own process led by another replica.
   every peer), nothing it held after its commit goes out, and its copy of the log goes
   on counting toward the commit.  Once it has caught up, the stand-in hands the process
   back, and it restarts to serve it again (runtime/homecoming.py).
+- A home told ``["dropped", P]`` for its own process P while it does not lead it: the
+  others took its host for lost for good while it was away (``skueue remove-member``, or
+  silent for ``--member-lost-after``) and its group replaced it.  Nothing can hand the
+  process back to it: the daemon stops, saying how to bring the host back as a new
+  member (:func:`lost_while_away`).
 """
 
 from __future__ import annotations
@@ -90,3 +95,18 @@ def become_backup(owner: Owner) -> None:
                 "copy of its log and serves its other copies, not the process (until "
                 "the stand-in hands it back)",
                 process=ctx.process_id)  # fmt: skip
+
+
+def lost_while_away(ctx: DaemonContext, told_by: str) -> None:
+    """This daemon's own group replaced it (module docstring): it stops for good."""
+    if ctx.refused.is_set():
+        return
+    ctx.refused_for_good = (
+        f"{ctx.process_id} was taken for lost for good while it was away (skueue "
+        "remove-member, or nothing heard from it for --member-lost-after): another member "
+        "serves its process and keeps its copies now; to bring this host back, start it "
+        "as a new member, with an empty data directory, --join and another --id"
+    )
+    log.error("this daemon's group replaced it while it was away; stopping",
+              process=ctx.process_id, told_by=told_by)  # fmt: skip
+    ctx.refused.set()

@@ -22,7 +22,7 @@ from skueue.host.replies import REFUSED, UNAVAILABLE, ErrorReply
 from skueue.runtime.failover import served_at
 from skueue.runtime.inbox import ChannelFrame, CopyWanted, LinkClosed, PeerHello
 from skueue.runtime.network.connections import ConnectionClosed, frames, next_frame
-from skueue.runtime.network.daemon_channel import parse_channel_frame
+from skueue.runtime.network.daemon_channel import ALIVE, parse_channel_frame
 from skueue.runtime.network.handshake import (
     PeerGreeting,
     PeerProtocolMismatch,
@@ -261,8 +261,9 @@ class IncomingConnections:
         assert self.ctx.links is not None
         if self.ctx.config.cluster_keys is None:  # with a key, our hello went with the handshake
             await stream.send_all(pack(self.ctx.links.hello(0)))
-        assert self.ctx.channels is not None
-        await self.ctx.channels.ready.wait()
+        channels = self.ctx.channels
+        assert channels is not None
+        await channels.ready.wait()
         sessions = self.ctx.channel_sessions
         with trio.CancelScope() as scope:
             previous = sessions.get(peer)
@@ -271,7 +272,10 @@ class IncomingConnections:
                 previous.cancel()
             try:
                 async for frame in frames(stream, decoder, rest):
-                    await self.ctx.to_owner(ChannelFrame(peer, parse_channel_frame(frame)))
+                    frame = parse_channel_frame(frame)
+                    channels.hearing.heard(peer, trio.current_time())
+                    if frame != ALIVE:
+                        await self.ctx.to_owner(ChannelFrame(peer, frame))
             finally:
                 if sessions.get(peer) is scope:
                     del sessions[peer]

@@ -39,11 +39,12 @@ from skueue.replication.messages import Message
 from skueue.runtime.applied_state import state_digest
 from skueue.runtime.durability.entry_store import SnapshotEntryStore
 from skueue.runtime.durability.input_log import InputLog
+from skueue.runtime.failover import lost_while_away
 from skueue.runtime.follower_slot import FollowerSlot, MakeHost, copies_on_disk
 from skueue.runtime.group import ProcessGroup
 from skueue.runtime.homecoming import hand_back_if_due
 from skueue.runtime.limits import Limits
-from skueue.runtime.network.daemon_channel import REPLICATION_FRAMES, DaemonChannels
+from skueue.runtime.network.daemon_channel import ALIVE, REPLICATION_FRAMES, DaemonChannels
 from skueue.runtime.network.link_receiver import Inbound
 from skueue.runtime.network.peers import PeerLinks
 from skueue.runtime.new_host import new_host
@@ -98,7 +99,7 @@ class DaemonReplicas:
         # go to its stand-in (``forward``), and ``elected`` starts one.
         self.failover = False
         self.listening: Address | None = None
-        self.announced: tuple[int, int] = (0, 0)  # (term, ticks since)
+        self.announced: tuple[tuple[int, str], int] = ((0, ""), 0)  # ((term, role), ticks since)
         self.forward: dict[str, Callable[[str, list[Any]], None]] = {}
         self.standing: dict[str, str] = {}  # process -> where its stand-in here listens
         self.elected: Callable[[FollowerSlot], None] | None = None
@@ -120,6 +121,8 @@ class DaemonReplicas:
         self.lost: set[str] = set()
         self.remember_lost: Callable[[list[str]], None] | None = None  # in the data directory
         self.remember_dropped: Callable[[list[str]], None] | None = None  # copies moved away
+        # A home's: what it does once its own group replaced it (runtime/failover.py).
+        self.lost_while_away: Callable[[str], None] | None = None
         self.voters_per_group = 1  # --replicas
         self.open_copy: Callable[[str], FollowerSlot] | None = None
         # A joiner's: what it does once its group has a second voter (runtime/startup.py:
@@ -143,10 +146,8 @@ class DaemonReplicas:
             # A group this daemon holds no replica of, or a sender that holds none
             # (a member's placement differs from ours, which only a bug or a forged
             # frame makes): Raft takes the loss.
-            if replica is self.group and self.group.leading \
-                    and peer not in self._committed_members():
-                # A copy its home removed (runtime/re_replication.py) that did not hear.
-                self.channels.send(peer, ["dropped", self.own])
+            if replica is not None and self._removed(replica, peer, process):
+                self.channels.send(peer, ["dropped", process])
                 return
             log.warning("a replication message from outside its group; dropped",
                         peer=peer, process=process)  # fmt: skip
@@ -185,7 +186,9 @@ class DaemonReplicas:
     def host_lost(self, hosts: list[str], why: str = "skueue remove-member") -> None:
         """``hosts`` were lost for good, or left: the groups this daemon leads replace
         them (runtime/re_replication.py)."""
-        new = [h for h in hosts if h in self.ring and h not in self.lost and h != self.own]
+        me = self.channels.links.process_id  # (a stand-in's own is the process it serves)
+        new = [h for h in hosts
+               if h in self.ring and h not in self.lost and h not in (self.own, me)]
         if new:
             say = log.info if why == LEFT else log.warning
             say("hosts lost for good: the groups led here replace them", hosts=new, why=why)
@@ -196,6 +199,16 @@ class DaemonReplicas:
     def _committed_members(self) -> frozenset[str]:
         node = self.group.node
         return frozenset(node.log.config_at(node.commit).members)
+
+    def _removed(self, replica: ReplicaDriver, peer: str, process: str) -> bool:
+        """Whether ``peer``, which speaks for ``process``'s group, is told it was removed
+        from it (runtime/re_replication.py): a copy its home removed, told by the home's
+        leader; or the home itself, taken for lost while it was away, told by any copy
+        whose committed configuration no longer names it (runtime/failover.py)."""
+        node = replica.node
+        if node.commit == 0 or peer in node.log.config_at(node.commit).members:
+            return False
+        return peer == process or (replica is self.group and self.group.leading)
 
     def _tell_dropped(self) -> None:
         """A home tells the hosts its committed configuration no longer names that their
@@ -210,6 +223,10 @@ class DaemonReplicas:
     def _dropped(self, peer: str, process: str) -> None:
         """``["dropped", P]``: P's home removed this daemon's copy from its group, and the
         removal is committed; the copy goes."""
+        if process == self.own == self.group.node.host:
+            if not self.group.leading and self.lost_while_away is not None:
+                self.lost_while_away(peer)  # (a home's own group: it stops)
+            return
         slot = self.slots.get(process)
         if slot is None or peer != process:
             return  # (only the home says so: no copy here, or a stand-in's copy)
@@ -231,15 +248,18 @@ class DaemonReplicas:
             log.info("a member left: its process's copy here is gone", process=process)
 
     def _silent_for_good(self, now: float) -> None:
-        """With failover, a member whose channel has been down ``member_lost_after_s``
-        is lost for good, as if an operator said so."""
+        """With failover, a member this daemon has not heard from for
+        ``member_lost_after_s`` is lost for good, as if an operator said so
+        (runtime/member_silence.py)."""
         after = self.limits.member_lost_after_s
         if after <= 0:
             return
-        silent = [peer for peer, sender in self.channels.senders.items()
-                  if sender.down_since is not None and now - sender.down_since >= after]
+        daemon = self.channels.links  # (this daemon's, a stand-in's too: not the process's)
+        me, departed = daemon.process_id, daemon.directory.departed
+        others = [m for m in self.ring if m != me and m not in self.lost and m not in departed]
+        silent = self.channels.hearing.silent(others, now, after)
         if silent:
-            self.host_lost(silent, f"its daemon channel was down {after:g} s "
+            self.host_lost(silent, f"nothing heard from it for {after:g} s "
                                    "(member_lost_after_s)")  # fmt: skip
 
     def seconds_to_tick(self, now: float) -> float:
@@ -299,20 +319,25 @@ class DaemonReplicas:
 
     def _announce(self) -> None:
         """With failover, the leader says where it serves its process (module
-        docstring of runtime/stand_in.py), to every member but this daemon."""
+        docstring of runtime/stand_in.py), to every member but this daemon; a home
+        that does not lead says it is alive (runtime/member_silence.py), as often."""
         node = self.group.node
-        if node.role != "leader":
+        said, ticks = self.announced  # a new leader says so at once
+        if said == (node.term, node.role) and ticks + 1 < ANNOUNCE_TICKS:
+            self.announced = (said, ticks + 1)
             return
-        term, ticks = self.announced
-        if term == node.term and ticks + 1 < ANNOUNCE_TICKS:
-            self.announced = (term, ticks + 1)
-            return
-        self.announced = (node.term, 0)
-        at = str(self.listening or self.links.address)
+        self.announced = ((node.term, node.role), 0)
+        frame: list[Any]
+        if node.role == "leader":
+            frame = ["leader", self.own, node.term, str(self.listening or self.links.address)]
+        elif node.host == self.own:
+            frame = ALIVE
+        else:
+            return  # (a stand-in that lost its election: its daemon's home speaks)
         me = self.channels.links.process_id
         for member in self.links.directory.others():
             if member != me:
-                self.channels.send(member, ["leader", self.own, node.term, at])
+                self.channels.send(member, frame)
 
     def _send_watermarks(self) -> None:
         """Tell the followers what the peers acknowledged of the process's links (their
@@ -409,6 +434,7 @@ def open_replicas(
     replicas.lost.update(input_log.meta.lost)
     replicas.remember_lost = input_log.record_lost
     replicas.remember_dropped = input_log.record_dropped
+    replicas.lost_while_away = lambda told_by: lost_while_away(ctx, told_by)
     replicas.open_copy = lambda process: open_slot(ctx, input_log, process, members,
                                                    addresses, restart=False)
     return replicas

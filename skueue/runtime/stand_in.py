@@ -132,7 +132,7 @@ class StandIn:
         assert daemon.links is not None and daemon.channels is not None
         links = PeerLinks(self.process, ctx.address, ctx.limits, nursery, host.directory,
                           ctx.config.cluster_keys, ctx.config.tls)  # fmt: skip
-        links.replicas = daemon.links.replicas
+        links.replicas, links.failover = daemon.links.replicas, daemon.links.failover
         links.incarnations.update(daemon.links.incarnations)
         links.nonce = daemon.links.incarnations[self.process]
         links.senders = dict(state.outboxes)

@@ -171,8 +171,8 @@ def _open_group(
     the owner steps nothing until it leads.  A joiner's group (``joins``) starts with
     its own replica alone, and grows to ``--replicas`` voters as it meets the members
     (runtime/re_replication.py)."""
-    k, own, channels = ctx.config.replicas, ctx.process_id, ctx.channels
-    assert channels is not None
+    k, own, channels, links = ctx.config.replicas, ctx.process_id, ctx.channels, ctx.links
+    assert channels is not None and links is not None
     if k > len(members) and not joins:
         raise DaemonError(
             f"--replicas {k} needs at least {k} members; this cluster has {len(members)}"
@@ -193,7 +193,7 @@ def _open_group(
         owner.must_take_over = True
         owner.links_wait_for = group.node.last_index
         if ctx.config.failover:
-            group.failover = owner.replicas.failover = True
+            group.failover = owner.replicas.failover = links.failover = True
             group.store = owner.entry_store
             group.on_deposed = lambda: become_backup(owner)
             # Its host is its whole log's state (homecoming.py: it may lead again).

@@ -74,6 +74,10 @@ class DaemonContext:
         # (``can_restart``: run by the skueued command).
         self.homecoming = trio.Event()
         self.can_restart = False
+        # Set, with the reason, once this daemon must stop for good: its host was taken
+        # for lost while it was away (runtime/failover.py).  Daemon.run raises it.
+        self.refused_for_good: str | None = None
+        self.refused = trio.Event()
         self.tallies = Tallies()  # what the metrics count (runtime/operations/tallies.py)
 
     async def to_owner(self, item: InboxItem) -> None:

@@ -1,9 +1,11 @@
 """Re-replication on real daemons (``skueued --replicas 3 --failover``;
 runtime/re_replication.py): a host lost for good, once ``skueue remove-member`` says
 so, leaves every group it kept a copy for with three replicas again, on the survivors;
-then a second host, the one that took the first one's process over, is lost too, and
-found lost by itself (``--member-lost-after``); nothing acknowledged is lost.  (Under
-load: tests/faults/test_failover.py.)"""
+then a second host, the one that took the first one's process over, hangs (SIGSTOP:
+its connections stay open, nothing comes back), and is found lost by its silence
+(``--member-lost-after``, runtime/member_silence.py); once it runs again it learns that
+its group replaced it and stops, saying so (runtime/failover.py).  Nothing acknowledged
+is lost.  (Under load: tests/faults/test_failover.py.)"""
 
 from __future__ import annotations
 
@@ -21,6 +23,9 @@ from tests.e2e.test_restore_from_copies import assert_exactly, drain, fill, star
 
 LOST_AFTER_S = 10
 """``--member-lost-after``: short, for the second host, which no command names."""
+STOPS_WITHIN_S = 30.0
+"""How long a host taken for lost may serve on after it runs again: until a member of
+its group answers its first message (an election timeout, 3 to 6 s)."""
 REPLACED_S = 120.0
 """How long the test waits for every group to have three replicas without the lost host
 (a learner takes the leader's snapshot and log, then two changes commit)."""
@@ -31,6 +36,20 @@ def lose(daemons: list[Daemon], i: int, tmp_path: Path) -> None:
     daemons[i].proc.send_signal(signal.SIGKILL)
     daemons[i].proc.wait(timeout=10)
     shutil.rmtree(tmp_path / f"data{i}")
+
+
+def hang(daemons: list[Daemon], i: int) -> None:
+    """Host ``i`` hangs: stopped, its connections open (resumed by :func:`resume`)."""
+    daemons[i].proc.send_signal(signal.SIGSTOP)
+
+
+def resume(daemon: Daemon) -> str:
+    """A hung host runs again, after the others replaced it: it stops by itself, with
+    one line for the operator; that line."""
+    daemon.proc.send_signal(signal.SIGCONT)
+    code = daemon.proc.wait(timeout=STOPS_WITHIN_S)
+    assert code == 1, (code, daemon.stderr()[-3000:])
+    return daemon.stderr().strip().splitlines()[-1]
 
 
 def members_stats(address: str) -> dict[str, dict[str, Any]]:
@@ -103,7 +122,10 @@ def test_two_hosts_lost_one_after_the_other(tmp_path: Path) -> None:
         acknowledged: list[bytes] = []
         unknown: list[bytes] = []
         for round_ in range(2):
-            lose(daemons, first, tmp_path)
+            if round_ == 0:
+                lose(daemons, first, tmp_path)
+            else:
+                hang(daemons, first)
             lost.add(addresses[first])
             survivor = next(d.address for i, d in enumerate(daemons)
                             if addresses[i] not in lost)  # fmt: skip
@@ -115,10 +137,13 @@ def test_two_hosts_lost_one_after_the_other(tmp_path: Path) -> None:
                 remove_when_served(survivor, addresses[first])
             seconds = wait_replaced(survivor, lost, addresses)
             print(f"round {round_}: every group has three replicas again after {seconds:.1f} s")
-            # Next, the host that took the lost one's process over.
-            first = addresses.index(stand_in_for(survivor, addresses[first]))
+            if round_ == 0:  # next, the host that took the lost one's process over
+                first = addresses.index(stand_in_for(survivor, addresses[first]))
         logs = "".join(d.stderr() for i, d in enumerate(daemons) if addresses[i] not in lost)
         assert "member_lost_after_s" in logs  # the second found lost by itself
+        said = resume(daemons[first])
+        print(f"the hung host, running again: {said}")
+        assert "taken for lost for good while it was away" in said and "--join" in said, said
         began = time.monotonic()
         rest = drain(survivor)
         print(f"drained {len(rest)} in {time.monotonic() - began:.1f} s")

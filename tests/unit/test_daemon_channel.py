@@ -9,7 +9,7 @@ from typing import Any
 import trio
 
 from skueue.runtime.limits import Limits
-from skueue.runtime.network.daemon_channel import DaemonChannels
+from skueue.runtime.network.daemon_channel import ALIVE, DaemonChannels, parse_channel_frame
 
 
 def channels(frames_max: int, departed: frozenset[str] = frozenset()) -> DaemonChannels:
@@ -67,3 +67,15 @@ def test_replication_frames_are_not_kept_for_a_member_whose_channel_is_down() ->
     sender.down_since = None  # connected again
     ch.send("p", ["raft", "P", ["append"]])
     assert sender.waiting[-1][0] == "raft"
+
+
+def test_a_word_that_a_member_is_alive_is_not_kept_while_its_channel_is_down() -> None:
+    """(runtime/member_silence.py) Kept, it would say so of a time long past."""
+    ch = channels(frames_max=8)
+    ch.send("p", ALIVE)
+    sender = ch.senders["p"]
+    assert list(sender.waiting) == [ALIVE]
+    sender.lost(0.0)
+    ch.send("p", ALIVE)
+    assert list(sender.waiting) == []
+    assert parse_channel_frame(["alive"]) == ALIVE

@@ -14,7 +14,7 @@ from skueue.cli.skueued_options import build_parser
 from skueue.replication.config import AddLearner, Config, Promote, Remove
 from skueue.runtime.failover import host_lost
 from skueue.runtime.limits import Limits
-from skueue.runtime.network.daemon_channel import ChannelSender
+from skueue.runtime.member_silence import Hearing
 from skueue.runtime.re_replication import next_change, reconfigure, toward_placement
 from skueue.runtime.replicas import DaemonReplicas
 
@@ -64,7 +64,7 @@ def test_a_lost_learner_goes_first_and_a_group_without_a_lost_host_is_left_alone
 
 def replicas(limits: Limits, opened: list[str]) -> DaemonReplicas:
     group: Any = SimpleNamespace()
-    channels: Any = SimpleNamespace(senders={})
+    channels: Any = SimpleNamespace(senders={}, links=SimpleNamespace(process_id="me"))
     r = DaemonReplicas("me", group, {}, channels, SimpleNamespace(), limits, 0.0)  # type: ignore[arg-type]
     r.ring = ["me", "P", "Q", "R"]
     r.open_copy = lambda process: opened.append(process) or SimpleNamespace()  # type: ignore[assignment, func-returns-value]
@@ -154,18 +154,43 @@ def test_only_members_are_taken_for_lost_hosts() -> None:
 
 
 def test_a_member_silent_for_member_lost_after_s_is_lost_for_good() -> None:
-    r = replicas(Limits(member_lost_after_s=60.0), [])
-    down, up = ChannelSender(), ChannelSender()
-    down.down_since = 100.0
-    r.channels.senders.update({"P": down, "Q": up})
-    r._silent_for_good(159.0)
-    assert r.lost == set()
-    r._silent_for_good(160.0)
-    assert r.lost == {"P"}
-    never = replicas(Limits(member_lost_after_s=0.0), [])
-    never.channels.senders["P"] = down
-    never._silent_for_good(1e9)
+    """Silence, not a channel down: a hung member's connections stay up
+    (runtime/member_silence.py; its own rules: tests/unit/test_member_silence.py)."""
+
+    def silent_one(after: float) -> DaemonReplicas:
+        r = replicas(Limits(member_lost_after_s=after), [])
+        r.channels.hearing = Hearing()
+        r.channels.links = SimpleNamespace(process_id="me",
+                                           directory=SimpleNamespace(departed={"R"}))  # fmt: skip
+        return r
+
+    r = silent_one(60.0)
+    for now in range(100, 161):  # a look at every second; P says nothing
+        for member in ("Q", "R"):
+            r.channels.hearing.heard(member, float(now))
+        r._silent_for_good(float(now))
+        assert r.lost == ({"P"} if now >= 160 else set()), now
+    never = silent_one(0.0)
+    for now in range(100, 200, 3):
+        never._silent_for_good(float(now))
     assert never.lost == set()
+
+
+def test_a_stand_in_never_takes_its_own_daemons_host_for_lost() -> None:
+    """A stand-in's replicas speak for the process it serves (``own``); the daemon it
+    runs in hears nothing from itself, and must not count that as silence."""
+    r = replicas(Limits(member_lost_after_s=60.0), [])
+    r.own, r.lost = "P", {"P"}  # it serves P, lost, on the daemon "me"
+    r.channels.hearing = Hearing()
+    r.channels.links = SimpleNamespace(process_id="me",
+                                       directory=SimpleNamespace(departed=set()))  # fmt: skip
+    for now in range(100, 200):
+        for member in ("Q", "R"):
+            r.channels.hearing.heard(member, float(now))
+        r._silent_for_good(float(now))
+    assert r.lost == {"P"}
+    r.host_lost(["me"])
+    assert r.lost == {"P"}
 
 
 def test_the_silence_allowed_is_an_option_with_the_limits_default() -> None:

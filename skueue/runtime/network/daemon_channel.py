@@ -27,6 +27,7 @@ import trio
 from skueue.core.errors import RemoteProtocolError
 from skueue.host.address import Address
 from skueue.runtime.errors import DaemonError, RefusedForGood
+from skueue.runtime.member_silence import Hearing
 from skueue.runtime.network.peers import RETRY_MAX_S, PeerLinks
 from skueue.wire.framing import pack
 
@@ -41,7 +42,11 @@ log = structlog.get_logger("skueued")
 CHANNEL_FRAMES = {
     "stats-query": 2, "stats-answer": 3, "remove-check": 3, "remove-answer": 3, "raft": 3,
     "acked": 3, "check": 4, "snapshot-part": 7, "leader": 4, "host-lost": 2, "dropped": 2,
+    "alive": 1,
 }
+# With failover, each member says it is alive every few seconds (runtime/member_silence.py):
+# heard on arrival, never the owner's business, and stale once its channel is down.
+ALIVE = ["alive"]
 
 
 # What goes to a process's replicas (runtime/replicas.py).  Not kept for a member whose
@@ -66,7 +71,7 @@ def kept_while_down(frame: list[Any]) -> bool:
     if frame[0] == "raft":
         message = frame[2]
         return isinstance(message, list) and bool(message) and message[0] in ELECTION_MESSAGES
-    return frame[0] not in REPLICATION_FRAMES
+    return frame[0] not in REPLICATION_FRAMES and frame != ALIVE
 
 
 def parse_channel_frame(frame: Any) -> list[Any]:
@@ -122,6 +127,9 @@ class DaemonChannels:
         self.senders: dict[str, ChannelSender] = {}
         # Channels whose member's address has not arrived yet (no writer task yet).
         self.unaddressed: set[str] = set()
+        # When each member's channel to this daemon last brought a frame (its readers,
+        # runtime/incoming.py, say so).
+        self.hearing = Hearing()
 
     def open(self, peer: str) -> ChannelSender | None:
         """``peer``'s channel, connecting from now if it was never used (None: the

@@ -39,8 +39,9 @@ from skueue.runtime.security.tls import socket_of
 # The peer protocol this daemon speaks.  1: per-position DHT keys (up to issue 29);
 # 2: DHT keys by blocks of positions and runs in one message (issue 30); 3: the daemon
 # channel carries stats and removal checks (runtime/network/daemon_channel.py); 4: it
-# carries a home's word that a copy of its group is dropped (runtime/re_replication.py).
-PEER_PROTOCOL = 4
+# carries a home's word that a copy of its group is dropped (runtime/re_replication.py);
+# 5: and each member's word that it is alive (runtime/member_silence.py).
+PEER_PROTOCOL = 5
 
 
 class PeerProtocolMismatch(RemoteProtocolError):

@@ -112,6 +112,7 @@ class PeerLinks:
         # this daemon in its own --peers), one with our id but another nonce is a clash.
         self.nonce = os.urandom(8).hex()
         self.replicas = 1  # --replicas, said in every hello (set at start)
+        self.failover = False  # another replica may lead our process (set at start)
         self.seed: str | None = None  # the process a joiner joins through, once it answered
         # The nonce each peer first said hello with.  A durable daemon keeps its nonce in
         # its data directory; one that comes back with a new nonce came back without its
@@ -450,10 +451,19 @@ class PeerLinks:
                 await trio.aclose_forcefully(stream)
                 return
             if handled >= link.next_number:
+                await trio.aclose_forcefully(stream)
+                if self.failover:
+                    # Another replica of our process led it while this daemon did not
+                    # run, and sent these frames: our group tells us we are a backup
+                    # now, or were replaced, and that closes the link (failover.py).
+                    log.info("a peer took more of this process's frames than this daemon "
+                             "sent: another replica led it meanwhile (failover)",
+                             peer=peer, handled=handled, sent=link.next_number - 1)  # fmt: skip
+                    await trio.sleep(RETRY_MAX_S)
+                    continue
                 # The peer counted more of our frames than this daemon ever sent: it
                 # knows an earlier life of ours, whose state this one does not have.
                 # Every reconnect would end the same way; say so once and stop.
-                await trio.aclose_forcefully(stream)
                 raise DaemonError(
                     f"{peer} has handled {handled} frames from this daemon, which sent "
                     f"only {link.next_number - 1}: this daemon restarted without its state "
