@@ -133,13 +133,17 @@ class Daemon:
         return self.owner.readiness()
 
     async def drain_links(self, timeout_s: float = 5.0) -> None:
-        """Wait until the last steps are committed in the process's group (they go out
+        """Wait until the steps so far are committed in the process's group (they go out
         only then), the peers acknowledged the last messages (a leaver's hand-over) and
-        the clients' last replies are written (the leave's own answer among them)."""
+        the clients' last replies are written (the leave's own answer among them).
+        (Not the steps after: once a leaver's departure is out, the other members drop
+        their copies of its group, and nothing it steps later can commit.)"""
         ctx, owner = self.ctx, self.owner
+        group = None if owner is None else owner.group
+        through = None if group is None else group.node.last_index
         with trio.move_on_after(timeout_s):
             while (
-                (owner is not None and len(owner.held) > 0)
+                (owner is not None and through is not None and owner.held.holds_through(through))
                 or (ctx.links is not None and ctx.links.unacknowledged())
                 or any(s.pending for s in ctx.sessions.clients.values())
             ):

@@ -59,5 +59,9 @@ class HeldEffects:
             out.handled.update(step.handled)
         return out
 
+    def holds_through(self, index: int) -> bool:
+        """Whether a step whose entries end at ``index`` or before is still held."""
+        return bool(self.steps) and self.steps[0].index <= index
+
     def __len__(self) -> int:
         return len(self.steps)

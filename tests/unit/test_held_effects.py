@@ -45,3 +45,16 @@ def test_released_in_step_order_exactly_once(gaps: list[int], data: st.DataObjec
             assert number == max(r[0] for r in out.replies if f"p{r[0] % 2}" == peer)
     released.extend(r[0] for r in held.release(index).replies)
     assert released == list(range(len(gaps)))
+
+
+def test_a_leaver_waits_for_its_steps_up_to_the_leave_and_not_after() -> None:
+    """(Daemon.drain_links) Once its departure is out, the others drop their copies
+    of its group: what it steps after the leave never commits, and is not waited for."""
+    held = HeldEffects()
+    assert not held.holds_through(10)
+    held.hold(step(7, 0))  # the leave's step
+    held.hold(step(9, 1))  # a tick after it
+    assert held.holds_through(7) and held.holds_through(8)
+    held.release(7)
+    assert not held.holds_through(7) and not held.holds_through(8)
+    assert held.holds_through(9)
