@@ -230,6 +230,7 @@ class StandIns:
         ctx = self.ctx
         assert ctx.nursery is not None and ctx.links is not None
         stand_in = StandIn(ctx, self.replicas, slot, self._ended)
+        ctx.tallies.took_over += 1
         self.running[slot.group] = stand_in
         self.replicas.forward[slot.group] = lambda peer, frame: stand_in.forward(
             ChannelFrame(peer, frame))
@@ -238,6 +239,7 @@ class StandIns:
         ctx.nursery.start_soon(stand_in.run)
 
     def _ended(self, process: str) -> None:
+        self.ctx.tallies.stand_ins_ended += 1
         self.running.pop(process, None)
         self.replicas.forward.pop(process, None)
         self.replicas.standing.pop(process, None)

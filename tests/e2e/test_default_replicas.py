@@ -11,8 +11,8 @@ from pathlib import Path
 import skueue.client.blocking
 from tests.e2e.daemons import HOST, Daemon, free_ports, refused, spawn, stop, wait_ready
 from tests.e2e.test_cli import skueue as run_skueue
-from tests.e2e.test_failover import standing, wait_serving
-from tests.e2e.test_re_replication import members_stats, wait_replaced
+from tests.e2e.test_failover import members_stats, standing, wait_serving
+from tests.e2e.test_re_replication import wait_replaced
 from tests.e2e.test_restore_from_copies import assert_exactly, drain
 
 ELEMENTS = 60

@@ -8,10 +8,12 @@ from __future__ import annotations
 import signal
 import time
 from pathlib import Path
+from typing import Any
 
 import skueue.client.blocking
 from skueue.client.errors import SkueueError
-from tests.e2e.daemons import spawn, stop, wait_ready
+from tests.e2e.daemons import HOST, spawn, stop, wait_ready
+from tests.e2e.test_metrics import metrics_address, scrape, value
 from tests.e2e.test_restore_from_copies import (
     assert_exactly,
     drain,
@@ -54,7 +56,7 @@ def test_a_member_down_is_taken_over_and_back_it_serves_its_process_again(
     tmp_path: Path,
 ) -> None:
     """(A member lost with its disk for good, under load: tests/faults/test_failover.py.)"""
-    addresses, args, daemons = start(3, tmp_path, ["--failover"])
+    addresses, args, daemons = start(3, tmp_path, ["--failover", "--metrics", f"{HOST}:0"])
     try:
         wait_ready(daemons)
         inserted, taken, lost = fill_and_take(daemons)
@@ -63,6 +65,11 @@ def test_a_member_down_is_taken_over_and_back_it_serves_its_process_again(
         seconds, acknowledged, unknown = wait_serving(daemons[0].address)
         print(f"serving again {seconds:.2f} s after the kill")
         assert [s for s in standing(daemons[0].address) if addresses[lost] in s]  # one serves it
+        stand_in = daemons[addresses.index(stand_in_for(daemons[0].address, addresses[lost]))]
+        scraped = scrape(metrics_address(stand_in))
+        assert value(scraped, "skueue_failover_stand_ins") == 1
+        assert value(scraped, "skueue_failover_takeovers_total") == 1
+        assert value(scraped, "skueue_failover_stand_ins_ended_total") == 0
         # Back with its disk, after a survivor took its process over: a backup first,
         # then the stand-in hands the process back (runtime/homecoming.py).
         back = daemons[lost] = spawn(args(lost), tmp_path, "lost-back")
@@ -72,6 +79,9 @@ def test_a_member_down_is_taken_over_and_back_it_serves_its_process_again(
             assert time.monotonic() - began < SERVING_AGAIN_S, standing(daemons[0].address)
             time.sleep(0.5)
         print(f"its process back home {time.monotonic() - began:.1f} s after it was ready")
+        scraped = scrape(metrics_address(stand_in))
+        assert value(scraped, "skueue_failover_stand_ins") == 0
+        assert value(scraped, "skueue_failover_stand_ins_ended_total") == 1
         # A client with a seed list that names it first is served there.
         seeds = f"{back.address},{daemons[0].address}"
         with skueue.client.blocking.connect_blocking(seeds) as q:
@@ -87,6 +97,19 @@ def test_a_member_down_is_taken_over_and_back_it_serves_its_process_again(
         assert "restarting from the data directory" in log, log[-3000:]
     finally:
         stop(daemons)
+
+
+def members_stats(address: str) -> dict[str, dict[str, Any]]:
+    with skueue.client.blocking.connect_blocking(address) as q:
+        return {m["address"]: m for m in q.stats()["members"] if "durable" in m}
+
+
+def stand_in_for(address: str, process: str) -> str:
+    """The member whose daemon serves ``process`` for its lost host."""
+    for member, stats in members_stats(address).items():
+        if process in stats["durable"]["stands_in_for"]:
+            return member
+    raise AssertionError(f"no member stands in for {process}")
 
 
 def standing(address: str) -> list[dict[str, str]]:

@@ -13,12 +13,11 @@ import shutil
 import signal
 import time
 from pathlib import Path
-from typing import Any
 
 import skueue.client.blocking
 from skueue.client.errors import SkueueError
 from tests.e2e.daemons import Daemon, stop, wait_ready
-from tests.e2e.test_failover import wait_serving
+from tests.e2e.test_failover import members_stats, stand_in_for, wait_serving
 from tests.e2e.test_restore_from_copies import assert_exactly, drain, fill, start
 
 LOST_AFTER_S = 10
@@ -50,11 +49,6 @@ def resume(daemon: Daemon) -> str:
     code = daemon.proc.wait(timeout=STOPS_WITHIN_S)
     assert code == 1, (code, daemon.stderr()[-3000:])
     return daemon.stderr().strip().splitlines()[-1]
-
-
-def members_stats(address: str) -> dict[str, dict[str, Any]]:
-    with skueue.client.blocking.connect_blocking(address) as q:
-        return {m["address"]: m for m in q.stats()["members"] if "durable" in m}
 
 
 def groups_seen(address: str) -> dict[str, set[tuple[str, ...]]]:
@@ -99,14 +93,6 @@ def remove_when_served(address: str, member: str) -> float:
             continue
         assert "served by a copy" in str(answer), answer
         return time.monotonic() - began
-
-
-def stand_in_for(address: str, process: str) -> str:
-    """The member whose daemon serves ``process`` for its lost host."""
-    for member, stats in members_stats(address).items():
-        if process in stats["durable"]["stands_in_for"]:
-            return member
-    raise AssertionError(f"no member stands in for {process}")
 
 
 def test_two_hosts_lost_one_after_the_other(tmp_path: Path) -> None:

@@ -27,7 +27,8 @@ import trio
 from skueue.cluster.loadgen import LoadConfig, LoadResult
 from tests.e2e.daemons import stop
 from tests.e2e.oracle import assert_history_ok
-from tests.e2e.test_re_replication import remove_when_served, stand_in_for, wait_replaced
+from tests.e2e.test_failover import stand_in_for
+from tests.e2e.test_re_replication import remove_when_served, wait_replaced
 from tests.faults.test_crash_restart import Cluster
 from tests.faults.test_pause import paused_for
 from tests.faults.workload import LONG, SEED, fault_load, under_faults

@@ -380,9 +380,20 @@ class DaemonCollector(Collector):
         if replicas is None:
             return
         yield gauge("skueue_replication_hosts_lost",
-                    "members taken for lost for good (skueue remove-member, or unreachable "
+                    "members taken for lost for good (skueue remove-member, or silent "
                     "for --member-lost-after): the groups led here replace them", [],
                     {(): len(replicas.lost)})  # fmt: skip
+        if replicas.failover:
+            tallies = self.daemon.ctx.tallies
+            yield gauge("skueue_failover_stand_ins",
+                        "other members' processes this daemon serves now (failover)", [],
+                        {(): len(replicas.standing)})  # fmt: skip
+            yield counter("skueue_failover_takeovers_total",
+                          "other members' processes this daemon began to serve, each "
+                          "when its copy here was elected", [], {(): tallies.took_over})
+            yield counter("skueue_failover_stand_ins_ended_total",
+                          "stand-ins here that stopped: the process handed back to its "
+                          "home, or led elsewhere", [], {(): tallies.stand_ins_ended})
         if not replicas.slots:
             return
         # The copies it keeps of other processes' groups (runtime/follower_slot.py).

@@ -69,6 +69,10 @@ class Tallies:
         self.batch_operations: dict[str, Histogram] = {}
         self.batch_cycle_seconds: dict[str, Histogram] = {}
         self.last_batch: dict[str, float] = {}  # when a node's last batch went, if it was busy
+        # Failover (runtime/stand_in.py): the other members' processes this daemon began
+        # to serve, and the stand-ins that stopped since (handed back, or deposed).
+        self.took_over = 0
+        self.stand_ins_ended = 0
 
     def request(self, client: int, rid: int, kind: str, now: float) -> None:
         mine = self.started.get(client)
