@@ -94,4 +94,7 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    try:
+        sys.exit(main())
+    except KeyboardInterrupt:  # (the cluster and the joiner are stopped on the way out)
+        sys.exit(130)
